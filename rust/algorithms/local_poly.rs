@@ -1,0 +1,128 @@
+//! Local polynomial regression from the engine's design moments (SPEC §3):
+//! per query solve (ΦᵀWΦ + λI) β = ΦᵀWy and predict β₀; and the equivalent kernel ℓ(x*)
+//! with ŷ(x*) = Σᵢ ℓᵢ(x*) yᵢ.
+
+use crate::engine::{kernel_matrix, local_sums, Bandwidth, Kernel, LocalSums, Options, Problem};
+use crate::error::Result;
+use crate::kernel::Real;
+use ndarray::{Array2, ArrayView2};
+use rayon::prelude::*;
+
+/// Solve A x = b in place by Gaussian elimination with partial pivoting.
+/// Returns false when A is numerically singular (pivot ≤ tol · max |Aᵢᵢ|).
+pub fn solve_in_place(a: &mut [f64], b: &mut [f64], n: usize, nrhs: usize) -> bool {
+    let scale = (0..n).map(|i| a[i * n + i].abs()).fold(0.0, f64::max);
+    let tol = 1e-12 * scale.max(f64::MIN_POSITIVE);
+    for col in 0..n {
+        let piv = (col..n).max_by(|&r, &s| a[r * n + col].abs().total_cmp(&a[s * n + col].abs())).unwrap_or(col);
+        if !(a[piv * n + col].abs() > tol) {
+            return false;
+        }
+        if piv != col {
+            for k in 0..n {
+                a.swap(piv * n + k, col * n + k);
+            }
+            for k in 0..nrhs {
+                b.swap(piv * nrhs + k, col * nrhs + k);
+            }
+        }
+        for r in col + 1..n {
+            let f = a[r * n + col] / a[col * n + col];
+            if f == 0.0 {
+                continue;
+            }
+            for k in col..n {
+                a[r * n + k] -= f * a[col * n + k];
+            }
+            for k in 0..nrhs {
+                b[r * nrhs + k] -= f * b[col * nrhs + k];
+            }
+        }
+    }
+    for col in (0..n).rev() {
+        for k in 0..nrhs {
+            let mut s = b[col * nrhs + k];
+            for c in col + 1..n {
+                s -= a[col * n + c] * b[c * nrhs + k];
+            }
+            b[col * nrhs + k] = s / a[col * n + col];
+        }
+    }
+    true
+}
+
+/// Per-query local polynomial coefficients: returns β (m × D × p flattened per query) and,
+/// per query, whether the local design was singular (then β is NaN).
+fn coefficients<F: Real>(sums: &LocalSums<F>, ridge: f64, rhs: Rhs) -> (Vec<Vec<f64>>, Vec<bool>) {
+    let mom = sums.moments.as_ref().expect("engine called with a degree");
+    let cross = sums.cross.as_ref().expect("engine called with a degree");
+    let (m, nb, _) = mom.dim();
+    let p = cross.dim().2;
+    (0..m)
+        .into_par_iter()
+        .map(|i| {
+            let mut a: Vec<f64> = mom.slice(ndarray::s![i, .., ..]).iter().map(|v| v.f64()).collect();
+            for k in 0..nb {
+                a[k * nb + k] += ridge * (-sums.log_scale[i].f64()).exp();
+            }
+            let (mut b, nrhs) = match rhs {
+                Rhs::Values => (cross.slice(ndarray::s![i, .., ..]).iter().map(|v| v.f64()).collect::<Vec<_>>(), p),
+                Rhs::FirstUnit => ((0..nb).map(|k| if k == 0 { 1.0 } else { 0.0 }).collect(), 1),
+            };
+            let ok = sums.den[i] > F::zero() && solve_in_place(&mut a, &mut b, nb, nrhs);
+            if !ok {
+                b.iter_mut().for_each(|v| *v = f64::NAN);
+            }
+            (b, !ok)
+        })
+        .unzip()
+}
+
+#[derive(Copy, Clone)]
+enum Rhs {
+    Values,
+    FirstUnit,
+}
+
+/// Local polynomial predictions (m × p) and the singular-design mask.
+pub fn predict<F: Real>(pb: &Problem<F>, kernel: &Kernel, bw: &Bandwidth<F>, degree: usize, ridge: f64) -> Result<(Array2<F>, Vec<bool>)> {
+    let opts = Options { degree: Some(degree), ..Options::default() };
+    let sums = local_sums(pb, kernel, bw, &opts)?;
+    let p = sums.num.ncols();
+    let (beta, singular) = coefficients(&sums, ridge, Rhs::Values);
+    let pred = Array2::from_shape_fn((beta.len(), p), |(i, c)| F::of(beta[i][c]));
+    Ok((pred, singular))
+}
+
+/// The equivalent kernel ℓ (m × n): ŷ(q) = Σᵢ ℓᵢ(q) yᵢ for any y. Dense by nature.
+pub fn equivalent_kernel<F: Real>(q: ArrayView2<F>, x: ArrayView2<F>, kernel: &Kernel, bw: &Bandwidth<F>, degree: usize, ridge: f64) -> Result<(Array2<F>, Vec<bool>)> {
+    let pb = Problem { queries: q, x, values: None, weights: None };
+    let opts = Options { degree: Some(degree), ..Options::default() };
+    let sums = local_sums(&pb, kernel, bw, &opts)?;
+    let (a, singular) = coefficients(&sums, ridge, Rhs::FirstUnit);
+    let shift: Vec<F> = sums.log_scale.to_vec();
+    let mut ell = kernel_matrix(q, x, kernel, bw, Some(&shift))?;
+    let d = x.ncols();
+    ell.axis_iter_mut(ndarray::Axis(0)).into_par_iter().enumerate().for_each(|(i, mut row)| {
+        let ai = &a[i];
+        for (j, v) in row.iter_mut().enumerate() {
+            // aᵀφ(xⱼ − q) with φ = [1, δ, δδᵀ upper]
+            let mut s = ai[0];
+            if degree >= 1 {
+                let mut at = 1 + d;
+                for k in 0..d {
+                    let dk = (x[(j, k)] - q[(i, k)]).f64();
+                    s += ai[1 + k] * dk;
+                    if degree >= 2 {
+                        for l in k..d {
+                            s += ai[at] * dk * (x[(j, l)] - q[(i, l)]).f64();
+                            at += 1;
+                        }
+                    }
+                }
+            }
+            *v = F::of(v.f64() * s);
+        }
+    });
+    Ok((ell, singular))
+}

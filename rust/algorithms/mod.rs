@@ -1,0 +1,3 @@
+//! Methods built on the engine: per-query solves, iterations, merging.
+
+pub mod local_poly;

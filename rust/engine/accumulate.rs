@@ -1,0 +1,112 @@
+//! Per-query f64 accumulators shared by every path of the engine.
+
+use super::LocalSums;
+use crate::kernel::Real;
+use ndarray::{Array1, Array2, Array3};
+
+/// Number of local polynomial basis functions in d dimensions.
+pub fn n_basis(d: usize, degree: usize) -> usize {
+    match degree {
+        0 => 1,
+        1 => 1 + d,
+        _ => 1 + d + d * (d + 1) / 2,
+    }
+}
+
+pub struct Acc {
+    pub num: Vec<f64>,
+    pub den: f64,
+    /// Sums are stored divided by exp(log_scale) (running max of log K; 0 for other kernels).
+    pub log_scale: f64,
+    mom: Vec<f64>,
+    cross: Vec<f64>,
+    phi: Vec<f64>,
+}
+
+impl Acc {
+    pub fn new(p: usize, basis: Option<usize>, exponential: bool) -> Self {
+        let nb = basis.unwrap_or(0);
+        Acc {
+            num: vec![0.0; p],
+            den: 0.0,
+            log_scale: if exponential { f64::NEG_INFINITY } else { 0.0 },
+            mom: vec![0.0; nb * nb],
+            cross: vec![0.0; nb * p],
+            phi: vec![0.0; nb],
+        }
+    }
+
+    /// Move to a larger running maximum, rescaling what has been summed so far.
+    #[inline]
+    pub fn raise_scale(&mut self, new: f64) {
+        if new > self.log_scale {
+            let f = (self.log_scale - new).exp();
+            self.den *= f;
+            self.num.iter_mut().chain(self.mom.iter_mut()).chain(self.cross.iter_mut()).for_each(|v| *v *= f);
+            self.log_scale = new;
+        }
+    }
+
+    /// Add kw·φ(δ)φ(δ)ᵀ and kw·φ(δ)vᵀ (upper triangle; mirrored in `finish`).
+    pub fn add_moments<F: Real>(&mut self, kw: f64, delta: &[F], v: &[F], degree: usize) {
+        let phi = &mut self.phi;
+        let d = delta.len();
+        phi[0] = 1.0;
+        if degree >= 1 {
+            for k in 0..d {
+                phi[1 + k] = delta[k].f64();
+            }
+        }
+        if degree >= 2 {
+            let mut at = 1 + d;
+            for a in 0..d {
+                for b in a..d {
+                    phi[at] = delta[a].f64() * delta[b].f64();
+                    at += 1;
+                }
+            }
+        }
+        let nb = phi.len();
+        let p = v.len();
+        for a in 0..nb {
+            let wa = kw * phi[a];
+            for b in a..nb {
+                self.mom[a * nb + b] += wa * phi[b];
+            }
+            for c in 0..p {
+                self.cross[a * p + c] += wa * v[c].f64();
+            }
+        }
+    }
+
+    pub fn finish<F: Real>(accs: Vec<Acc>, p: usize, basis: Option<usize>) -> LocalSums<F> {
+        let m = accs.len();
+        let mut num = Array2::<F>::zeros((m, p));
+        let mut den = Array1::<F>::zeros(m);
+        let mut log_scale = Array1::<F>::zeros(m);
+        let nb = basis.unwrap_or(0);
+        let mut moments = basis.map(|_| Array3::<F>::zeros((m, nb, nb)));
+        let mut cross = basis.map(|_| Array3::<F>::zeros((m, nb, p)));
+        for (i, a) in accs.into_iter().enumerate() {
+            let ls = if a.log_scale.is_finite() { a.log_scale } else { 0.0 };
+            log_scale[i] = F::of(ls);
+            den[i] = F::of(a.den);
+            for c in 0..p {
+                num[(i, c)] = F::of(a.num[c]);
+            }
+            if let (Some(mo), Some(cr)) = (moments.as_mut(), cross.as_mut()) {
+                for r in 0..nb {
+                    for c in r..nb {
+                        let v = F::of(a.mom[r * nb + c]);
+                        mo[(i, r, c)] = v;
+                        mo[(i, c, r)] = v;
+                    }
+                    for c in 0..p {
+                        cr[(i, r, c)] = F::of(a.cross[r * p + c]);
+                    }
+                }
+            }
+        }
+        LocalSums { num, den, log_scale, moments, cross }
+    }
+}

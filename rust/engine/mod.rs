@@ -1,0 +1,612 @@
+//! THE local-mean primitive (DESIGN §4).
+//!
+//! For queries q (m×d), references x (n×d), values v (n×p) and sample weights w (n) it
+//! returns, per query, S₀ = Σᵢ K(q, xᵢ) wᵢ and S₁ = Σᵢ K(q, xᵢ) wᵢ vᵢ, and on request the
+//! design moments Σᵢ K wᵢ φ(xᵢ − q) φ(xᵢ − q)ᵀ and Σᵢ K wᵢ φ(xᵢ − q) vᵢᵀ of a local polynomial
+//! basis φ (degree 0, 1 or 2). Every method of the library is a choice of K and v plus
+//! what it does with S₁ / S₀.
+//!
+//! How it is fast and exact:
+//! * nothing m×n is ever stored: query blocks × reference tiles, distance → kernel →
+//!   accumulate fused per tile, references re-laid out feature-major so the inner loops
+//!   vectorise (with AVX2 when the CPU has it, chosen at run time);
+//! * high dimensions get their tile of distances from a matrix product;
+//! * compact kernels visit only the references inside the support through a kd-tree when
+//!   that is cheaper; the kNN kernel goes through the neighbour index;
+//! * exponential kernels accumulate with a running maximum (as online softmax), so a tiny
+//!   bandwidth gives the nearest-neighbour limit rather than 0/0; sums are reported as
+//!   `value · exp(log_scale)`;
+//! * parallel over query blocks only: the reduction order for one query is fixed, so
+//!   results are bit-identical for any thread count. Tile sums are added in f64.
+
+mod accumulate;
+
+use crate::distance::{row_sq_norms, GEMM_MIN_DIM};
+use crate::error::{LocalizationError, Result};
+use crate::kernel::{dispatch_profile, Profile, ProfileFn, Real};
+use crate::neighbors::{Algorithm, Index, KdTree};
+use accumulate::{n_basis, Acc};
+use ndarray::{linalg::general_mat_mul, s, Array1, Array2, Array3, ArrayView1, ArrayView2, ArrayViewMut2};
+use rayon::prelude::*;
+
+/// How two points are compared.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Kernel {
+    /// A radial profile of ‖q − x‖ / h.
+    Radial(Profile),
+    /// K = exp(q·x / τ): the query–key kernel of attention and modern Hopfield networks.
+    Dot { temperature: f64 },
+    /// K = 1[x among the k nearest references of q], optionally times a profile with h equal
+    /// to the k-th neighbour distance (so the k-th neighbour itself gets k(1)).
+    Knn { k: usize, profile: Option<Profile> },
+}
+
+/// Bandwidth h of a radial kernel.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Bandwidth<F> {
+    Scalar(F),
+    /// Balloon estimators: one h per query.
+    PerQuery(Vec<F>),
+    /// Sample-point estimators: one h per reference.
+    PerReference(Vec<F>),
+}
+
+/// Where the references of a query come from.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Neighborhood {
+    /// Tree for compact kernels when it visits far fewer pairs than brute force.
+    Auto,
+    Brute,
+    Tree,
+}
+
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Local polynomial degree of the design moments to return (None: none).
+    pub degree: Option<usize>,
+    /// Leave-one-out ("hollow" kernel): query i never sees reference i (needs m = n).
+    pub exclude_self: bool,
+    pub neighborhood: Neighborhood,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options { degree: None, exclude_self: false, neighborhood: Neighborhood::Auto }
+    }
+}
+
+/// Kernel-weighted sums per query. True sums are `den · exp(log_scale)` etc.
+#[derive(Clone, Debug)]
+pub struct LocalSums<F> {
+    pub num: Array2<F>,
+    pub den: Array1<F>,
+    pub log_scale: Array1<F>,
+    /// m × D × D, D = number of basis functions (1, 1 + d, 1 + d + d(d+1)/2).
+    pub moments: Option<Array3<F>>,
+    /// m × D × p.
+    pub cross: Option<Array3<F>>,
+}
+
+pub struct Problem<'a, F> {
+    pub queries: ArrayView2<'a, F>,
+    pub x: ArrayView2<'a, F>,
+    pub values: Option<ArrayView2<'a, F>>,
+    pub weights: Option<ArrayView1<'a, F>>,
+}
+
+const QUERY_BLOCK: usize = 32;
+const TILE: usize = 256;
+
+/// Compute the local sums. Runs on the current rayon pool (see `parallel::install`).
+pub fn local_sums<F: Real>(pb: &Problem<F>, kernel: &Kernel, bw: &Bandwidth<F>, opts: &Options) -> Result<LocalSums<F>> {
+    validate(pb, kernel, bw, opts)?;
+    match kernel {
+        Kernel::Knn { k, profile } => knn_sums(pb, *k, *profile, opts),
+        Kernel::Dot { temperature } => brute::<F, DotExp>(pb, bw, opts, F::of(1.0 / temperature)),
+        Kernel::Radial(profile) => {
+            let use_tree = match opts.neighborhood {
+                Neighborhood::Brute => false,
+                Neighborhood::Tree => profile.support().is_some(),
+                Neighborhood::Auto => tree_is_cheaper(pb, *profile, bw)?,
+            };
+            dispatch_profile!(*profile, P, {
+                if use_tree {
+                    tree_sums::<F, P>(pb, bw, opts)
+                } else {
+                    brute::<F, Radial<P>>(pb, bw, opts, F::one())
+                }
+            })
+        }
+    }
+}
+
+fn validate<F: Real>(pb: &Problem<F>, kernel: &Kernel, bw: &Bandwidth<F>, opts: &Options) -> Result<()> {
+    let (n, d) = pb.x.dim();
+    if n == 0 {
+        return Err(LocalizationError::EmptyInput { name: "X" });
+    }
+    if pb.queries.ncols() != d {
+        return Err(LocalizationError::shape("X_query", format!("{d} features"), format!("{} features", pb.queries.ncols())));
+    }
+    if let Some(v) = &pb.values {
+        if v.nrows() != n {
+            return Err(LocalizationError::shape("values", format!("{n} rows"), format!("{} rows", v.nrows())));
+        }
+    }
+    if let Some(w) = &pb.weights {
+        if w.len() != n {
+            return Err(LocalizationError::shape("sample_weight", format!("{n} entries"), format!("{}", w.len())));
+        }
+        if w.iter().any(|v| !(*v >= F::zero()) || !v.is_finite()) {
+            return Err(LocalizationError::param("sample_weight", "must be finite and non-negative"));
+        }
+    }
+    let positive = |h: &F| *h > F::zero() && h.is_finite();
+    let ok = match bw {
+        Bandwidth::Scalar(h) => positive(h),
+        Bandwidth::PerQuery(h) => {
+            if h.len() != pb.queries.nrows() {
+                return Err(LocalizationError::shape("bandwidth", format!("{} per-query values", pb.queries.nrows()), h.len()));
+            }
+            h.iter().all(positive)
+        }
+        Bandwidth::PerReference(h) => {
+            if h.len() != n {
+                return Err(LocalizationError::shape("bandwidth", format!("{n} per-sample values"), h.len()));
+            }
+            h.iter().all(positive)
+        }
+    };
+    if !ok {
+        return Err(LocalizationError::param("bandwidth", "must be finite and strictly positive"));
+    }
+    if opts.exclude_self && pb.queries.nrows() != n {
+        return Err(LocalizationError::param("exclude_self", "leave-one-out needs the queries to be the references"));
+    }
+    if let Some(deg) = opts.degree {
+        if deg > 2 {
+            return Err(LocalizationError::param("degree", format!("must be 0, 1 or 2, got {deg}")));
+        }
+        if matches!(kernel, Kernel::Dot { .. }) {
+            return Err(LocalizationError::param("degree", "design moments need a distance kernel"));
+        }
+    }
+    match kernel {
+        Kernel::Dot { temperature } if !(*temperature > 0.0 && temperature.is_finite()) => {
+            Err(LocalizationError::param("temperature", "must be finite and strictly positive"))
+        }
+        Kernel::Knn { k, .. } if *k == 0 || *k + opts.exclude_self as usize > n => Err(LocalizationError::param(
+            "n_neighbors",
+            format!("must be in [1, {}], got {k}", n - opts.exclude_self as usize),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The inner step of the brute-force path: from a tile of distances (or dot products) to
+/// log-kernel values (`EXP`) or kernel values.
+trait TileKernel: Copy + Send + Sync {
+    const EXP: bool;
+    const DOT: bool;
+    /// `t` holds squared distances (times 1/h² already) or dot products; `c` is 1/τ.
+    fn eval<F: Real>(t: F, c: F) -> F;
+}
+
+#[derive(Copy, Clone)]
+struct Radial<P>(P);
+impl<P: ProfileFn> TileKernel for Radial<P> {
+    const EXP: bool = matches!(P::PROFILE, Profile::Gaussian | Profile::Exponential);
+    const DOT: bool = false;
+    #[inline(always)]
+    fn eval<F: Real>(u2: F, _c: F) -> F {
+        if Self::EXP {
+            P::log_k(u2)
+        } else {
+            P::k(u2)
+        }
+    }
+}
+
+#[derive(Copy, Clone)]
+struct DotExp;
+impl TileKernel for DotExp {
+    const EXP: bool = true;
+    const DOT: bool = true;
+    #[inline(always)]
+    fn eval<F: Real>(t: F, c: F) -> F {
+        t * c
+    }
+}
+
+/// References laid out tile by tile, feature-major inside a tile, so the pair loop
+/// streams contiguous memory and vectorises over references.
+struct Tiles<F> {
+    coords: Vec<F>,
+    weights: Vec<F>,
+    values: Vec<F>,
+    inv_h2: Option<Vec<F>>,
+    norms: Vec<F>,
+    d: usize,
+    p: usize,
+    n: usize,
+}
+
+impl<F: Real> Tiles<F> {
+    fn new(pb: &Problem<F>, bw: &Bandwidth<F>) -> Self {
+        let (n, d) = pb.x.dim();
+        let p = pb.values.as_ref().map_or(0, |v| v.ncols());
+        let n_tiles = n.div_ceil(TILE);
+        let mut coords = vec![F::zero(); n_tiles * TILE * d];
+        let mut values = vec![F::zero(); n_tiles * TILE * p];
+        for i in 0..n {
+            let (t, j) = (i / TILE, i % TILE);
+            for k in 0..d {
+                coords[(t * d + k) * TILE + j] = pb.x[(i, k)];
+            }
+            if let Some(v) = &pb.values {
+                for c in 0..p {
+                    values[(t * p + c) * TILE + j] = v[(i, c)];
+                }
+            }
+        }
+        let weights = pb.weights.as_ref().map_or_else(|| vec![F::one(); n], |w| w.to_vec());
+        let inv_h2 = match bw {
+            Bandwidth::PerReference(h) => Some(h.iter().map(|&h| F::one() / (h * h)).collect()),
+            _ => None,
+        };
+        let norms = if d >= GEMM_MIN_DIM { row_sq_norms(pb.x) } else { Vec::new() };
+        Tiles { coords, weights, values, inv_h2, norms, d, p, n }
+    }
+}
+
+fn brute<F: Real, K: TileKernel>(pb: &Problem<F>, bw: &Bandwidth<F>, opts: &Options, c: F) -> Result<LocalSums<F>> {
+    let tiles = Tiles::new(pb, bw);
+    let m = pb.queries.nrows();
+    let basis = opts.degree.map(|g| n_basis(tiles.d, g));
+    let q_norms = if tiles.d >= GEMM_MIN_DIM { row_sq_norms(pb.queries) } else { Vec::new() };
+    let accs: Vec<Acc> = (0..m)
+        .step_by(QUERY_BLOCK)
+        .collect::<Vec<_>>()
+        .into_par_iter()
+        .flat_map_iter(|b0| {
+            let b1 = (b0 + QUERY_BLOCK).min(m);
+            run_block::<F, K>(pb, &tiles, bw, opts, basis, &q_norms, b0, b1, c)
+        })
+        .collect();
+    Ok(Acc::finish(accs, tiles.p, basis))
+}
+
+/// One query block against all tiles, with the fastest instruction set available.
+#[allow(clippy::too_many_arguments)]
+fn run_block<F: Real, K: TileKernel>(
+    pb: &Problem<F>, tiles: &Tiles<F>, bw: &Bandwidth<F>, opts: &Options, basis: Option<usize>, qn: &[F], b0: usize, b1: usize, c: F,
+) -> Vec<Acc> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+            // SAFETY: the CPU supports the features the function is compiled for.
+            return unsafe { block_avx2::<F, K>(pb, tiles, bw, opts, basis, qn, b0, b1, c) };
+        }
+    }
+    block::<F, K>(pb, tiles, bw, opts, basis, qn, b0, b1, c)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn block_avx2<F: Real, K: TileKernel>(
+    pb: &Problem<F>, tiles: &Tiles<F>, bw: &Bandwidth<F>, opts: &Options, basis: Option<usize>, qn: &[F], b0: usize, b1: usize, c: F,
+) -> Vec<Acc> {
+    block::<F, K>(pb, tiles, bw, opts, basis, qn, b0, b1, c)
+}
+
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn block<F: Real, K: TileKernel>(
+    pb: &Problem<F>, tiles: &Tiles<F>, bw: &Bandwidth<F>, opts: &Options, basis: Option<usize>, qn: &[F], b0: usize, b1: usize, c: F,
+) -> Vec<Acc> {
+    let (d, p, n) = (tiles.d, tiles.p, tiles.n);
+    let nb = b1 - b0;
+    let mut accs: Vec<Acc> = (0..nb).map(|_| Acc::new(p, basis, K::EXP)).collect();
+    let mut scratch = Array2::<F>::zeros((nb, TILE));
+    let mut kw = vec![F::zero(); TILE];
+    let mut delta = vec![F::zero(); d];
+    let qb = pb.queries.slice(s![b0..b1, ..]);
+    let use_gemm = d >= GEMM_MIN_DIM;
+    for t0 in (0..n).step_by(TILE) {
+        let t = t0 / TILE;
+        let len = (n - t0).min(TILE);
+        let coords = &tiles.coords[t * d * TILE..(t + 1) * d * TILE];
+        let mut sv = scratch.slice_mut(s![.., 0..len]);
+        if use_gemm {
+            fill_gemm::<F, K>(qb, &qn[b0.min(qn.len())..b1.min(qn.len())], pb.x.slice(s![t0..t0 + len, ..]), &tiles.norms, t0, sv.view_mut());
+        } else {
+            for (i, mut row) in sv.rows_mut().into_iter().enumerate() {
+                fill_direct::<F, K>(qb.row(i).as_slice().expect("C-contiguous queries"), coords, row.as_slice_mut().expect("contiguous scratch"), len);
+            }
+        }
+        let w = &tiles.weights[t0..t0 + len];
+        let vals = &tiles.values[t * p * TILE..(t + 1) * p * TILE];
+        for (i, acc) in accs.iter_mut().enumerate() {
+            let gi = b0 + i;
+            let row = sv.row(i);
+            let row = row.as_slice().expect("contiguous scratch");
+            let scale = match bw {
+                Bandwidth::Scalar(h) => F::one() / (*h * *h),
+                Bandwidth::PerQuery(h) => F::one() / (h[gi] * h[gi]),
+                Bandwidth::PerReference(_) => F::one(),
+            };
+            let kw = &mut kw[..len];
+            match &tiles.inv_h2 {
+                Some(ih) if !K::DOT => {
+                    let ih = &ih[t0..t0 + len];
+                    for j in 0..len {
+                        kw[j] = K::eval(row[j] * ih[j], c);
+                    }
+                }
+                _ => {
+                    let s = if K::DOT { F::one() } else { scale };
+                    for j in 0..len {
+                        kw[j] = K::eval(row[j] * s, c);
+                    }
+                }
+            }
+            let own = (opts.exclude_self && gi >= t0 && gi < t0 + len).then(|| gi - t0);
+            if K::EXP {
+                if let Some(o) = own {
+                    kw[o] = F::neg_infinity();
+                }
+                let tmax = kw.iter().fold(F::neg_infinity(), |a, &b| a.max(b));
+                acc.raise_scale(tmax.f64());
+                let shift = F::of(acc.log_scale);
+                for j in 0..len {
+                    kw[j] = (kw[j] - shift).exp_fast() * w[j];
+                }
+            } else {
+                for j in 0..len {
+                    kw[j] = kw[j] * w[j];
+                }
+                if let Some(o) = own {
+                    kw[o] = F::zero();
+                }
+            }
+            acc.den += kw.iter().fold(F::zero(), |a, &b| a + b).f64();
+            for cc in 0..p {
+                let v = &vals[cc * TILE..cc * TILE + len];
+                let mut s = F::zero();
+                for j in 0..len {
+                    s = s + kw[j] * v[j];
+                }
+                acc.num[cc] += s.f64();
+            }
+            if basis.is_some() {
+                let q = qb.row(i);
+                for j in 0..len {
+                    if kw[j] == F::zero() {
+                        continue;
+                    }
+                    for k in 0..d {
+                        delta[k] = coords[k * TILE + j] - q[k];
+                    }
+                    let vj: Vec<F> = (0..p).map(|cc| vals[cc * TILE + j]).collect();
+                    acc.add_moments(kw[j].f64(), &delta, &vj, opts.degree.unwrap_or(0));
+                }
+            }
+        }
+    }
+    accs
+}
+
+/// Squared distances (or dot products) of one query against one tile, feature-major.
+#[inline(always)]
+fn fill_direct<F: Real, K: TileKernel>(q: &[F], coords: &[F], out: &mut [F], len: usize) {
+    let out = &mut out[..len];
+    out.iter_mut().for_each(|v| *v = F::zero());
+    for (k, &qk) in q.iter().enumerate() {
+        let xs = &coords[k * TILE..k * TILE + len];
+        if K::DOT {
+            for j in 0..len {
+                out[j] = out[j] + qk * xs[j];
+            }
+        } else {
+            for j in 0..len {
+                let t = qk - xs[j];
+                out[j] = out[j] + t * t;
+            }
+        }
+    }
+}
+
+/// The same for a whole query block through one matrix product (high dimensions).
+fn fill_gemm<F: Real, K: TileKernel>(qb: ArrayView2<F>, qn: &[F], xt: ArrayView2<F>, xn: &[F], t0: usize, mut out: ArrayViewMut2<F>) {
+    if K::DOT {
+        general_mat_mul(F::one(), &qb, &xt.t(), F::zero(), &mut out);
+    } else {
+        crate::distance::sq_dist_tile_gemm(qb, qn, xt, &xn[t0..t0 + xt.nrows()], out);
+    }
+}
+
+/// Would a kd-tree visit far fewer pairs than brute force? Estimated on a few queries.
+fn tree_is_cheaper<F: Real>(pb: &Problem<F>, profile: Profile, bw: &Bandwidth<F>) -> Result<bool> {
+    let (n, d) = pb.x.dim();
+    let m = pb.queries.nrows();
+    if profile.support().is_none() || d >= GEMM_MIN_DIM || n < 512 || m < 16 {
+        return Ok(false);
+    }
+    let tree = KdTree::build(pb.x, 32)?;
+    let probes = 32.min(m);
+    let mut visited = 0usize;
+    for s in 0..probes {
+        let i = s * m / probes;
+        let r = support_radius(bw, i);
+        tree.visit_within(pb.queries.row(i).as_slice().expect("C-contiguous"), r * r, &mut |_, _| visited += 1);
+    }
+    Ok((visited as f64 / probes as f64) < n as f64 / 6.0)
+}
+
+fn support_radius<F: Real>(bw: &Bandwidth<F>, i: usize) -> F {
+    match bw {
+        Bandwidth::Scalar(h) => *h,
+        Bandwidth::PerQuery(h) => h[i],
+        Bandwidth::PerReference(h) => h.iter().fold(F::zero(), |a, &b| a.max(b)),
+    }
+}
+
+/// Compact kernels: visit only the references inside each query's support.
+fn tree_sums<F: Real, P: ProfileFn>(pb: &Problem<F>, bw: &Bandwidth<F>, opts: &Options) -> Result<LocalSums<F>> {
+    let tree = KdTree::build(pb.x, 32)?;
+    let order = tree.order();
+    let p = pb.values.as_ref().map_or(0, |v| v.ncols());
+    // Tree-ordered copies so the visit streams memory.
+    let w: Vec<F> = order.iter().map(|&i| pb.weights.as_ref().map_or(F::one(), |w| w[i])).collect();
+    let vals: Vec<F> = match &pb.values {
+        Some(v) => order.iter().flat_map(|&i| v.row(i).to_vec()).collect(),
+        None => Vec::new(),
+    };
+    let inv_h2: Option<Vec<F>> = match bw {
+        Bandwidth::PerReference(h) => Some(order.iter().map(|&i| F::one() / (h[i] * h[i])).collect()),
+        _ => None,
+    };
+    let basis = opts.degree.map(|g| n_basis(pb.x.ncols(), g));
+    let degree = opts.degree.unwrap_or(0);
+    let accs: Vec<Acc> = (0..pb.queries.nrows())
+        .into_par_iter()
+        .map(|i| {
+            let q = pb.queries.row(i);
+            let q = q.as_slice().expect("C-contiguous queries");
+            let mut acc = Acc::new(p, basis, false);
+            let r = support_radius(bw, i);
+            let scale = F::one() / (r * r);
+            let mut delta = vec![F::zero(); q.len()];
+            tree.visit_within(q, r * r, &mut |pos, d2| {
+                let u2 = match &inv_h2 {
+                    Some(ih) => d2 * ih[pos],
+                    None => d2 * scale,
+                };
+                let kw = P::k(u2) * w[pos];
+                if kw == F::zero() || (opts.exclude_self && order[pos] == i) {
+                    return;
+                }
+                let v = &vals[pos * p..(pos + 1) * p];
+                acc.den += kw.f64();
+                for (a, &b) in acc.num.iter_mut().zip(v) {
+                    *a += (kw * b).f64();
+                }
+                if basis.is_some() {
+                    let x = pb.x.row(order[pos]);
+                    for (k, dk) in delta.iter_mut().enumerate() {
+                        *dk = x[k] - q[k];
+                    }
+                    acc.add_moments(kw.f64(), &delta, v, degree);
+                }
+            });
+            acc
+        })
+        .collect();
+    Ok(Acc::finish(accs, p, basis))
+}
+
+/// The kNN kernel through the neighbour index.
+fn knn_sums<F: Real>(pb: &Problem<F>, k: usize, profile: Option<Profile>, opts: &Options) -> Result<LocalSums<F>> {
+    let index = Index::build(pb.x, Algorithm::Auto, 32)?;
+    let extra = opts.exclude_self as usize;
+    let nb = index.knn(pb.queries, k + extra)?;
+    let p = pb.values.as_ref().map_or(0, |v| v.ncols());
+    let basis = opts.degree.map(|g| n_basis(pb.x.ncols(), g));
+    let degree = opts.degree.unwrap_or(0);
+    let accs: Vec<Acc> = (0..pb.queries.nrows())
+        .into_par_iter()
+        .map(|i| {
+            let q = pb.queries.row(i);
+            let mut acc = Acc::new(p, basis, false);
+            // Leave-one-out drops the query's own index (wherever ties put it), else the farthest.
+            let mut pairs: Vec<(usize, F)> = nb.indices[i].iter().copied().zip(nb.distances[i].iter().copied()).collect();
+            if extra == 1 {
+                let at = pairs.iter().position(|&(j, _)| j == i).unwrap_or(pairs.len() - 1);
+                pairs.remove(at);
+            }
+            let hk = pairs.last().map_or(F::zero(), |t| t.1);
+            let mut delta = vec![F::zero(); q.len()];
+            let mut vj = vec![F::zero(); p];
+            for &(j, dist) in &pairs {
+                let kern = match profile {
+                    None => F::one(),
+                    Some(_) if hk == F::zero() => F::one(),
+                    Some(pr) => dispatch_profile!(pr, P, P::k((dist / hk) * (dist / hk))),
+                };
+                let kw = kern * pb.weights.as_ref().map_or(F::one(), |w| w[j]);
+                if kw == F::zero() {
+                    continue;
+                }
+                acc.den += kw.f64();
+                if let Some(v) = &pb.values {
+                    for c in 0..p {
+                        vj[c] = v[(j, c)];
+                        acc.num[c] += (kw * vj[c]).f64();
+                    }
+                }
+                if basis.is_some() {
+                    for kk in 0..q.len() {
+                        delta[kk] = pb.x[(j, kk)] - q[kk];
+                    }
+                    acc.add_moments(kw.f64(), &delta, &vj, degree);
+                }
+            }
+            acc
+        })
+        .collect();
+    Ok(Acc::finish(accs, p, basis))
+}
+
+#[cfg(test)]
+mod tests;
+
+/// The dense kernel matrix K(qᵢ, xⱼ)·exp(−shiftᵢ) (m×n). Only for methods whose output is
+/// itself m×n (equivalent kernels, explicit kernel matrices); the local sums never build it.
+pub fn kernel_matrix<F: Real>(q: ArrayView2<F>, x: ArrayView2<F>, kernel: &Kernel, bw: &Bandwidth<F>, shift: Option<&[F]>) -> Result<Array2<F>> {
+    let pb = Problem { queries: q, x, values: None, weights: None };
+    validate(&pb, kernel, bw, &Options::default())?;
+    let (m, n) = (q.nrows(), x.nrows());
+    let mut out = Array2::<F>::zeros((m, n));
+    let knn = match kernel {
+        Kernel::Knn { k, .. } => Some(Index::build(x, Algorithm::Auto, 32)?.knn(q, *k)?),
+        _ => None,
+    };
+    out.axis_iter_mut(ndarray::Axis(0)).into_par_iter().enumerate().for_each(|(i, mut row)| {
+        let qi = q.row(i);
+        let qs = qi.as_slice().expect("C-contiguous");
+        let sh = shift.map_or(0.0, |s| s[i].f64());
+        match kernel {
+            Kernel::Radial(pr) => {
+                for j in 0..n {
+                    let h = match bw {
+                        Bandwidth::Scalar(h) => *h,
+                        Bandwidth::PerQuery(h) => h[i],
+                        Bandwidth::PerReference(h) => h[j],
+                    };
+                    let u2 = crate::distance::sq_euclidean(qs, x.row(j).as_slice().expect("C-contiguous")) / (h * h);
+                    let log_k = dispatch_profile!(*pr, P, if pr.is_exponential() { P::log_k(u2).f64() } else { P::k(u2).f64().ln() });
+                    row[j] = F::of((log_k - sh).exp());
+                }
+            }
+            Kernel::Dot { temperature } => {
+                for j in 0..n {
+                    let s = crate::distance::dot(qs, x.row(j).as_slice().expect("C-contiguous")).f64() / temperature;
+                    row[j] = F::of((s - sh).exp());
+                }
+            }
+            Kernel::Knn { profile, .. } => {
+                let nb = knn.as_ref().expect("built above");
+                let hk = nb.distances[i].last().copied().unwrap_or(F::zero());
+                for (&j, &dist) in nb.indices[i].iter().zip(&nb.distances[i]) {
+                    let kern = match profile {
+                        Some(pr) if hk > F::zero() => dispatch_profile!(*pr, P, P::k((dist / hk) * (dist / hk))),
+                        _ => F::one(),
+                    };
+                    row[j] = F::of(kern.f64() * (-sh).exp());
+                }
+            }
+        }
+    });
+    Ok(out)
+}

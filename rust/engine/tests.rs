@@ -1,0 +1,238 @@
+use super::*;
+use crate::kernel::ALL_PROFILES;
+use crate::parallel::install;
+use rand::{rngs::StdRng, Rng, SeedableRng};
+
+fn rand_mat(rng: &mut StdRng, n: usize, d: usize) -> Array2<f64> {
+    Array2::from_shape_fn((n, d), |_| rng.random::<f64>() * 2.0 - 1.0)
+}
+
+/// The definition, as a plain double loop in f64.
+fn naive(q: &Array2<f64>, x: &Array2<f64>, v: &Array2<f64>, w: &[f64], k: &dyn Fn(usize, usize, f64) -> f64, skip_self: bool) -> (Array2<f64>, Vec<f64>) {
+    let mut num = Array2::zeros((q.nrows(), v.ncols()));
+    let mut den = vec![0.0; q.nrows()];
+    for i in 0..q.nrows() {
+        for j in 0..x.nrows() {
+            if skip_self && i == j {
+                continue;
+            }
+            let d2 = crate::distance::sq_euclidean(q.row(i).as_slice().unwrap(), x.row(j).as_slice().unwrap());
+            let kw = k(i, j, d2) * w[j];
+            den[i] += kw;
+            for c in 0..v.ncols() {
+                num[(i, c)] += kw * v[(j, c)];
+            }
+        }
+    }
+    (num, den)
+}
+
+fn true_sums(s: &LocalSums<f64>) -> (Array2<f64>, Vec<f64>) {
+    let f: Vec<f64> = s.log_scale.iter().map(|l| l.exp()).collect();
+    let mut num = s.num.clone();
+    for (i, mut r) in num.rows_mut().into_iter().enumerate() {
+        r *= f[i];
+    }
+    (num, s.den.iter().zip(&f).map(|(a, b)| a * b).collect())
+}
+
+fn assert_close(a: &Array2<f64>, b: &Array2<f64>, da: &[f64], db: &[f64], tol: f64, what: &str) {
+    for (x, y) in a.iter().zip(b.iter()).chain(da.iter().zip(db)) {
+        assert!((x - y).abs() <= tol * (1.0 + y.abs()), "{what}: {x} vs {y}");
+    }
+}
+
+#[test]
+fn engine_matches_naive_loop_for_every_profile_path_and_bandwidth() {
+    let mut rng = StdRng::seed_from_u64(7);
+    for &d in &[1usize, 2, 3, 5, 20] {
+        let (n, m) = (1100, 70);
+        let x = rand_mat(&mut rng, n, d);
+        let q = rand_mat(&mut rng, m, d);
+        let v = rand_mat(&mut rng, n, 3);
+        let w: Vec<f64> = (0..n).map(|_| rng.random::<f64>() + 0.1).collect();
+        let hq: Vec<f64> = (0..m).map(|_| 0.3 + rng.random::<f64>()).collect();
+        let hr: Vec<f64> = (0..n).map(|_| 0.3 + rng.random::<f64>()).collect();
+        for profile in ALL_PROFILES {
+            for (bi, bw) in [Bandwidth::Scalar(0.7), Bandwidth::PerQuery(hq.clone()), Bandwidth::PerReference(hr.clone())].iter().enumerate() {
+                let kf = |i: usize, j: usize, d2: f64| {
+                    let h = match bi {
+                        0 => 0.7,
+                        1 => hq[i],
+                        _ => hr[j],
+                    };
+                    profile.eval(d2.sqrt() / h)
+                };
+                let (wn, wd) = naive(&q, &x, &v, &w, &kf, false);
+                for nh in [Neighborhood::Brute, Neighborhood::Tree, Neighborhood::Auto] {
+                    let pb = Problem { queries: q.view(), x: x.view(), values: Some(v.view()), weights: Some(ndarray::ArrayView1::from(&w)) };
+                    let s = local_sums(&pb, &Kernel::Radial(profile), bw, &Options { neighborhood: nh, ..Options::default() }).unwrap();
+                    let (gn, gd) = true_sums(&s);
+                    assert_close(&gn, &wn, &gd, &wd, 1e-11, &format!("{profile:?} d={d} bw#{bi} {nh:?}"));
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn f32_fast_path_agrees_with_f64() {
+    let mut rng = StdRng::seed_from_u64(9);
+    for &d in &[2usize, 24] {
+        let x = rand_mat(&mut rng, 3000, d);
+        let q = rand_mat(&mut rng, 100, d);
+        let v = rand_mat(&mut rng, 3000, 2);
+        for profile in [Profile::Gaussian, Profile::Epanechnikov, Profile::Exponential] {
+            let x32 = x.mapv(|a| a as f32);
+            let q32 = q.mapv(|a| a as f32);
+            let v32 = v.mapv(|a| a as f32);
+            let h = if d > 3 { 6.0 } else { 0.4 };
+            let a = local_sums(&Problem { queries: q.view(), x: x.view(), values: Some(v.view()), weights: None }, &Kernel::Radial(profile), &Bandwidth::Scalar(h), &Options::default()).unwrap();
+            let b = local_sums(&Problem { queries: q32.view(), x: x32.view(), values: Some(v32.view()), weights: None }, &Kernel::Radial(profile), &Bandwidth::Scalar(h as f32), &Options::default()).unwrap();
+            for i in 0..100 {
+                for c in 0..2 {
+                    let ma = a.num[(i, c)] / a.den[i];
+                    let mb = (b.num[(i, c)] / b.den[i]) as f64;
+                    assert!((ma - mb).abs() < 2e-4, "{profile:?} d={d}: {ma} vs {mb}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn leave_one_out_and_dot_kernel_and_knn() {
+    let mut rng = StdRng::seed_from_u64(11);
+    let x = rand_mat(&mut rng, 600, 3);
+    let v = rand_mat(&mut rng, 600, 2);
+    let w = vec![1.0; 600];
+    for profile in [Profile::Gaussian, Profile::Biweight] {
+        let kf = |_: usize, _: usize, d2: f64| profile.eval(d2.sqrt() / 0.5);
+        let (wn, wd) = naive(&x, &x, &v, &w, &kf, true);
+        for nh in [Neighborhood::Brute, Neighborhood::Tree] {
+            let pb = Problem { queries: x.view(), x: x.view(), values: Some(v.view()), weights: None };
+            let s = local_sums(&pb, &Kernel::Radial(profile), &Bandwidth::Scalar(0.5), &Options { exclude_self: true, neighborhood: nh, ..Options::default() }).unwrap();
+            let (gn, gd) = true_sums(&s);
+            assert_close(&gn, &wn, &gd, &wd, 1e-11, "hollow");
+        }
+    }
+    // dot kernel = softmax attention
+    let q = rand_mat(&mut rng, 40, 3);
+    let pb = Problem { queries: q.view(), x: x.view(), values: Some(v.view()), weights: None };
+    let s = local_sums(&pb, &Kernel::Dot { temperature: 0.3 }, &Bandwidth::Scalar(1.0), &Options::default()).unwrap();
+    for i in 0..40 {
+        let logits: Vec<f64> = (0..600).map(|j| crate::distance::dot(q.row(i).as_slice().unwrap(), x.row(j).as_slice().unwrap()) / 0.3).collect();
+        let mx = logits.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        let e: Vec<f64> = logits.iter().map(|l| (l - mx).exp()).collect();
+        let z: f64 = e.iter().sum();
+        for c in 0..2 {
+            let want: f64 = e.iter().zip(v.column(c)).map(|(a, b)| a * b).sum::<f64>() / z;
+            assert!((s.num[(i, c)] / s.den[i] - want).abs() < 1e-12);
+        }
+    }
+    // kNN kernel = mean of the k nearest values
+    let s = local_sums(&pb, &Kernel::Knn { k: 5, profile: None }, &Bandwidth::Scalar(1.0), &Options::default()).unwrap();
+    let nb = Index::build(x.view(), Algorithm::Brute, 16).unwrap().knn(q.view(), 5).unwrap();
+    for i in 0..40 {
+        let want: f64 = nb.indices[i].iter().map(|&j| v[(j, 0)]).sum::<f64>() / 5.0;
+        assert!((s.num[(i, 0)] / s.den[i] - want).abs() < 1e-12);
+    }
+}
+
+#[test]
+fn tiny_bandwidth_gives_the_nearest_neighbour_not_nan() {
+    let x = ndarray::array![[0.0], [1.0], [3.0]];
+    let v = ndarray::array![[10.0], [20.0], [30.0]];
+    let q = ndarray::array![[0.9], [2.2]];
+    for bw in [1e-3, 1e-8] {
+        let pb = Problem { queries: q.view(), x: x.view(), values: Some(v.view()), weights: None };
+        let s = local_sums(&pb, &Kernel::Radial(Profile::Gaussian), &Bandwidth::Scalar(bw), &Options::default()).unwrap();
+        assert_eq!(s.num[(0, 0)] / s.den[0], 20.0);
+        assert_eq!(s.num[(1, 0)] / s.den[1], 30.0);
+        assert!(s.log_scale[0] < -1000.0);
+    }
+    // compact kernel with nothing in range: den = 0 reported, no NaN invented here
+    let pb = Problem { queries: q.view(), x: x.view(), values: Some(v.view()), weights: None };
+    let s = local_sums(&pb, &Kernel::Radial(Profile::Epanechnikov), &Bandwidth::Scalar(0.01), &Options::default()).unwrap();
+    assert_eq!(s.den[0], 0.0);
+}
+
+#[test]
+fn results_are_bit_identical_for_any_thread_count() {
+    let mut rng = StdRng::seed_from_u64(5);
+    for &d in &[2usize, 30] {
+        let x = rand_mat(&mut rng, 2000, d);
+        let q = rand_mat(&mut rng, 333, d);
+        let v = rand_mat(&mut rng, 2000, 2);
+        for kernel in [Kernel::Radial(Profile::Gaussian), Kernel::Radial(Profile::Tricube), Kernel::Knn { k: 7, profile: Some(Profile::Epanechnikov) }] {
+            let run = |t: usize| {
+                install(t, || {
+                    let pb = Problem { queries: q.view(), x: x.view(), values: Some(v.view()), weights: None };
+                    local_sums(&pb, &kernel, &Bandwidth::Scalar(0.9), &Options { degree: Some(1), ..Options::default() }).unwrap()
+                })
+                .unwrap()
+            };
+            let (a, b, c) = (run(1), run(2), run(5));
+            for o in [&b, &c] {
+                assert_eq!(a.num, o.num);
+                assert_eq!(a.den, o.den);
+                assert_eq!(a.moments, o.moments);
+            }
+        }
+    }
+}
+
+#[test]
+fn design_moments_match_their_definition() {
+    let mut rng = StdRng::seed_from_u64(2);
+    let x = rand_mat(&mut rng, 500, 2);
+    let q = rand_mat(&mut rng, 9, 2);
+    let v = rand_mat(&mut rng, 500, 1);
+    for nh in [Neighborhood::Brute, Neighborhood::Tree] {
+        let pb = Problem { queries: q.view(), x: x.view(), values: Some(v.view()), weights: None };
+        let s = local_sums(&pb, &Kernel::Radial(Profile::Epanechnikov), &Bandwidth::Scalar(0.8), &Options { degree: Some(2), neighborhood: nh, ..Options::default() }).unwrap();
+        let mo = s.moments.unwrap();
+        let cr = s.cross.unwrap();
+        assert_eq!(mo.dim(), (9, 6, 6));
+        for i in 0..9 {
+            let mut want = vec![0.0; 36];
+            let mut wc = vec![0.0; 6];
+            for j in 0..500 {
+                let dx = x[(j, 0)] - q[(i, 0)];
+                let dy = x[(j, 1)] - q[(i, 1)];
+                let k = Profile::Epanechnikov.eval((dx * dx + dy * dy).sqrt() / 0.8);
+                let phi = [1.0, dx, dy, dx * dx, dx * dy, dy * dy];
+                for a in 0..6 {
+                    wc[a] += k * phi[a] * v[(j, 0)];
+                    for b in 0..6 {
+                        want[a * 6 + b] += k * phi[a] * phi[b];
+                    }
+                }
+            }
+            for a in 0..6 {
+                assert!((cr[(i, a, 0)] - wc[a]).abs() < 1e-10);
+                for b in 0..6 {
+                    assert!((mo[(i, a, b)] - want[a * 6 + b]).abs() < 1e-10);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn bad_input_is_an_error_not_a_panic() {
+    let x = Array2::<f64>::zeros((4, 2));
+    let q = Array2::<f64>::zeros((3, 3));
+    let pb = Problem { queries: q.view(), x: x.view(), values: None, weights: None };
+    assert!(local_sums(&pb, &Kernel::Radial(Profile::Gaussian), &Bandwidth::Scalar(1.0), &Options::default()).is_err());
+    let q = Array2::<f64>::zeros((3, 2));
+    let pb = Problem { queries: q.view(), x: x.view(), values: None, weights: None };
+    for h in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+        assert!(local_sums(&pb, &Kernel::Radial(Profile::Gaussian), &Bandwidth::Scalar(h), &Options::default()).is_err());
+    }
+    assert!(local_sums(&pb, &Kernel::Knn { k: 5, profile: None }, &Bandwidth::Scalar(1.0), &Options::default()).is_err());
+    assert!(local_sums(&pb, &Kernel::Radial(Profile::Gaussian), &Bandwidth::Scalar(1.0), &Options { exclude_self: true, ..Options::default() }).is_err());
+    let e = Array2::<f64>::zeros((0, 2));
+    let pb = Problem { queries: q.view(), x: e.view(), values: None, weights: None };
+    assert!(local_sums(&pb, &Kernel::Radial(Profile::Gaussian), &Bandwidth::Scalar(1.0), &Options::default()).is_err());
+}

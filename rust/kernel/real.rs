@@ -1,0 +1,122 @@
+//! The floating-point abstraction of the core (f32 and f64) and a vectorisable `exp`.
+//!
+//! `std`'s `exp` calls libm one element at a time, which blocks auto-vectorisation of the
+//! kernel loops. `exp_fast` is a branch-free Cody–Waite reduction plus a Taylor polynomial
+//! that LLVM turns into SIMD code; its relative error is < 2e-7 (f32) and < 4e-16 (f64).
+
+use num_traits::{Float, FromPrimitive, ToPrimitive};
+use std::fmt::Debug;
+use std::iter::Sum;
+
+pub trait Real:
+    Float + FromPrimitive + ToPrimitive + Sum + Send + Sync + Debug + Default + ndarray::LinalgScalar + 'static
+{
+    /// e^x for x ≤ 0 arguments mostly; 0 below the underflow threshold.
+    fn exp_fast(self) -> Self;
+    fn of(x: f64) -> Self;
+    fn f64(self) -> f64;
+}
+
+const LN2_HI: f64 = 0.693_147_180_369_123_8;
+const LN2_LO: f64 = 1.908_214_929_270_587_7e-10;
+
+impl Real for f32 {
+    #[inline(always)]
+    fn exp_fast(self) -> f32 {
+        let x = self.min(88.0);
+        let n = (x * std::f32::consts::LOG2_E + 0.5).floor();
+        // Cody–Waite split of ln 2 for f32 (the high part has few enough bits that n·HI is exact).
+        let r = x - n * 0.693_359_4 - n * -2.121_944_4e-4;
+        let p = 1.0
+            + r * (1.0
+                + r * (0.5
+                    + r * (1.0 / 6.0
+                        + r * (1.0 / 24.0 + r * (1.0 / 120.0 + r * (1.0 / 720.0 + r * (1.0 / 5040.0)))))));
+        let ni = (n.max(-126.0)) as i32;
+        let scale = f32::from_bits(((ni + 127) as u32) << 23);
+        if x < -87.0 {
+            0.0
+        } else {
+            p * scale
+        }
+    }
+    #[inline(always)]
+    fn of(x: f64) -> f32 {
+        x as f32
+    }
+    #[inline(always)]
+    fn f64(self) -> f64 {
+        self as f64
+    }
+}
+
+impl Real for f64 {
+    #[inline(always)]
+    fn exp_fast(self) -> f64 {
+        let x = self.min(709.0);
+        let n = (x * std::f64::consts::LOG2_E + 0.5).floor();
+        let r = x - n * LN2_HI - n * LN2_LO;
+        // Taylor to degree 13: |r| ≤ ln2/2 gives a remainder below 4e-18.
+        let mut p = 1.0 / 6_227_020_800.0;
+        for c in [
+            1.0 / 479_001_600.0,
+            1.0 / 39_916_800.0,
+            1.0 / 3_628_800.0,
+            1.0 / 362_880.0,
+            1.0 / 40_320.0,
+            1.0 / 5_040.0,
+            1.0 / 720.0,
+            1.0 / 120.0,
+            1.0 / 24.0,
+            1.0 / 6.0,
+            0.5,
+            1.0,
+            1.0,
+        ] {
+            p = p * r + c;
+        }
+        let ni = (n.max(-1022.0)) as i64;
+        let scale = f64::from_bits(((ni + 1023) as u64) << 52);
+        if x < -708.0 {
+            0.0
+        } else {
+            p * scale
+        }
+    }
+    #[inline(always)]
+    fn of(x: f64) -> f64 {
+        x
+    }
+    #[inline(always)]
+    fn f64(self) -> f64 {
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exp_fast_matches_std() {
+        let mut x = -800.0f64;
+        while x < 700.0 {
+            let want = x.exp();
+            let got = x.exp_fast();
+            if want > 1e-300 {
+                assert!(((got - want) / want).abs() < 4e-16, "f64 x={x} {got} {want}");
+            } else {
+                assert!(got <= 1e-300);
+            }
+            let xf = x as f32;
+            let wf = (xf as f64).exp();
+            let gf = xf.exp_fast() as f64;
+            if wf > 1e-37 && wf < 1e38 {
+                assert!(((gf - wf) / wf).abs() < 3e-7, "f32 x={xf} {gf} {wf}");
+            }
+            x += 0.0137;
+        }
+        assert_eq!((-1000.0f32).exp_fast(), 0.0);
+        assert_eq!(0.0f64.exp_fast(), 1.0);
+    }
+}

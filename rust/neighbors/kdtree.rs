@@ -1,0 +1,170 @@
+//! A kd-tree for any runtime dimension: points are reordered into contiguous leaves,
+//! every node keeps its bounding box, and queries prune with the exact box distance.
+
+use crate::distance::sq_euclidean;
+use crate::error::{LocalizationError, Result};
+use crate::kernel::Real;
+use ndarray::ArrayView2;
+
+#[derive(Clone, Debug)]
+struct Node {
+    start: usize,
+    end: usize,
+    /// Children (node ids); `usize::MAX` for a leaf.
+    left: usize,
+    right: usize,
+}
+
+#[derive(Clone, Debug)]
+pub struct KdTree<F> {
+    d: usize,
+    /// Points in tree order, row-major.
+    points: Vec<F>,
+    /// Original index of each point in tree order.
+    index: Vec<usize>,
+    nodes: Vec<Node>,
+    /// Per node: lower corner then upper corner (2·d values).
+    boxes: Vec<F>,
+}
+
+impl<F: Real> KdTree<F> {
+    pub fn build(x: ArrayView2<F>, leaf_size: usize) -> Result<Self> {
+        let (n, d) = x.dim();
+        if n == 0 {
+            return Err(LocalizationError::EmptyInput { name: "X" });
+        }
+        if leaf_size == 0 {
+            return Err(LocalizationError::param("leaf_size", "must be at least 1"));
+        }
+        let mut index: Vec<usize> = (0..n).collect();
+        let mut tree = KdTree { d, points: Vec::new(), index: Vec::new(), nodes: Vec::new(), boxes: Vec::new() };
+        tree.split(&x, &mut index, 0, n, leaf_size);
+        tree.points = index.iter().flat_map(|&i| x.row(i).to_vec()).collect();
+        tree.index = index;
+        Ok(tree)
+    }
+
+    pub fn n_samples(&self) -> usize {
+        self.index.len()
+    }
+
+    pub fn dim(&self) -> usize {
+        self.d
+    }
+
+    /// Original indices of the points, in tree order (leaves are contiguous ranges of it).
+    pub fn order(&self) -> &[usize] {
+        &self.index
+    }
+
+    fn split(&mut self, x: &ArrayView2<F>, idx: &mut [usize], start: usize, end: usize, leaf: usize) -> usize {
+        let d = self.d;
+        let mut lo = vec![F::infinity(); d];
+        let mut hi = vec![F::neg_infinity(); d];
+        for &i in &idx[start..end] {
+            for k in 0..d {
+                let v = x[(i, k)];
+                lo[k] = lo[k].min(v);
+                hi[k] = hi[k].max(v);
+            }
+        }
+        let id = self.nodes.len();
+        self.nodes.push(Node { start, end, left: usize::MAX, right: usize::MAX });
+        self.boxes.extend_from_slice(&lo);
+        self.boxes.extend_from_slice(&hi);
+        let (dim, spread) = (0..d).map(|k| (k, hi[k] - lo[k])).fold((0, F::zero()), |a, b| if b.1 > a.1 { b } else { a });
+        if end - start <= leaf || spread <= F::zero() {
+            return id;
+        }
+        let mid = start + (end - start) / 2;
+        idx[start..end].select_nth_unstable_by(mid - start, |&a, &b| {
+            x[(a, dim)].partial_cmp(&x[(b, dim)]).unwrap_or(std::cmp::Ordering::Equal).then(a.cmp(&b))
+        });
+        let left = self.split(x, idx, start, mid, leaf);
+        let right = self.split(x, idx, mid, end, leaf);
+        self.nodes[id].left = left;
+        self.nodes[id].right = right;
+        id
+    }
+
+    #[inline]
+    fn box_dist2(&self, node: usize, q: &[F]) -> F {
+        let b = &self.boxes[2 * self.d * node..2 * self.d * (node + 1)];
+        let (lo, hi) = b.split_at(self.d);
+        let mut s = F::zero();
+        for k in 0..self.d {
+            let t = (lo[k] - q[k]).max(q[k] - hi[k]).max(F::zero());
+            s = s + t * t;
+        }
+        s
+    }
+
+    #[inline]
+    fn point(&self, pos: usize) -> &[F] {
+        &self.points[pos * self.d..(pos + 1) * self.d]
+    }
+
+    /// The k nearest points (original indices, Euclidean distances), ascending, ties by index.
+    pub fn knn(&self, q: &[F], k: usize) -> (Vec<usize>, Vec<F>) {
+        // Bounded candidate list kept sorted by (d², index): k is small in practice.
+        let mut best: Vec<(F, usize)> = Vec::with_capacity(k + 1);
+        self.knn_rec(0, q, k, &mut best);
+        best.into_iter().map(|(d2, j)| (j, d2.sqrt())).unzip()
+    }
+
+    fn knn_rec(&self, node: usize, q: &[F], k: usize, best: &mut Vec<(F, usize)>) {
+        let n = &self.nodes[node];
+        if n.left == usize::MAX {
+            for pos in n.start..n.end {
+                let d2 = sq_euclidean(q, self.point(pos));
+                let j = self.index[pos];
+                if best.len() == k {
+                    let w = best[k - 1];
+                    if d2 > w.0 || (d2 == w.0 && j > w.1) {
+                        continue;
+                    }
+                }
+                let at = best.partition_point(|&(bd, bj)| bd < d2 || (bd == d2 && bj < j));
+                best.insert(at, (d2, j));
+                best.truncate(k);
+            }
+            return;
+        }
+        let (dl, dr) = (self.box_dist2(n.left, q), self.box_dist2(n.right, q));
+        let order = if dl <= dr { [(n.left, dl), (n.right, dr)] } else { [(n.right, dr), (n.left, dl)] };
+        for (child, dist) in order {
+            if best.len() < k || dist <= best[k - 1].0 {
+                self.knn_rec(child, q, k, best);
+            }
+        }
+    }
+
+    /// Push (d², original index) for every point with d² ≤ r2, in tree order.
+    pub fn within(&self, q: &[F], r2: F, out: &mut Vec<(F, usize)>) {
+        self.visit_within(q, r2, &mut |pos, d2| out.push((d2, self.index[pos])));
+    }
+
+    /// Call `f(tree position, d²)` for every point with d² ≤ r2, in tree order
+    /// (deterministic, so sums accumulated in this order do not depend on threads).
+    #[inline]
+    pub fn visit_within(&self, q: &[F], r2: F, f: &mut impl FnMut(usize, F)) {
+        let mut stack = vec![0usize];
+        while let Some(node) = stack.pop() {
+            if self.box_dist2(node, q) > r2 {
+                continue;
+            }
+            let n = &self.nodes[node];
+            if n.left == usize::MAX {
+                for pos in n.start..n.end {
+                    let d2 = sq_euclidean(q, self.point(pos));
+                    if d2 <= r2 {
+                        f(pos, d2);
+                    }
+                }
+            } else {
+                stack.push(n.right);
+                stack.push(n.left);
+            }
+        }
+    }
+}

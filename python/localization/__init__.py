@@ -1,0 +1,37 @@
+"""localization: the localization method as one fast engine.
+
+Most learning methods are one operation, the local mean
+
+    m(x*) = Σᵢ K(x*, xᵢ) vᵢ / Σᵢ K(x*, xᵢ)
+
+under a localization kernel K (C. Song, "The General Theory of Localization Methods").
+This package computes it with a multithreaded native engine and builds the methods on it.
+"""
+
+from . import kernels
+from ._core import __version__
+from ._validation import LocalizationWarning
+from .classification import LocalModeClassifier
+from .density import KernelDensity
+from .engine import kernel_matrix, kernel_sum, local_mean
+from .kernels import Balloon, Kernel, SamplePoint
+from .neighbors import NearestNeighbors
+from .regression import LocalMeanRegressor, LocalModel, LocalPolynomialRegressor
+
+__all__ = [
+    "Balloon",
+    "Kernel",
+    "KernelDensity",
+    "LocalMeanRegressor",
+    "LocalModeClassifier",
+    "LocalModel",
+    "LocalPolynomialRegressor",
+    "LocalizationWarning",
+    "NearestNeighbors",
+    "SamplePoint",
+    "__version__",
+    "kernel_matrix",
+    "kernel_sum",
+    "kernels",
+    "local_mean",
+]

@@ -1,0 +1,51 @@
+"""What every local estimator shares: validated training data and a bound kernel."""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.base import BaseEstimator
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from ._validation import FLOAT_DTYPES, check_sample_weight
+from .engine import BoundKernel
+from .kernels import as_kernel
+
+DEFAULT_N_NEIGHBORS = 5
+
+
+class LocalEstimator(BaseEstimator):
+    """Base of the lazy local estimators: ``fit`` stores the sample, predictions are local sums."""
+
+    def _kernel(self):
+        k = getattr(self, "n_neighbors", None)
+        if k is None and isinstance(self.kernel, str) and self.kernel.lower() == "knn":
+            k = DEFAULT_N_NEIGHBORS
+        return as_kernel(self.kernel, self._bandwidth(), k)
+
+    def _bandwidth(self):
+        return self.bandwidth
+
+    def _store(self, X, sample_weight):
+        self.X_fit_ = X
+        self.sample_weight_ = check_sample_weight(sample_weight, X.shape[0], X.dtype)
+        self.kernel_ = self._kernel()
+        # Resolving here validates the kernel and bandwidth at fit time.
+        self._bound()
+        return self
+
+    def _bound(self):
+        return BoundKernel(self.kernel_, self.X_fit_, self.sample_weight_)
+
+    def _query(self, X):
+        check_is_fitted(self)
+        X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C", reset=False)
+        return np.ascontiguousarray(X, dtype=self.X_fit_.dtype)
+
+    def _sums(self, X, values=None, **kw):
+        Q = self._query(X)
+        return self._bound().sums(Q, values, self.sample_weight_, algorithm=self.algorithm, n_jobs=self.n_jobs, **kw)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = False
+        return tags

@@ -1,0 +1,281 @@
+"""The local-mean engine from Python: ``local_mean``, ``kernel_sum``, ``kernel_matrix``.
+
+Every method of the library reduces to
+
+    m(x*) = Σᵢ K(x*, xᵢ) wᵢ vᵢ / Σᵢ K(x*, xᵢ) wᵢ,
+
+computed by one fused, tiled, multithreaded native primitive that never materialises the
+m×n kernel matrix, keeps exponential kernels stable for tiny bandwidths (the limit is the
+nearest neighbour, not 0/0) and gives bit-identical results for any ``n_jobs``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.spatial.distance import cdist
+
+from . import _core
+from ._validation import (
+    as_float_array,
+    check_positive_int,
+    check_query,
+    check_sample_weight,
+    check_values,
+    warn_zero_weight,
+)
+from .kernels import Balloon, Kernel, SamplePoint, as_kernel, check_adaptive, check_scalar_bandwidth, rule_of_thumb
+
+_ALGORITHMS = ("auto", "brute", "kd_tree")
+
+
+class BoundKernel:
+    """A kernel resolved against reference data X (bandwidth rules applied).
+
+    This is the one place where bandwidth rules, per-feature scaling, adaptive bandwidths
+    and the Python-callable slow path are turned into calls of the native engine.
+    """
+
+    def __init__(self, kernel: Kernel, X, sample_weight=None):
+        self.kernel = kernel
+        self.X = X
+        self.n, self.d = X.shape
+        self.callable = callable(kernel.name) and not isinstance(kernel.name, str)
+        self.name = None if self.callable else kernel.name
+        self.feature_scale = None  # per-feature h (divide coordinates by it)
+        self.h = 1.0
+        self.balloon = None
+        self.sample_h = None
+        bw = kernel.bandwidth
+        if self.name == "knn":
+            self.k = check_positive_int(kernel.n_neighbors, "n_neighbors")
+            if self.k > self.n:
+                raise ValueError(f"`n_neighbors`={self.k} exceeds the {self.n} samples")
+        elif self.name == "dot":
+            check_scalar_bandwidth(kernel.temperature, "temperature")
+        elif isinstance(bw, str):
+            self.feature_scale = rule_of_thumb(X, bw, sample_weight)
+        elif isinstance(bw, (Balloon, SamplePoint)):
+            self.adaptive_k = check_adaptive(bw, self.n - isinstance(bw, SamplePoint))
+        elif np.ndim(bw) == 1:
+            fs = np.asarray(bw, dtype=np.float64)
+            if fs.shape != (self.d,):
+                raise ValueError(f"a per-feature `bandwidth` needs {self.d} values, got {fs.shape[0]}")
+            if not np.all(np.isfinite(fs)) or np.any(fs <= 0):
+                raise ValueError("every per-feature `bandwidth` must be finite and strictly positive")
+            self.feature_scale = fs
+        else:
+            self.h = check_scalar_bandwidth(bw)
+        self.Xs = self._scale(X)
+        if isinstance(bw, SamplePoint) and self.name not in ("knn", "dot"):
+            dist, _ = _core.NeighborIndex(self.Xs).knn(self.Xs, self.adaptive_k + 1)
+            h = bw.scale * dist[:, -1].astype(np.float64)
+            if np.any(h <= 0):
+                raise ValueError("SamplePoint bandwidth is zero at duplicated points; increase n_neighbors")
+            self.sample_h = h.astype(X.dtype)
+
+    def _scale(self, A):
+        if self.feature_scale is None:
+            return A
+        return np.ascontiguousarray(A / self.feature_scale.astype(A.dtype))
+
+    @property
+    def log_bandwidth_volume(self):
+        """Σ_j log h_j for the fixed part of the bandwidth (density normalisation)."""
+        if self.feature_scale is not None:
+            return float(np.sum(np.log(self.feature_scale)))
+        return self.d * np.log(self.h)
+
+    def query_bandwidth(self, Qs):
+        """Per-query h of a Balloon rule (None otherwise)."""
+        bw = self.kernel.bandwidth
+        if not isinstance(bw, Balloon) or self.name in ("knn", "dot"):
+            return None
+        dist, _ = _core.NeighborIndex(self.Xs).knn(Qs, self.adaptive_k)
+        h = bw.scale * dist[:, -1].astype(np.float64)
+        if np.any(h <= 0):
+            raise ValueError("Balloon bandwidth is zero at a query that coincides with its k nearest samples; increase n_neighbors")
+        return h.astype(Qs.dtype)
+
+    def core_args(self, Qs):
+        kw = dict(kernel=self.name, bandwidth=self.h)
+        if self.name == "knn":
+            kw.update(n_neighbors=self.k, knn_profile=self.kernel.knn_profile)
+        elif self.name == "dot":
+            kw.update(temperature=float(self.kernel.temperature))
+        else:
+            qh = self.query_bandwidth(Qs)
+            if qh is not None:
+                kw["query_bandwidth"] = qh
+        return kw
+
+    def sums(self, Q, values=None, sample_weight=None, *, degree=None, exclude_self=False, algorithm="auto", n_jobs=None):
+        """Native local sums for validated queries: (num, den, log_scale, moments, cross)."""
+        if algorithm not in _ALGORITHMS:
+            raise ValueError(f"`algorithm` must be one of {_ALGORITHMS}, got {algorithm!r}")
+        Qs = self._scale(Q)
+        if self.callable:
+            if degree is not None:
+                raise ValueError("local polynomial moments need a built-in kernel, not a Python callable")
+            return _callable_sums(self, Qs, values, sample_weight, exclude_self) + (None, None)
+        kw = self.core_args(Qs)
+        if self.sample_h is not None:
+            kw["sample_bandwidth"] = self.sample_h
+        return _core.local_sums(
+            Qs, self.Xs, values, sample_weight, degree=degree, exclude_self=exclude_self,
+            algorithm=algorithm, n_jobs=n_jobs, **kw,
+        )
+
+    def matrix(self, Q, n_jobs=None):
+        Qs = self._scale(Q)
+        if self.callable:
+            return _callable_matrix(self, Qs, self.Xs)
+        kw = self.core_args(Qs)
+        if self.sample_h is not None:
+            kw["sample_bandwidth"] = self.sample_h
+        return _core.kernel_matrix(Qs, self.Xs, n_jobs=n_jobs, **kw)
+
+
+def _callable_matrix(bk, Qs, Xs):
+    K = np.asarray(bk.kernel.name(cdist(Qs, Xs) / bk.h), dtype=np.float64)
+    if K.shape != (Qs.shape[0], Xs.shape[0]) or not np.all(np.isfinite(K)) or np.any(K < 0):
+        raise ValueError("a callable kernel profile must map an array of u >= 0 to finite non-negative values of the same shape")
+    return K.astype(Qs.dtype)
+
+
+def _callable_sums(bk, Qs, values, sample_weight, exclude_self):
+    """The slow path for a Python profile: NumPy in chunks of at most ~4M pairs."""
+    n = bk.n
+    w = np.ones(n) if sample_weight is None else sample_weight.astype(np.float64)
+    V = None if values is None else values.astype(np.float64)
+    m = Qs.shape[0]
+    num = np.zeros((m, 0 if V is None else V.shape[1]))
+    den = np.zeros(m)
+    step = max(1, (1 << 22) // n)
+    for a in range(0, m, step):
+        K = _callable_matrix(bk, Qs[a : a + step], bk.Xs).astype(np.float64) * w
+        if exclude_self:
+            rows = np.arange(a, min(a + step, m))
+            K[rows - a, rows] = 0.0
+        den[a : a + step] = K.sum(axis=1)
+        if V is not None:
+            num[a : a + step] = K @ V
+    dt = Qs.dtype
+    return num.astype(dt), den.astype(dt), np.zeros(m, dtype=dt)
+
+
+def bind(kernel, bandwidth, X, n_neighbors=None, sample_weight=None):
+    return BoundKernel(as_kernel(kernel, bandwidth, n_neighbors), X, sample_weight)
+
+
+def ratio(num, den, warn=True, what="local mean"):
+    """num / den row-wise, NaN (plus a warning) where the total weight is zero."""
+    zero = ~(den > 0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = num / den[:, None]
+    out[zero] = np.nan
+    if warn:
+        warn_zero_weight(zero, what)
+    return out
+
+
+def local_mean(
+    X_query, X, values=None, *, kernel="gaussian", bandwidth=1.0, n_neighbors=None, sample_weight=None,
+    exclude_self=False, return_weight=False, algorithm="auto", n_jobs=None,
+):
+    """The local mean m(x*) = Σ K(x*, xᵢ) wᵢ vᵢ / Σ K(x*, xᵢ) wᵢ for every query row.
+
+    Parameters
+    ----------
+    X_query : array of shape (m, d)
+        Query points x*.
+    X : array of shape (n, d)
+        Reference (sample) points.
+    values : array of shape (n,) or (n, p), optional
+        The values vᵢ to average; default ``X`` itself (the self-local mean, i.e. one
+        MeanShift step).
+    kernel : str, callable or Kernel, default="gaussian"
+        Any profile of :mod:`localization.kernels`, ``"knn"``, ``"dot"`` or a callable.
+    bandwidth : float, array, "scott", "silverman", Balloon or SamplePoint, default=1.0
+    n_neighbors : int, optional
+        k for ``kernel="knn"``.
+    sample_weight : array of shape (n,), optional
+    exclude_self : bool, default=False
+        Leave-one-out ("hollow" kernel): query i ignores sample i (needs X_query is X).
+    return_weight : bool, default=False
+        Also return the total weight Σ K wᵢ per query.
+    algorithm : {"auto", "brute", "kd_tree"}, default="auto"
+        How compact kernels find the samples inside their support.
+    n_jobs : int, optional
+        Threads (None: ``LOCALIZATION_NUM_THREADS`` or all cores). Results do not depend on it.
+
+    Returns
+    -------
+    mean : ndarray of shape (m,) or (m, p)
+        NaN (with a :class:`LocalizationWarning`) where the total weight is zero.
+    weight : ndarray of shape (m,)
+        Only with ``return_weight=True``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from localization import local_mean
+    >>> X = np.array([[0.0], [1.0], [2.0]])
+    >>> local_mean([[1.0]], X, [0.0, 1.0, 5.0], kernel="epanechnikov", bandwidth=1.5).round(4).tolist()
+    [1.4]
+    """
+    X = as_float_array(X, "X")
+    Q = check_query(X_query, X)
+    if values is None:
+        V, one_d = X, False
+    else:
+        V, one_d = check_values(values, X.shape[0], X.dtype)
+    w = check_sample_weight(sample_weight, X.shape[0], X.dtype)
+    bk = bind(kernel, bandwidth, X, n_neighbors, w)
+    num, den, log_scale, _, _ = bk.sums(Q, V, w, exclude_self=exclude_self, algorithm=algorithm, n_jobs=n_jobs)
+    mean = ratio(num, den)
+    mean = mean[:, 0] if one_d else mean
+    if return_weight:
+        return mean, den * np.exp(log_scale.astype(np.float64))
+    return mean
+
+
+def kernel_sum(
+    X_query, X, *, kernel="gaussian", bandwidth=1.0, n_neighbors=None, sample_weight=None, log=False,
+    exclude_self=False, algorithm="auto", n_jobs=None,
+):
+    """The kernel sum Σᵢ K(x*, xᵢ) wᵢ for every query (unnormalised kernel density).
+
+    With ``log=True`` the logarithm is returned, computed stably: it stays finite where
+    the sum itself underflows (tiny bandwidths), and is ``-inf`` where it is truly zero.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from localization import kernel_sum
+    >>> kernel_sum([[0.0]], [[0.0], [3.0]], kernel="tophat", bandwidth=1.0).tolist()
+    [1.0]
+    """
+    X = as_float_array(X, "X")
+    Q = check_query(X_query, X)
+    w = check_sample_weight(sample_weight, X.shape[0], X.dtype)
+    bk = bind(kernel, bandwidth, X, n_neighbors, w)
+    _, den, log_scale, _, _ = bk.sums(Q, None, w, exclude_self=exclude_self, algorithm=algorithm, n_jobs=n_jobs)
+    den = den.astype(np.float64)
+    if log:
+        with np.errstate(divide="ignore"):
+            return np.log(den) + log_scale
+    return den * np.exp(log_scale.astype(np.float64))
+
+
+def kernel_matrix(X_query, X, *, kernel="gaussian", bandwidth=1.0, n_neighbors=None, n_jobs=None):
+    """The dense kernel matrix K(x*_i, x_j), shape (m, n). For small problems and inspection.
+
+    Examples
+    --------
+    >>> from localization.engine import kernel_matrix
+    >>> kernel_matrix([[0.0]], [[0.0], [1.0]], kernel="linear", bandwidth=2.0).tolist()
+    [[1.0, 0.5]]
+    """
+    X = as_float_array(X, "X")
+    Q = check_query(X_query, X)
+    return bind(kernel, bandwidth, X, n_neighbors).matrix(Q, n_jobs=n_jobs)

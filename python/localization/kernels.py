@@ -1,0 +1,223 @@
+"""Localization kernels: radial profiles, bandwidth rules and kernel objects (SPEC §1).
+
+A localization kernel is a profile ``k(u)`` of the scaled distance ``u = ‖x − x'‖ / h``
+plus a bandwidth rule. Everywhere in the library a kernel can be given as a string
+(``kernel="epanechnikov", bandwidth=0.5``) or as a :class:`Kernel` object, which carries
+its own bandwidth.
+
+Bandwidths
+----------
+``float``
+    One h for every feature.
+``array of shape (n_features,)``
+    A diagonal metric: feature j is divided by ``h[j]``.
+``"scott"``, ``"silverman"``
+    Rules of thumb computed from the data's own per-feature standard deviation
+    (scikit-learn's versions ignore the scale of the data; these do not).
+:class:`Balloon` ``(n_neighbors)``
+    Adaptive, per query: h(x*) = distance from x* to its k-th nearest sample.
+:class:`SamplePoint` ``(n_neighbors)``
+    Adaptive, per sample: h_i = distance from x_i to its k-th nearest other sample.
+
+Special kernels: ``"knn"`` (K = 1 on the ``n_neighbors`` nearest samples) and ``"dot"``
+(K = exp(q·x / temperature), the query–key kernel of attention). Any Python callable
+``k(u)`` (vectorised over a NumPy array of u ≥ 0) is accepted on a documented slow path:
+it is evaluated in NumPy in bounded chunks, never with an m×n matrix at once.
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import _core
+from ._validation import check_positive_int
+
+PROFILES = (
+    "gaussian",
+    "exponential",
+    "cauchy",
+    "tophat",
+    "epanechnikov",
+    "biweight",
+    "triweight",
+    "linear",
+    "tricube",
+    "cosine",
+)
+ALIASES = {
+    "rbf": "gaussian",
+    "normal": "gaussian",
+    "laplace": "exponential",
+    "laplacian": "exponential",
+    "flat": "tophat",
+    "uniform": "tophat",
+    "quartic": "biweight",
+    "triangular": "linear",
+}
+SPECIAL = ("knn", "dot")
+
+
+def canonical_name(name):
+    """The canonical profile name of a kernel name or alias (``"flat"`` → ``"tophat"``)."""
+    if not isinstance(name, str):
+        raise TypeError(f"`kernel` must be a string, a Kernel or a callable, got {type(name).__name__}")
+    low = name.lower()
+    if low in SPECIAL:
+        return low
+    return _core.profile_info(low)[0]
+
+
+def profile(name, u):
+    """Evaluate the profile ``k(u)`` of a named kernel at distances ``u`` (in units of h).
+
+    Examples
+    --------
+    >>> from localization.kernels import profile
+    >>> profile("epanechnikov", [0.0, 0.5, 1.0]).tolist()
+    [1.0, 0.75, 0.0]
+    """
+    u = np.abs(np.asarray(u, dtype=np.float64))
+    return _core.profile_values(canonical_name(name), u.ravel()).reshape(u.shape)
+
+
+def support(name):
+    """Support radius of a profile in units of h (``inf`` for unbounded kernels)."""
+    s = _core.profile_info(canonical_name(name))[1]
+    return np.inf if s is None else s
+
+
+def log_normalization(name, d):
+    """log of ∫_{ℝ^d} k(‖x‖) dx: a KDE divides by ``h^d`` times this integral.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from localization.kernels import log_normalization
+    >>> bool(np.isclose(log_normalization("gaussian", 1), 0.5 * np.log(2 * np.pi)))
+    True
+    """
+    return _core.log_integral(canonical_name(name), int(d))
+
+
+@dataclass(frozen=True)
+class Balloon:
+    """Per-query adaptive bandwidth: h(x*) = ``scale`` × distance to the k-th nearest sample."""
+
+    n_neighbors: int = 10
+    scale: float = 1.0
+
+
+@dataclass(frozen=True)
+class SamplePoint:
+    """Per-sample adaptive bandwidth: h_i = ``scale`` × distance from x_i to its k-th nearest other sample."""
+
+    n_neighbors: int = 10
+    scale: float = 1.0
+
+
+def rule_of_thumb(X, rule="scott", sample_weight=None):
+    """Scott's or Silverman's per-feature bandwidth from the data's own scale.
+
+    ``h_j = σ_j · n^{-1/(d+4)}`` (Scott) or ``σ_j · (n (d+2) / 4)^{-1/(d+4)}`` (Silverman),
+    where σ_j is the (weighted) standard deviation of feature j and n the effective
+    sample size.
+    """
+    X = np.asarray(X, dtype=np.float64)
+    n, d = X.shape
+    w = np.ones(n) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+    mu = np.average(X, axis=0, weights=w)
+    sigma = np.sqrt(np.average((X - mu) ** 2, axis=0, weights=w))
+    n_eff = w.sum() ** 2 / np.sum(w**2)
+    if rule == "scott":
+        factor = n_eff ** (-1.0 / (d + 4))
+    elif rule == "silverman":
+        factor = (n_eff * (d + 2) / 4.0) ** (-1.0 / (d + 4))
+    else:
+        raise ValueError(f"unknown bandwidth rule {rule!r}; use 'scott' or 'silverman'")
+    if np.any(sigma <= 0):
+        j = int(np.flatnonzero(sigma <= 0)[0])
+        raise ValueError(f"bandwidth={rule!r} is zero because feature {j} is constant; pass a number instead")
+    return sigma * factor
+
+
+class Kernel:
+    """A localization kernel: a profile plus a bandwidth rule.
+
+    Parameters
+    ----------
+    name : str or callable, default="gaussian"
+        A profile name or alias (see :data:`PROFILES`), ``"knn"``, ``"dot"``, or a
+        vectorised callable ``k(u)`` (slow path).
+    bandwidth : float, array of shape (n_features,), "scott", "silverman", Balloon or SamplePoint
+        The bandwidth h (ignored by ``"knn"`` and ``"dot"``).
+    n_neighbors : int, optional
+        k of the ``"knn"`` kernel.
+    temperature : float, default=1.0
+        τ of the ``"dot"`` kernel exp(q·x/τ).
+    knn_profile : str, optional
+        For ``"knn"``: weight the k neighbours by this profile with h = k-th distance.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from localization.kernels import Kernel
+    >>> K = Kernel("epanechnikov", bandwidth=2.0)
+    >>> K(np.array([[0.0]]), np.array([[0.0], [1.0], [3.0]])).round(3).tolist()
+    [[1.0, 0.75, 0.0]]
+    """
+
+    def __init__(self, name="gaussian", bandwidth=1.0, *, n_neighbors=None, temperature=1.0, knn_profile=None):
+        self.name = name
+        self.bandwidth = bandwidth
+        self.n_neighbors = n_neighbors
+        self.temperature = temperature
+        self.knn_profile = knn_profile
+
+    def __repr__(self):
+        nm = self.name if isinstance(self.name, str) else getattr(self.name, "__name__", "callable")
+        return f"Kernel({nm!r}, bandwidth={self.bandwidth!r})"
+
+    def __eq__(self, other):
+        return isinstance(other, Kernel) and vars(self) == vars(other)
+
+    def __hash__(self):
+        return hash((str(self.name), str(self.bandwidth)))
+
+    def __call__(self, X, Y=None):
+        """The dense kernel matrix K(X_i, Y_j) (for small inputs; the engine never builds it)."""
+        from .engine import kernel_matrix
+
+        return kernel_matrix(X, X if Y is None else Y, kernel=self)
+
+
+def as_kernel(kernel, bandwidth=1.0, n_neighbors=None):
+    """Turn an estimator's ``kernel``/``bandwidth``/``n_neighbors`` into a :class:`Kernel`.
+
+    A :class:`Kernel` instance keeps its own bandwidth; strings and callables take the
+    estimator's ``bandwidth`` and ``n_neighbors``.
+    """
+    if isinstance(kernel, Kernel):
+        return kernel
+    if callable(kernel):
+        return Kernel(kernel, bandwidth)
+    return Kernel(canonical_name(kernel), bandwidth, n_neighbors=n_neighbors)
+
+
+def check_scalar_bandwidth(h, name="bandwidth"):
+    if isinstance(h, (bool, np.bool_)) or not isinstance(h, numbers.Real):
+        raise TypeError(f"`{name}` must be a number, an array of per-feature values or a rule name, got {h!r}")
+    h = float(h)
+    if not np.isfinite(h) or h <= 0:
+        raise ValueError(f"`{name}` must be finite and strictly positive, got {h}")
+    return h
+
+
+def check_adaptive(rule, n_fit):
+    k = check_positive_int(rule.n_neighbors, "bandwidth.n_neighbors")
+    check_scalar_bandwidth(rule.scale, "bandwidth.scale")
+    if k > n_fit:
+        raise ValueError(f"`bandwidth.n_neighbors`={k} exceeds the {n_fit} fitted samples")
+    return k

@@ -1,0 +1,338 @@
+//! PyO3 bindings: convert arrays, release the GIL, pick the pool, map errors. No math here.
+//!
+//! Every array entry point is generic over f32/f64; the Python layer guarantees all arrays
+//! of one call share a dtype and are C-contiguous, and the bindings check it again.
+
+use crate::algorithms::local_poly;
+use crate::engine::{self, Bandwidth, Kernel, Neighborhood, Options, Problem};
+use crate::error::LocalizationError;
+use crate::kernel::{Profile, Real};
+use crate::neighbors::{Algorithm, Index};
+use crate::parallel;
+use numpy::{Element, IntoPyArray, PyArray1, PyArray2, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
+use pyo3::exceptions::{PyKeyboardInterrupt, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyTuple;
+
+impl From<LocalizationError> for PyErr {
+    fn from(e: LocalizationError) -> PyErr {
+        match e {
+            LocalizationError::Interrupted => PyKeyboardInterrupt::new_err("interrupted"),
+            other => PyValueError::new_err(other.to_string()),
+        }
+    }
+}
+
+/// Borrow a 2-D array of a given float type, refusing non-contiguous memory.
+fn view2<'py, F: Element>(obj: &Bound<'py, PyAny>, name: &str) -> PyResult<PyReadonlyArray2<'py, F>> {
+    let a: PyReadonlyArray2<'py, F> = obj
+        .extract()
+        .map_err(|_| PyTypeError::new_err(format!("`{name}` must be a 2-D float array with the same dtype as X")))?;
+    if !a.is_c_contiguous() {
+        return Err(PyValueError::new_err(format!("`{name}` must be C-contiguous")));
+    }
+    Ok(a)
+}
+
+fn view1<'py, F: Element>(obj: &Bound<'py, PyAny>, name: &str) -> PyResult<PyReadonlyArray1<'py, F>> {
+    let a: PyReadonlyArray1<'py, F> = obj
+        .extract()
+        .map_err(|_| PyTypeError::new_err(format!("`{name}` must be a 1-D float array with the same dtype as X")))?;
+    if !a.is_c_contiguous() {
+        return Err(PyValueError::new_err(format!("`{name}` must be C-contiguous")));
+    }
+    Ok(a)
+}
+
+fn is_f32(x: &Bound<'_, PyAny>) -> PyResult<bool> {
+    if x.extract::<PyReadonlyArray2<f64>>().is_ok() {
+        Ok(false)
+    } else if x.extract::<PyReadonlyArray2<f32>>().is_ok() {
+        Ok(true)
+    } else {
+        Err(PyTypeError::new_err("`X` must be a 2-D float32 or float64 array"))
+    }
+}
+
+/// Run `$body` with `$F` = f32 or f64 according to the dtype of `$x`.
+macro_rules! with_float {
+    ($x:expr, $F:ident, $body:expr) => {
+        if is_f32($x)? {
+            type $F = f32;
+            $body
+        } else {
+            type $F = f64;
+            $body
+        }
+    };
+}
+
+struct KernelArgs<F> {
+    kernel: Kernel,
+    bandwidth: Bandwidth<F>,
+}
+
+#[allow(clippy::too_many_arguments)]
+fn kernel_args<F: Real + Element>(
+    kernel: &str, bandwidth: f64, query_bandwidth: Option<&Bound<'_, PyAny>>, sample_bandwidth: Option<&Bound<'_, PyAny>>,
+    n_neighbors: Option<usize>, knn_profile: Option<&str>, temperature: Option<f64>,
+) -> PyResult<KernelArgs<F>> {
+    let kernel = match kernel {
+        "knn" => Kernel::Knn {
+            k: n_neighbors.ok_or_else(|| PyValueError::new_err("kernel='knn' needs `n_neighbors`"))?,
+            profile: knn_profile.map(Profile::from_name).transpose()?,
+        },
+        "dot" => Kernel::Dot { temperature: temperature.unwrap_or(1.0) },
+        name => Kernel::Radial(Profile::from_name(name)?),
+    };
+    let bandwidth = if let Some(h) = query_bandwidth {
+        Bandwidth::PerQuery(view1::<F>(h, "bandwidth")?.as_array().to_vec())
+    } else if let Some(h) = sample_bandwidth {
+        Bandwidth::PerReference(view1::<F>(h, "bandwidth")?.as_array().to_vec())
+    } else {
+        Bandwidth::Scalar(F::of(bandwidth))
+    };
+    Ok(KernelArgs { kernel, bandwidth })
+}
+
+fn neighborhood(s: &str) -> PyResult<Neighborhood> {
+    match s {
+        "auto" => Ok(Neighborhood::Auto),
+        "brute" => Ok(Neighborhood::Brute),
+        "tree" | "kd_tree" => Ok(Neighborhood::Tree),
+        o => Err(PyValueError::new_err(format!("`algorithm` must be 'auto', 'brute' or 'kd_tree', got {o:?}"))),
+    }
+}
+
+/// Kernel-weighted sums (the engine). Returns (num, den, log_scale, moments|None, cross|None).
+#[pyfunction]
+#[pyo3(signature = (queries, x, values=None, weights=None, kernel="gaussian", bandwidth=1.0, query_bandwidth=None,
+    sample_bandwidth=None, n_neighbors=None, knn_profile=None, temperature=None, degree=None, exclude_self=false,
+    algorithm="auto", n_jobs=None))]
+#[allow(clippy::too_many_arguments)]
+fn local_sums<'py>(
+    py: Python<'py>, queries: &Bound<'py, PyAny>, x: &Bound<'py, PyAny>, values: Option<&Bound<'py, PyAny>>,
+    weights: Option<&Bound<'py, PyAny>>, kernel: &str, bandwidth: f64, query_bandwidth: Option<&Bound<'py, PyAny>>,
+    sample_bandwidth: Option<&Bound<'py, PyAny>>, n_neighbors: Option<usize>, knn_profile: Option<&str>,
+    temperature: Option<f64>, degree: Option<usize>, exclude_self: bool, algorithm: &str, n_jobs: Option<i64>,
+) -> PyResult<Bound<'py, PyTuple>> {
+    let threads = parallel::resolve_n_jobs(n_jobs)?;
+    let opts = Options { degree, exclude_self, neighborhood: neighborhood(algorithm)? };
+    with_float!(x, F, {
+        let ka = kernel_args::<F>(kernel, bandwidth, query_bandwidth, sample_bandwidth, n_neighbors, knn_profile, temperature)?;
+        let (q, xr) = (view2::<F>(queries, "X_query")?, view2::<F>(x, "X")?);
+        let v = values.map(|v| view2::<F>(v, "values")).transpose()?;
+        let w = weights.map(|w| view1::<F>(w, "sample_weight")).transpose()?;
+        let pb = Problem { queries: q.as_array(), x: xr.as_array(), values: v.as_ref().map(|a| a.as_array()), weights: w.as_ref().map(|a| a.as_array()) };
+        let s = py.detach(|| parallel::install(threads, || engine::local_sums(&pb, &ka.kernel, &ka.bandwidth, &opts)))??;
+        let moments = s.moments.map(|m| m.into_pyarray(py).into_any());
+        let cross = s.cross.map(|m| m.into_pyarray(py).into_any());
+        PyTuple::new(py, [
+            Some(s.num.into_pyarray(py).into_any()),
+            Some(s.den.into_pyarray(py).into_any()),
+            Some(s.log_scale.into_pyarray(py).into_any()),
+            moments,
+            cross,
+        ])
+    })
+}
+
+/// Local polynomial predictions: returns (prediction m×p, singular mask).
+#[pyfunction]
+#[pyo3(signature = (queries, x, values, weights=None, kernel="gaussian", bandwidth=1.0, query_bandwidth=None,
+    n_neighbors=None, knn_profile=None, degree=1, ridge=0.0, n_jobs=None))]
+#[allow(clippy::too_many_arguments)]
+fn local_polynomial<'py>(
+    py: Python<'py>, queries: &Bound<'py, PyAny>, x: &Bound<'py, PyAny>, values: &Bound<'py, PyAny>,
+    weights: Option<&Bound<'py, PyAny>>, kernel: &str, bandwidth: f64, query_bandwidth: Option<&Bound<'py, PyAny>>,
+    n_neighbors: Option<usize>, knn_profile: Option<&str>, degree: usize, ridge: f64, n_jobs: Option<i64>,
+) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyArray1<bool>>)> {
+    let threads = parallel::resolve_n_jobs(n_jobs)?;
+    check_ridge(ridge)?;
+    with_float!(x, F, {
+        let ka = kernel_args::<F>(kernel, bandwidth, query_bandwidth, None, n_neighbors, knn_profile, None)?;
+        let (q, xr, v) = (view2::<F>(queries, "X_query")?, view2::<F>(x, "X")?, view2::<F>(values, "y")?);
+        let w = weights.map(|w| view1::<F>(w, "sample_weight")).transpose()?;
+        let pb = Problem { queries: q.as_array(), x: xr.as_array(), values: Some(v.as_array()), weights: w.as_ref().map(|a| a.as_array()) };
+        let (pred, singular) = py.detach(|| parallel::install(threads, || local_poly::predict(&pb, &ka.kernel, &ka.bandwidth, degree, ridge)))??;
+        Ok((pred.into_pyarray(py).into_any(), singular.into_pyarray(py)))
+    })
+}
+
+fn check_ridge(ridge: f64) -> PyResult<()> {
+    if !(ridge >= 0.0) || !ridge.is_finite() {
+        return Err(PyValueError::new_err("`ridge` must be a finite non-negative number"));
+    }
+    Ok(())
+}
+
+/// The equivalent kernel of local polynomial regression (m×n) and the singular mask.
+#[pyfunction]
+#[pyo3(signature = (queries, x, kernel="gaussian", bandwidth=1.0, query_bandwidth=None, n_neighbors=None,
+    knn_profile=None, degree=1, ridge=0.0, n_jobs=None))]
+#[allow(clippy::too_many_arguments)]
+fn equivalent_kernel<'py>(
+    py: Python<'py>, queries: &Bound<'py, PyAny>, x: &Bound<'py, PyAny>, kernel: &str, bandwidth: f64,
+    query_bandwidth: Option<&Bound<'py, PyAny>>, n_neighbors: Option<usize>, knn_profile: Option<&str>, degree: usize,
+    ridge: f64, n_jobs: Option<i64>,
+) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyArray1<bool>>)> {
+    let threads = parallel::resolve_n_jobs(n_jobs)?;
+    check_ridge(ridge)?;
+    with_float!(x, F, {
+        let ka = kernel_args::<F>(kernel, bandwidth, query_bandwidth, None, n_neighbors, knn_profile, None)?;
+        let (q, xr) = (view2::<F>(queries, "X_query")?, view2::<F>(x, "X")?);
+        let (qa, xa) = (q.as_array(), xr.as_array());
+        let (ell, singular) = py.detach(|| parallel::install(threads, || local_poly::equivalent_kernel(qa, xa, &ka.kernel, &ka.bandwidth, degree, ridge)))??;
+        Ok((ell.into_pyarray(py).into_any(), singular.into_pyarray(py)))
+    })
+}
+
+/// The dense kernel matrix K(q_i, x_j) (m×n).
+#[pyfunction]
+#[pyo3(signature = (queries, x, kernel="gaussian", bandwidth=1.0, query_bandwidth=None, sample_bandwidth=None,
+    n_neighbors=None, knn_profile=None, temperature=None, n_jobs=None))]
+#[allow(clippy::too_many_arguments)]
+fn kernel_matrix<'py>(
+    py: Python<'py>, queries: &Bound<'py, PyAny>, x: &Bound<'py, PyAny>, kernel: &str, bandwidth: f64,
+    query_bandwidth: Option<&Bound<'py, PyAny>>, sample_bandwidth: Option<&Bound<'py, PyAny>>, n_neighbors: Option<usize>,
+    knn_profile: Option<&str>, temperature: Option<f64>, n_jobs: Option<i64>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let threads = parallel::resolve_n_jobs(n_jobs)?;
+    with_float!(x, F, {
+        let ka = kernel_args::<F>(kernel, bandwidth, query_bandwidth, sample_bandwidth, n_neighbors, knn_profile, temperature)?;
+        let (q, xr) = (view2::<F>(queries, "X_query")?, view2::<F>(x, "X")?);
+        let (qa, xa) = (q.as_array(), xr.as_array());
+        let k = py.detach(|| parallel::install(threads, || engine::kernel_matrix(qa, xa, &ka.kernel, &ka.bandwidth, None)))??;
+        Ok(k.into_pyarray(py).into_any())
+    })
+}
+
+/// k(u) of a named profile at each u ≥ 0.
+#[pyfunction]
+fn profile_values<'py>(py: Python<'py>, kernel: &str, u: PyReadonlyArray1<'py, f64>) -> PyResult<Bound<'py, PyArray1<f64>>> {
+    let p = Profile::from_name(kernel)?;
+    Ok(u.as_array().mapv(|v| p.eval(v.abs())).into_pyarray(py))
+}
+
+/// log ∫_{ℝ^d} k(‖x‖) dx for a named profile.
+#[pyfunction]
+fn log_integral(kernel: &str, d: usize) -> PyResult<f64> {
+    Ok(Profile::from_name(kernel)?.log_integral(d)?)
+}
+
+/// (canonical name, support radius or None) of a profile name or alias.
+#[pyfunction]
+fn profile_info(kernel: &str) -> PyResult<(&'static str, Option<f64>)> {
+    let p = Profile::from_name(kernel)?;
+    Ok((p.name(), p.support()))
+}
+
+enum AnyIndex {
+    F32(Index<f32>),
+    F64(Index<f64>),
+}
+
+/// A fitted neighbour index (kd-tree or brute force) over the rows of X.
+#[pyclass(module = "localization._core", frozen)]
+struct NeighborIndex {
+    inner: AnyIndex,
+}
+
+#[pymethods]
+impl NeighborIndex {
+    #[new]
+    #[pyo3(signature = (x, algorithm="auto", leaf_size=30))]
+    fn new(py: Python<'_>, x: &Bound<'_, PyAny>, algorithm: &str, leaf_size: usize) -> PyResult<Self> {
+        let alg = Algorithm::from_name(algorithm)?;
+        let inner = with_float!(x, F, {
+            let xr = view2::<F>(x, "X")?;
+            let xa = xr.as_array();
+            let idx = py.detach(|| Index::<F>::build(xa, alg, leaf_size))?;
+            wrap_index(idx)
+        });
+        Ok(NeighborIndex { inner })
+    }
+
+    /// (distances m×k, indices m×k) of the k nearest rows.
+    #[pyo3(signature = (queries, k, n_jobs=None))]
+    fn knn<'py>(&self, py: Python<'py>, queries: &Bound<'py, PyAny>, k: usize, n_jobs: Option<i64>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyArray2<i64>>)> {
+        let threads = parallel::resolve_n_jobs(n_jobs)?;
+        macro_rules! go {
+            ($idx:expr, $F:ty) => {{
+                let q = view2::<$F>(queries, "X")?;
+                let qa = q.as_array();
+                let nb = py.detach(|| parallel::install(threads, || $idx.knn(qa, k)))??;
+                let m = nb.indices.len();
+                let dist = ndarray::Array2::from_shape_vec((m, k), nb.distances.concat()).map_err(|e| PyValueError::new_err(e.to_string()))?;
+                let ind = ndarray::Array2::from_shape_vec((m, k), nb.indices.concat().into_iter().map(|i| i as i64).collect()).map_err(|e| PyValueError::new_err(e.to_string()))?;
+                Ok((dist.into_pyarray(py).into_any(), ind.into_pyarray(py)))
+            }};
+        }
+        match &self.inner {
+            AnyIndex::F32(i) => go!(i, f32),
+            AnyIndex::F64(i) => go!(i, f64),
+        }
+    }
+
+    /// (distances, indices) as flat arrays plus row offsets (CSR layout) of all rows within r.
+    #[pyo3(signature = (queries, r, n_jobs=None))]
+    fn radius<'py>(&self, py: Python<'py>, queries: &Bound<'py, PyAny>, r: f64, n_jobs: Option<i64>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<i64>>)> {
+        let threads = parallel::resolve_n_jobs(n_jobs)?;
+        macro_rules! go {
+            ($idx:expr, $F:ty) => {{
+                let q = view2::<$F>(queries, "X")?;
+                let qa = q.as_array();
+                let nb = py.detach(|| parallel::install(threads, || $idx.radius(qa, <$F>::of(r))))??;
+                let mut offsets = vec![0i64];
+                for row in &nb.indices {
+                    offsets.push(offsets.last().copied().unwrap_or(0) + row.len() as i64);
+                }
+                let ind: Vec<i64> = nb.indices.concat().into_iter().map(|i| i as i64).collect();
+                Ok((nb.distances.concat().into_pyarray(py).into_any(), ind.into_pyarray(py), offsets.into_pyarray(py)))
+            }};
+        }
+        match &self.inner {
+            AnyIndex::F32(i) => go!(i, f32),
+            AnyIndex::F64(i) => go!(i, f64),
+        }
+    }
+}
+
+trait WrapIndex: Real {
+    fn wrap(i: Index<Self>) -> AnyIndex;
+}
+impl WrapIndex for f32 {
+    fn wrap(i: Index<f32>) -> AnyIndex {
+        AnyIndex::F32(i)
+    }
+}
+impl WrapIndex for f64 {
+    fn wrap(i: Index<f64>) -> AnyIndex {
+        AnyIndex::F64(i)
+    }
+}
+fn wrap_index<F: WrapIndex>(i: Index<F>) -> AnyIndex {
+    F::wrap(i)
+}
+
+/// The number of threads `n_jobs` resolves to.
+#[pyfunction]
+#[pyo3(signature = (n_jobs=None))]
+fn effective_n_jobs(n_jobs: Option<i64>) -> PyResult<usize> {
+    Ok(parallel::resolve_n_jobs(n_jobs)?)
+}
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(local_sums, m)?)?;
+    m.add_function(wrap_pyfunction!(local_polynomial, m)?)?;
+    m.add_function(wrap_pyfunction!(equivalent_kernel, m)?)?;
+    m.add_function(wrap_pyfunction!(kernel_matrix, m)?)?;
+    m.add_function(wrap_pyfunction!(profile_values, m)?)?;
+    m.add_function(wrap_pyfunction!(log_integral, m)?)?;
+    m.add_function(wrap_pyfunction!(profile_info, m)?)?;
+    m.add_function(wrap_pyfunction!(effective_n_jobs, m)?)?;
+    m.add_class::<NeighborIndex>()?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

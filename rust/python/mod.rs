@@ -322,6 +322,9 @@ fn effective_n_jobs(n_jobs: Option<i64>) -> PyResult<usize> {
     Ok(parallel::resolve_n_jobs(n_jobs)?)
 }
 
+// Bindings of the method families: one file each, declared here (after the helpers and the
+// `with_float!` macro above, which they use) and registered in `_core` below.
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(local_sums, m)?)?;

@@ -95,7 +95,10 @@ pub struct Problem<'a, F> {
     pub weights: Option<ArrayView1<'a, F>>,
 }
 
+/// Queries per block: larger for the matrix-product path, where each reference tile is
+/// packed once per block.
 const QUERY_BLOCK: usize = 32;
+const QUERY_BLOCK_GEMM: usize = 128;
 const TILE: usize = 256;
 
 /// Compute the local sums. Runs on the current rayon pool (see `parallel::install`).
@@ -227,6 +230,7 @@ struct Tiles<F> {
     values: Vec<F>,
     inv_h2: Option<Vec<F>>,
     norms: Vec<F>,
+    has_zero_weight: bool,
     d: usize,
     p: usize,
     n: usize,
@@ -256,7 +260,8 @@ impl<F: Real> Tiles<F> {
             _ => None,
         };
         let norms = if d >= GEMM_MIN_DIM { row_sq_norms(pb.x) } else { Vec::new() };
-        Tiles { coords, weights, values, inv_h2, norms, d, p, n }
+        let has_zero_weight = weights.iter().any(|w| *w == F::zero());
+        Tiles { coords, weights, values, inv_h2, norms, has_zero_weight, d, p, n }
     }
 }
 
@@ -265,12 +270,13 @@ fn brute<F: Real, K: TileKernel>(pb: &Problem<F>, bw: &Bandwidth<F>, opts: &Opti
     let m = pb.queries.nrows();
     let basis = opts.degree.map(|g| n_basis(tiles.d, g));
     let q_norms = if tiles.d >= GEMM_MIN_DIM { row_sq_norms(pb.queries) } else { Vec::new() };
+    let qblock = if tiles.d >= GEMM_MIN_DIM { QUERY_BLOCK_GEMM } else { QUERY_BLOCK };
     let accs: Vec<Acc> = (0..m)
-        .step_by(QUERY_BLOCK)
+        .step_by(qblock)
         .collect::<Vec<_>>()
         .into_par_iter()
         .flat_map_iter(|b0| {
-            let b1 = (b0 + QUERY_BLOCK).min(m);
+            let b1 = (b0 + qblock).min(m);
             run_block::<F, K>(pb, &tiles, bw, opts, basis, &q_norms, b0, b1, c)
         })
         .collect();
@@ -358,9 +364,17 @@ fn block<F: Real, K: TileKernel>(
                 if let Some(o) = own {
                     kw[o] = F::neg_infinity();
                 }
+                if tiles.has_zero_weight {
+                    // A zero-weight sample must not set the running max (it would underflow the rest).
+                    for j in 0..len {
+                        if w[j] == F::zero() {
+                            kw[j] = F::neg_infinity();
+                        }
+                    }
+                }
                 let tmax = lanes::max(kw).f64();
                 // Exact skip: every term of this tile underflows to zero relative to the running max.
-                if tmax - acc.log_scale < F::EXP_UNDERFLOW && basis.is_none() {
+                if tmax == f64::NEG_INFINITY || (tmax - acc.log_scale < F::EXP_UNDERFLOW && basis.is_none()) {
                     continue;
                 }
                 acc.raise_scale(tmax);

@@ -151,6 +151,11 @@ fn tiny_bandwidth_gives_the_nearest_neighbour_not_nan() {
         assert_eq!(s.num[(1, 0)] / s.den[1], 30.0);
         assert!(s.log_scale[0] < -1000.0);
     }
+    // a zero-weight sample nearest to the query must not hide the others
+    let w = ndarray::array![0.0, 1.0, 1.0];
+    let pb = Problem { queries: q.view(), x: x.view(), values: Some(v.view()), weights: Some(w.view()) };
+    let s = local_sums(&pb, &Kernel::Radial(Profile::Gaussian), &Bandwidth::Scalar(0.01), &Options::default()).unwrap();
+    assert_eq!(s.num[(0, 0)] / s.den[0], 20.0);
     // compact kernel with nothing in range: den = 0 reported, no NaN invented here
     let pb = Problem { queries: q.view(), x: x.view(), values: Some(v.view()), weights: None };
     let s = local_sums(&pb, &Kernel::Radial(Profile::Epanechnikov), &Bandwidth::Scalar(0.01), &Options::default()).unwrap();

@@ -1,0 +1,31 @@
+"""Local linear regression: ours vs statsmodels KernelReg(reg_type='ll', fixed bw), same predictions.
+
+    python benches/bench_local_poly.py            # n = 2,000
+"""
+
+import argparse
+
+import numpy as np
+from _common import best_time, report
+from statsmodels.nonparametric.kernel_regression import KernelReg
+
+from localization import LocalPolynomialRegressor
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=2000)
+    args = ap.parse_args()
+    rng = np.random.default_rng(0)
+    n = args.n
+    X = rng.random((n, 1))
+    y = np.sin(6 * X[:, 0]) + 0.1 * rng.standard_normal(n)
+    h = 0.05
+    t_ours, ours = best_time(lambda: LocalPolynomialRegressor(degree=1, bandwidth=h).fit(X, y).predict(X), 3)
+    t_sm, sm = best_time(lambda: KernelReg(y, X, var_type="c", reg_type="ll", bw=[h]).fit(X)[0], 1)
+    report(f"local linear n={n} (fit + predict at the samples)", t_ours, t_sm, "statsmodels")
+    print(f"  max |ours - statsmodels| = {np.max(np.abs(ours - sm)):.1e}")
+
+
+if __name__ == "__main__":
+    main()

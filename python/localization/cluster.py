@@ -121,8 +121,8 @@ def get_bin_seeds(X, bin_size, min_bin_freq=1):
             stacklevel=2,
         )
         return X
-    # scikit-learn stores the bin indices in float32 before scaling; do the same.
-    return seeds.astype(np.float32).astype(np.float64) * bin_size
+    # scikit-learn scales the bin indices in float32 arithmetic; the same values here.
+    return seeds.astype(np.float32) * np.float32(bin_size)
 
 
 def _progress_bar(enabled, desc):
@@ -140,6 +140,11 @@ def _progress_bar(enabled, desc):
         bar.refresh()
 
     return update, bar.close
+
+
+def _reject_text(X):
+    if isinstance(X, (list, tuple, np.ndarray)) and np.asarray(X).dtype.kind in "USV":
+        raise TypeError("`X` holds text; pass a numeric array (float32 or float64)")
 
 
 def _nearest(centres, P, n_jobs):
@@ -379,9 +384,14 @@ class MeanShift(ClusterMixin, BaseEstimator):
         -------
         self
         """
+        _reject_text(X)
         X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C")
         X = np.ascontiguousarray(X)
-        w = check_sample_weight(sample_weight, X.shape[0], X.dtype)
+        sw = None if sample_weight is None else np.asarray(sample_weight)
+        if sw is not None and sw.ndim == 1 and len(sw) == X.shape[0] and sw.dtype.kind in "biuf":
+            if not np.any(sw != 0):
+                raise ValueError("`sample_weight` is zero everywhere: at least one weight must be positive")
+        w = check_sample_weight(sw, X.shape[0], X.dtype)
         kernel, h, radius, algorithm, res = self._check_params(X)
         self.bandwidth_, self.algorithm_, self.kernel_ = h, algorithm, kernel
         self._radius, self._grid_resolution = radius, res
@@ -501,6 +511,7 @@ class MeanShift(ClusterMixin, BaseEstimator):
         labels : ndarray of shape (n_queries,)
         """
         check_is_fitted(self)
+        _reject_text(X)
         X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C", reset=False)
         X = np.ascontiguousarray(X, dtype=self._X.dtype)
         if self.label_assignment == "nearest" or self.algorithm_ in ("blurring", "fixed_kernel"):

@@ -64,7 +64,7 @@ def estimate_bandwidth(X, *, quantile=0.3, n_samples=None, random_state=0, n_job
     >>> from localization.cluster import estimate_bandwidth
     >>> X = np.array([[1, 1], [2, 1], [1, 0], [4, 7], [3, 5], [3, 6]])
     >>> round(estimate_bandwidth(X, quantile=0.5), 4)
-    1.6095
+    1.6191
     """
     X = as_float_array(X, "X")
     if isinstance(quantile, (bool, np.bool_)) or not isinstance(quantile, numbers.Real) or not 0 <= quantile <= 1:

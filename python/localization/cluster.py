@@ -131,7 +131,8 @@ def _progress_bar(enabled, desc):
         return None, lambda: None
     from tqdm.auto import tqdm
 
-    bar = tqdm(desc=desc, total=0, leave=False)
+    # A short delay keeps quick fits silent; long ones show the bar.
+    bar = tqdm(desc=desc, total=None, leave=False, delay=0.2)
 
     def update(done, total):
         if bar.total != total:

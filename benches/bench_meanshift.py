@@ -4,9 +4,9 @@
     python benches/bench_meanshift.py --full   # scikit-learn on the full sizes too (slow)
 
 1. 10 blobs in 2-D, flat kernel, bin seeding: ours on 10⁶ points; scikit-learn
-   (n_jobs=2) on 10⁵ by default (10⁶ with --full), both on the same points, same result.
+   (n_jobs=2) on 3·10⁴ by default (10⁶ with --full), both on the same points, same result.
 2. algorithm="grid" on the 10⁶ points: time and agreement with the exact run.
-3. Every point a seed, 2·10⁴ points (scikit-learn: 2,000 by default, 2·10⁴ with --full).
+3. Every point a seed, 2·10⁴ points (scikit-learn: 1,000 by default, 2·10⁴ with --full).
 4. Gaussian MeanShift, 10⁵ points in d = 8: kernel pairs per second, against a blocked
    numpy implementation of the same iteration (scikit-learn has no gaussian MeanShift).
 """
@@ -44,7 +44,7 @@ def bench_bin_seeding(full):
     ours, t_ours = timed(lambda: MeanShift(bandwidth=1.0, bin_seeding=True).fit(X))
     print(f"[1] bin seeding, flat, 10 blobs: ours on 10⁶ points {t_ours:.2f} s, {len(ours.cluster_centers_)} clusters, "
           f"{len(ours.seeds_)} seeds")
-    n_sk = 1_000_000 if full else 100_000
+    n_sk = 1_000_000 if full else 30_000
     Xs = X[:n_sk]
     mine, t_mine = timed(lambda: MeanShift(bandwidth=1.0, bin_seeding=True).fit(Xs))
     sk, t_sk = timed(lambda: SkMeanShift(bandwidth=1.0, bin_seeding=True, n_jobs=2).fit(Xs))
@@ -69,7 +69,7 @@ def bench_all_seeds(full):
     X = blobs(20_000, seed=1)
     ours, t_ours = timed(lambda: MeanShift(bandwidth=1.0, label_assignment="nearest").fit(X))
     print(f"[3] every point a seed, flat: ours on 20,000 points {t_ours:.2f} s, {len(ours.cluster_centers_)} clusters")
-    n_sk = 20_000 if full else 2_000
+    n_sk = 20_000 if full else 1_000
     Xs = X[:n_sk]
     mine, t_mine = timed(lambda: MeanShift(bandwidth=1.0, label_assignment="nearest").fit(Xs))
     sk, t_sk = timed(lambda: SkMeanShift(bandwidth=1.0, n_jobs=2).fit(Xs))
@@ -91,7 +91,7 @@ def numpy_gaussian_step(S, X, h, block=256):
 
 def bench_gaussian():
     X = blobs(100_000, d=8, seed=2)
-    seeds = X[:: 100].copy()
+    seeds = X[:: 500].copy()
     iters = 5
     ms, t = timed(lambda: MeanShift(kernel="gaussian", bandwidth=1.0, seeds=seeds, max_iter=iters - 1, tol=0).fit(X))
     pairs = len(seeds) * len(X) * (int(ms.seed_n_iter_.max()) + 1)

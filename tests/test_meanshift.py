@@ -59,7 +59,7 @@ def test_flat_all_seeds_equals_sklearn(params):
 @pytest.mark.parametrize("min_bin_freq", [1, 3])
 @pytest.mark.parametrize("cluster_all", [True, False])
 def test_flat_bin_seeding_equals_sklearn(min_bin_freq, cluster_all):
-    X, _ = blobs(3000, centers=6, std=1.0, seed=3)
+    X, _ = blobs(1500, centers=6, std=1.0, seed=3)
     params = dict(bandwidth=1.0, bin_seeding=True, min_bin_freq=min_bin_freq, cluster_all=cluster_all)
     sk = SkMeanShift(**params).fit(X)
     ours = MeanShift(**params).fit(X)  # auto labelling = nearest centre for bin seeds

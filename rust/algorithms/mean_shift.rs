@@ -201,7 +201,11 @@ fn check_data<F: Real>(x: ArrayView2<F>, w: Option<ArrayView1<F>>, seeds: ArrayV
     Ok(())
 }
 
-const CHUNK: usize = 4096;
+/// Seeds per chunk between progress reports: about 64 reports, in chunks big enough to
+/// keep every thread busy.
+fn chunk(m: usize) -> usize {
+    (m / 64).clamp(256, 4096)
+}
 
 /// Which evaluation an exact run uses: the per-seed kd-tree loop, or the engine.
 pub fn uses_tree(profile: Profile, d: usize) -> bool {
@@ -235,8 +239,8 @@ fn tree_shift<F: Real>(x: ArrayView2<F>, w: Option<ArrayView1<F>>, seeds: ArrayV
     let m = seeds.nrows();
     let mut parts = Vec::new();
     progress(0, m)?;
-    for c0 in (0..m).step_by(CHUNK) {
-        let c1 = (c0 + CHUNK).min(m);
+    for c0 in (0..m).step_by(chunk(m)) {
+        let c1 = (c0 + chunk(m)).min(m);
         let runs: Vec<SeedRun<F>> = parallel::install(p.threads, || {
             (c0..c1)
                 .into_par_iter()
@@ -276,8 +280,8 @@ fn flat_shift<F: Real>(x: ArrayView2<F>, w: Option<ArrayView1<F>>, seeds: ArrayV
     let m = seeds.nrows();
     let mut parts = Vec::new();
     progress(0, m)?;
-    for c0 in (0..m).step_by(CHUNK) {
-        let c1 = (c0 + CHUNK).min(m);
+    for c0 in (0..m).step_by(chunk(m)) {
+        let c1 = (c0 + chunk(m)).min(m);
         let runs: Vec<SeedRun<F>> = parallel::install(p.threads, || {
             (c0..c1).into_par_iter().map(|i| climb(&seeds.row(i).to_vec(), p, |q, num| tree.ball_sums(q, h2, num))).collect()
         })?;
@@ -566,7 +570,7 @@ impl<F: Real> Grid<F> {
         // A cell of zero total weight keeps its plain centroid (it then weighs nothing).
         let mut plain = vec![0.0f64; m * d];
         let mut cnt = vec![0.0f64; m];
-        if wsum.iter().any(|&v| v == 0.0) {
+        if wsum.contains(&0.0) {
             for i in 0..n {
                 let c = point_cell[i] as usize;
                 cnt[c] += 1.0;
@@ -742,6 +746,44 @@ mod tests {
             let d = ((s.modes[(i, 0)] - e.modes[(i, 0)]).powi(2) + (s.modes[(i, 1)] - e.modes[(i, 1)]).powi(2)).sqrt();
             assert!(d < 0.2, "seed {i}: {d}");
         }
+    }
+
+    #[test]
+    fn aggregate_tree_ball_sums_match_brute_force() {
+        let mut rng = StdRng::seed_from_u64(5);
+        for &d in &[1usize, 2, 3, 5] {
+            let x = Array2::from_shape_fn((900, d), |(i, _)| if i % 7 == 0 { 0.5 } else { rng.random::<f64>() });
+            let w: Vec<f64> = (0..900).map(|i| (i % 4) as f64 * 0.5).collect();
+            let wv = ndarray::ArrayView1::from(&w[..]);
+            let tree = AggTree::build(x.view(), Some(wv)).unwrap();
+            for _ in 0..50 {
+                let q: Vec<f64> = (0..d).map(|_| rng.random::<f64>()).collect();
+                let r2 = rng.random::<f64>() * 0.3;
+                let mut num = vec![0.0; d];
+                let den = tree.ball_sums(&q, r2, &mut num);
+                let (mut bden, mut bnum) = (0.0, vec![0.0; d]);
+                for i in 0..900 {
+                    let row = x.row(i).to_vec();
+                    if sq_euclidean(&q, &row) <= r2 {
+                        bden += w[i];
+                        for k in 0..d {
+                            bnum[k] += w[i] * row[k];
+                        }
+                    }
+                }
+                assert!((den - bden).abs() < 1e-9, "d={d}");
+                for k in 0..d {
+                    assert!((num[k] - bnum[k]).abs() < 1e-9);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn merge_keeps_the_strongest_and_drops_invalid() {
+        let c = ndarray::array![[0.0, 0.0], [0.5, 0.0], [3.0, 0.0], [0.0, 0.0], [9.0, 9.0]];
+        let kept = merge_modes(c.view(), &[5.0, 7.0, 1.0, 5.0, 100.0], &[true, true, true, true, false], 1.0).unwrap();
+        assert_eq!(kept, vec![1, 2]);
     }
 
     #[test]

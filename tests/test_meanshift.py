@@ -351,3 +351,43 @@ def test_progress_callback_errors_propagate():
 @parametrize_with_checks([MeanShift(), MeanShift(kernel="gaussian", bandwidth=0.5), MeanShift(kernel="epanechnikov")])
 def test_sklearn_compatible(estimator, check):
     check(estimator)
+
+
+# --- command line ------------------------------------------------------------------------
+
+
+def test_cli_cluster_on_files(tmp_path, capsys):
+    import importlib.util
+
+    from localization.cli import main
+
+    X, _, _ = separated(3000, seed=4)
+    csv = tmp_path / "points.csv"
+    np.savetxt(csv, X, delimiter=",", header="x,y", comments="")
+    out, png = tmp_path / "labels.csv", tmp_path / "plot.png"
+    assert main(["cluster", str(csv), "--bandwidth", "1.0", "--output", str(out), "--plot", str(png), "--quiet"]) == 0
+    labels = np.loadtxt(out, dtype=int)
+    expected = MeanShift(bandwidth=1.0).fit(X).labels_
+    np.testing.assert_array_equal(labels, expected)
+    assert png.stat().st_size > 0
+    assert f"{len(np.unique(expected))} clusters" in capsys.readouterr().out
+    npy = tmp_path / "points.npy"
+    np.save(npy, X)
+    assert main(["cluster", str(npy), "--kernel", "gaussian", "--bandwidth", "0.8", "--quiet"]) == 0
+    assert main(["cluster", str(npy), "--bandwidth", "wide"]) == 2
+    rc = main(["cluster", str(npy), "--method", "quickshift", "--bandwidth", "1.0", "--quiet"])
+    if importlib.util.find_spec("localization.modes") is None:
+        assert rc == 2 and "localization.modes" in capsys.readouterr().err
+    else:
+        assert rc == 0
+
+
+def test_cli_demos_run(capsys):
+    import argparse
+
+    from localization.cli import demo_meanshift_segmentation, demo_meanshift_trajectories
+
+    args = argparse.Namespace(no_plot=True, output="unused.png")
+    assert demo_meanshift_trajectories(args) == 4
+    assert demo_meanshift_segmentation(args) > 1
+    assert "stationary points" in capsys.readouterr().out

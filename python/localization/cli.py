@@ -274,6 +274,9 @@ def cmd_cluster(args):
             print(f"error: --bandwidth must be a number or 'auto', got {args.bandwidth!r}", file=sys.stderr)
             return 2
     t0 = time.perf_counter()
+    if args.method == "meanshift" and args.kernel.lower() not in ("flat", "tophat", "uniform") and len(X) > 100_000:
+        print("note: a non-flat kernel on this many points climbs with O(n) work per seed and step; "
+              "expect a long run (--bin-seeding reduces the seeds, --kernel flat allows the grid)")
     if args.method == "meanshift":
         model = MeanShift(bandwidth=h, kernel=args.kernel, algorithm=args.algorithm, bin_seeding=args.bin_seeding,
                           n_jobs=args.n_jobs, verbose=not args.quiet)

@@ -298,7 +298,10 @@ def cmd_cluster(args):
     labels = np.asarray(model.fit(X).labels_)
     dt = time.perf_counter() - t0
     found = np.unique(labels[labels >= 0])
-    print(f"{args.method}: {len(found)} clusters in {dt:.2f} s ({X.shape[0] / dt:,.0f} points/s)")
+    sizes_all = np.bincount(labels[labels >= 0]) if len(found) else np.zeros(0, dtype=int)
+    major = int(np.sum(sizes_all >= 0.001 * len(X)))
+    print(f"{args.method}: {len(found)} clusters ({major} holding at least 0.1% of the points) in {dt:.2f} s "
+          f"({X.shape[0] / dt:,.0f} points/s)")
     if args.method == "meanshift":
         print(f"  evaluation: {model.algorithm_}, {len(model.seeds_):,} seeds, at most {model.n_iter_} iterations")
         sizes = np.bincount(labels[labels >= 0])
@@ -321,6 +324,7 @@ def cmd_cluster(args):
         if args.method == "meanshift":
             C = model.cluster_centers_
             ax.scatter(C[:, 0], C[:, 1] if C.shape[1] > 1 else np.zeros(len(C)), marker="*", s=200, c="red", edgecolor="k")
+        ax.set_aspect("equal", adjustable="datalim")
         ax.set_title(f"{args.method}: {len(found)} clusters")
         fig.tight_layout()
         fig.savefig(args.plot, dpi=110)

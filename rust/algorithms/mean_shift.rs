@@ -308,7 +308,7 @@ fn engine_shift<F: Real>(x: ArrayView2<F>, w: Option<ArrayView1<F>>, seeds: Arra
     };
     let mut active: Vec<usize> = (0..m).collect();
     let mut it = 0usize;
-    progress(0, p.max_iter + 1)?;
+    progress(0, p.max_iter.saturating_add(1))?;
     while !active.is_empty() {
         let q = Array2::from_shape_fn((active.len(), d), |(a, k)| pos[(active[a], k)]);
         let pb = Problem { queries: q.view(), x, values: Some(x), weights: w };
@@ -342,7 +342,7 @@ fn engine_shift<F: Real>(x: ArrayView2<F>, w: Option<ArrayView1<F>>, seeds: Arra
         }
         active = still;
         it += 1;
-        progress(it.min(p.max_iter + 1), p.max_iter + 1)?;
+        progress(it.min(p.max_iter.saturating_add(1)), p.max_iter.saturating_add(1))?;
     }
     out.modes = pos;
     Ok(out)

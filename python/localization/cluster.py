@@ -123,14 +123,14 @@ def get_bin_seeds(X, bin_size, min_bin_freq=1):
     return seeds.astype(np.float32) * np.float32(bin_size)
 
 
-def _progress_bar(enabled, desc):
+def _progress_bar(enabled, desc, unit="it"):
     """A (callback, close) pair driving a tqdm bar from the core's (done, total) reports."""
     if not enabled:
         return None, lambda: None
     from tqdm.auto import tqdm
 
     # A short delay keeps quick fits silent; long ones show the bar.
-    bar = tqdm(desc=desc, total=None, leave=False, delay=0.2)
+    bar = tqdm(desc=desc, total=None, leave=False, delay=0.2, unit=unit)
 
     def update(done, total):
         if bar.total != total:
@@ -395,7 +395,11 @@ class MeanShift(ClusterMixin, BaseEstimator):
         self.bandwidth_, self.algorithm_, self.kernel_ = h, algorithm, kernel
         self._radius, self._grid_resolution = radius, res
         self._X, self._w = X, w
-        progress, close = _progress_bar(self.verbose, "MeanShift")
+        # Whole-data and engine runs report iterations; per-seed climbs report finished seeds.
+        by_iteration = algorithm in ("blurring", "fixed_kernel") or (
+            algorithm == "exact" and kernel != "tophat" and (_core.profile_info(kernel)[1] is None or X.shape[1] >= 16)
+        )
+        progress, close = _progress_bar(self.verbose, "MeanShift", "iteration" if by_iteration else "seed")
         try:
             seeds, point_seed = self._fit_seeds(X, w, kernel, h, algorithm, res, progress)
         finally:

@@ -391,3 +391,22 @@ def test_cli_demos_run(capsys):
     assert demo_meanshift_trajectories(args) == 4
     assert demo_meanshift_segmentation(args) > 1
     assert "stationary points" in capsys.readouterr().out
+
+
+def test_trajectory_labels_with_bin_seeds_and_cluster_all_false():
+    X, _, _ = separated(4000, seed=6)
+    X = np.vstack([X, [[100.0, 100.0]]])  # an orphan far from every blob
+    ms = MeanShift(bandwidth=1.0, bin_seeding=True, label_assignment="trajectory", cluster_all=False).fit(X)
+    # Each point climbed on its own: labels equal predict on the training points.
+    np.testing.assert_array_equal(ms.labels_, ms.predict(X))
+    big = np.bincount(ms.labels_[ms.labels_ >= 0])
+    assert np.sum(big > 100) == 10
+    # The orphan's bin seeds a one-point cluster at the orphan itself.
+    orphan = ms.labels_[-1]
+    assert orphan >= 0 and np.allclose(ms.cluster_centers_[orphan], [100.0, 100.0])
+    # scikit-learn's rule (nearest centre, −1 beyond h of it) leaves the blob rims out; where
+    # both label a point, they agree.
+    nearest = MeanShift(bandwidth=1.0, bin_seeding=True, cluster_all=False).fit(X)
+    both = (nearest.labels_ >= 0) & (ms.labels_ >= 0)
+    assert np.mean(nearest.labels_ >= 0) < np.mean(ms.labels_ >= 0)
+    np.testing.assert_array_equal(nearest.labels_[both], ms.labels_[both])

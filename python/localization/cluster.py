@@ -186,11 +186,11 @@ class MeanShift(ClusterMixin, BaseEstimator):
       convention; the engine's ``tophat`` profile is open, 1[u < 1]), so with the same seeds
       the centres are scikit-learn's.
     * ``"grid"`` (flat kernel, d ≤ 4): MeanShift++-style cell aggregation. Points are binned
-      into cells of side ``h / grid_resolution`` holding their count and coordinate sum; a
-      shift averages the cells whose centre is within h, so one step costs a fixed stencil of
-      cells, not the data, and a fit is linear in n. Without explicit seeds the seeds are the
-      cells' centroids and each point follows its cell's trajectory. Modes are exact up to
-      about the cell size.
+      into cells of side ``h / grid_resolution``; each cell is replaced by its weighted
+      centroid carrying the cell's total weight, and seeds climb on that reduced set (flat
+      window on the centroids). Binning is linear in n and a step no longer depends on n.
+      Without explicit seeds the seeds are the cells' centroids and each point follows its
+      cell's trajectory. Modes agree with the exact ones up to a fraction of the cell size.
     * ``"auto"``: ``"grid"`` for the flat kernel when every point of a large (≥ 200,000),
       low-dimensional (d ≤ 4) data set would be a seed, ``"exact"`` otherwise.
 

@@ -12,6 +12,7 @@ from . import kernels
 from ._core import __version__
 from ._validation import LocalizationWarning
 from .classification import LocalModeClassifier
+from .cluster import MeanShift, estimate_bandwidth, mean_shift
 from .density import KernelDensity
 from .engine import kernel_matrix, kernel_sum, local_mean
 from .kernels import Balloon, Kernel, SamplePoint
@@ -27,11 +28,14 @@ __all__ = [
     "LocalModel",
     "LocalPolynomialRegressor",
     "LocalizationWarning",
+    "MeanShift",
     "NearestNeighbors",
     "SamplePoint",
     "__version__",
+    "estimate_bandwidth",
     "kernel_matrix",
     "kernel_sum",
     "kernels",
     "local_mean",
+    "mean_shift",
 ]

@@ -1,3 +1,6 @@
 //! Methods built on the engine: per-query solves, iterations, merging.
 
 pub mod local_poly;
+pub mod forest;
+pub mod medoid_shift;
+pub mod quickshift;

@@ -8,7 +8,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._validation import FLOAT_DTYPES, as_float_array, warn_zero_weight
 from .engine import bind
-from .modes import _check_components, _check_n_jobs, _local_frames, _sample_weight
+from .modes import _check_components, _check_n_jobs, _knn_k, _local_frames, _sample_weight
 
 __all__ = ["LocalPCA"]
 
@@ -38,6 +38,8 @@ class LocalPCA(TransformerMixin, BaseEstimator):
     bandwidth : float, array, "scott", "silverman", Balloon or SamplePoint, default=1.0
     kernel : str or Kernel, default="gaussian"
         Any kernel with design moments (radial profiles and ``"knn"``).
+    n_neighbors : int, optional
+        k of ``kernel="knn"`` (default 5): PCA of the k nearest samples of each target.
     algorithm : {"auto", "brute", "kd_tree"}, default="auto"
     n_jobs : int, optional
         Threads; results do not depend on it.
@@ -58,10 +60,11 @@ class LocalPCA(TransformerMixin, BaseEstimator):
     True
     """
 
-    def __init__(self, n_components=1, bandwidth=1.0, kernel="gaussian", algorithm="auto", n_jobs=None):
+    def __init__(self, n_components=1, bandwidth=1.0, kernel="gaussian", n_neighbors=None, algorithm="auto", n_jobs=None):
         self.n_components = n_components
         self.bandwidth = bandwidth
         self.kernel = kernel
+        self.n_neighbors = n_neighbors
         self.algorithm = algorithm
         self.n_jobs = n_jobs
 
@@ -76,7 +79,7 @@ class LocalPCA(TransformerMixin, BaseEstimator):
         return self
 
     def _bound(self):
-        return bind(self.kernel, self.bandwidth, self.X_fit_, None, self.sample_weight_)
+        return bind(self.kernel, self.bandwidth, self.X_fit_, _knn_k(self.kernel, self.n_neighbors), self.sample_weight_)
 
     def _query(self, X):
         check_is_fitted(self)

@@ -26,6 +26,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import _core
 from ._validation import FLOAT_DTYPES, LocalizationWarning, as_float_array, check_positive_int, check_sample_weight
+from ._base import DEFAULT_N_NEIGHBORS
 from .engine import bind
 from .kernels import canonical_name, check_scalar_bandwidth
 
@@ -40,6 +41,13 @@ def _profile_name(kernel):
     if name in ("knn", "dot"):
         raise ValueError(f"`kernel` must be a radial profile, not {name!r}")
     return name
+
+
+def _knn_k(kernel, n_neighbors):
+    """k for kernel="knn": the estimator's n_neighbors, else the library default."""
+    if n_neighbors is None and isinstance(kernel, str) and kernel.lower() == "knn":
+        return DEFAULT_N_NEIGHBORS
+    return n_neighbors
 
 
 def _check_n_jobs(n_jobs):
@@ -86,8 +94,9 @@ class MedoidShift(ClusterMixin, BaseEstimator):
 
     and the map i → next(i) is a forest whose roots are the modes (Sheikh, Khan & Kanade,
     2007). Unlike MeanShift there is no iteration: one pass gives the whole forest, and the
-    modes are always sample points. Ties keep a sample where it is; cycles (possible with
-    exact ties) are broken at their smallest index.
+    modes are always sample points. Ties in the arg-min go to the smallest index (so
+    duplicated samples merge); cycles, which the definition does not exclude, are broken at
+    their smallest index.
 
     Parameters
     ----------
@@ -182,13 +191,9 @@ class MedoidShift(ClusterMixin, BaseEstimator):
             ok = den > 0  # a sample alone in a compact support stays a root
             M = np.ascontiguousarray(num[ok] / den[ok, None])
             if len(M):
+                # The index answers distance ties with the smallest index, as the dense path.
                 _, ind = _core.NeighborIndex(X).knn(M, 1, n_jobs=n_jobs)
-                cand = ind[:, 0]
-                me = np.flatnonzero(ok)
-                # Keep the sample itself when it is as near the mean as the query's answer.
-                d_self = np.sum((M - X[me]) ** 2, axis=1)
-                d_cand = np.sum((M - X[cand]) ** 2, axis=1)
-                nxt[me] = np.where(d_self <= d_cand, me, cand)
+                nxt[ok] = ind[:, 0]
         else:
             dist, ind = _core.NeighborIndex(X).knn(X, k, n_jobs=n_jobs)
             ind, dist = _with_self_first(ind, dist)
@@ -225,13 +230,14 @@ class QuickShift(ClusterMixin, BaseEstimator):
     bandwidth : float, array, "scott", "silverman", Balloon or SamplePoint, default=1.0
         Bandwidth of the density kernel.
     kernel : str or Kernel, default="gaussian"
+    n_neighbors : int, optional
+        k of ``kernel="knn"`` (default 5; then ρ_i is a k-NN count and ties are frequent).
     max_dist : float, optional
         Search radius for the parent. Default ``3 * bandwidth`` (scalar bandwidths only);
         ``np.inf`` searches every sample (O(N²) time, still O(N) memory).
     threshold : float, optional
         Links longer than this are cut (default: ``max_dist``, i.e. nothing more is cut).
         Lowering it explores the QuickShift hierarchy without a new search.
-    sample_weight : see ``fit``.
     algorithm : {"auto", "brute", "kd_tree"}, default="auto"
         How the engine computes the densities.
     n_jobs : int, optional
@@ -260,16 +266,20 @@ class QuickShift(ClusterMixin, BaseEstimator):
     [0, 0, 0, 1, 1]
     """
 
-    def __init__(self, bandwidth=1.0, kernel="gaussian", max_dist=None, threshold=None, algorithm="auto", n_jobs=None):
+    def __init__(self, bandwidth=1.0, kernel="gaussian", n_neighbors=None, max_dist=None, threshold=None, algorithm="auto", n_jobs=None):
         self.bandwidth = bandwidth
         self.kernel = kernel
+        self.n_neighbors = n_neighbors
         self.max_dist = max_dist
         self.threshold = threshold
         self.algorithm = algorithm
         self.n_jobs = n_jobs
 
     def fit(self, X, y=None, sample_weight=None):
-        """Estimate the densities, link and cut. Returns self."""
+        """Estimate the densities, link and cut. Returns self.
+
+        ``sample_weight`` weights each sample's contribution to the densities.
+        """
         X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C")
         X = np.ascontiguousarray(X)
         n_jobs = _check_n_jobs(self.n_jobs)
@@ -281,7 +291,7 @@ class QuickShift(ClusterMixin, BaseEstimator):
         else:
             max_dist = self._check_distance(self.max_dist, "max_dist")
         threshold = max_dist if self.threshold is None else self._check_distance(self.threshold, "threshold")
-        bk = bind(self.kernel, self.bandwidth, X, None, w)
+        bk = bind(self.kernel, self.bandwidth, X, _knn_k(self.kernel, self.n_neighbors), w)
         _, den, log_scale, _, _ = bk.sums(X, None, w, algorithm=self.algorithm, n_jobs=n_jobs)
         with np.errstate(divide="ignore"):
             log_density = np.log(den.astype(np.float64)) + log_scale.astype(np.float64)
@@ -387,7 +397,7 @@ def pc_shift_step(X_query, X, n_components=1, *, kernel="gaussian", bandwidth=1.
         raise ValueError(f"`X_query` has {Q.shape[1]} features, but X has {X.shape[1]}")
     q = _check_components(n_components, X.shape[1], allow_zero=True)
     w = _sample_weight(sample_weight, X.shape[0], X.dtype)
-    step, valid = _step(bind(kernel, bandwidth, X, None, w), Q, w, q, algorithm, n_jobs)
+    step, valid = _step(bind(kernel, bandwidth, X, _knn_k(kernel, None), w), Q, w, q, algorithm, n_jobs)
     step[~valid] = np.nan
     return step
 
@@ -446,6 +456,8 @@ class PCShift(TransformerMixin, BaseEstimator):
     bandwidth : float, array, "scott", "silverman", Balloon or SamplePoint, default=1.0
     kernel : str or Kernel, default="gaussian"
         Any kernel with design moments (radial profiles and ``"knn"``; not ``"dot"``).
+    n_neighbors : int, optional
+        k of ``kernel="knn"`` (default 5).
     max_iter : int, default=300
     tol : float, default=1e-4
         A point stops when its step is shorter than ``tol`` (in data units) or after
@@ -473,10 +485,13 @@ class PCShift(TransformerMixin, BaseEstimator):
     True
     """
 
-    def __init__(self, n_components=1, bandwidth=1.0, kernel="gaussian", max_iter=300, tol=1e-4, algorithm="auto", n_jobs=None):
+    def __init__(
+        self, n_components=1, bandwidth=1.0, kernel="gaussian", n_neighbors=None, max_iter=300, tol=1e-4, algorithm="auto", n_jobs=None
+    ):
         self.n_components = n_components
         self.bandwidth = bandwidth
         self.kernel = kernel
+        self.n_neighbors = n_neighbors
         self.max_iter = max_iter
         self.tol = tol
         self.algorithm = algorithm
@@ -502,7 +517,7 @@ class PCShift(TransformerMixin, BaseEstimator):
         return self
 
     def _bound(self):
-        return bind(self.kernel, self.bandwidth, self.X_fit_, None, self.sample_weight_)
+        return bind(self.kernel, self.bandwidth, self.X_fit_, _knn_k(self.kernel, self.n_neighbors), self.sample_weight_)
 
     def fit_transform(self, X, y=None, sample_weight=None):
         """Fit and return where the training points end."""

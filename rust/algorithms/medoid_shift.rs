@@ -14,8 +14,8 @@
 //!   sum over k and the candidates j are restricted to N(i), the k nearest samples of i
 //!   (i itself included): O(N·k·d) and O(N·k²) time, nothing N×N.
 //!
-//! Ties in the arg-min keep the point where it is (j = i) when i attains the minimum, and
-//! otherwise take the smallest index, so results do not depend on the thread count.
+//! Ties in the arg-min go to the smallest index (so duplicated samples merge instead of
+//! each staying a root), and results do not depend on the thread count.
 
 use crate::error::{LocalizationError, Result};
 use crate::kernel::{dispatch_profile, Profile, ProfileFn, Real};
@@ -37,10 +37,10 @@ fn row_weights(dist: impl Iterator<Item = f64>, profile: Profile, h: f64, out: &
     out.iter_mut().for_each(|v| *v = (*v - shift).exp());
 }
 
-/// Candidate order: smaller cost, then i itself, then the smaller index.
+/// Candidate order: smaller cost, then the smaller index.
 #[inline]
-fn better(cost: f64, j: usize, best: (f64, usize), i: usize) -> bool {
-    cost < best.0 || (cost == best.0 && best.1 != i && (j == i || j < best.1))
+fn better(cost: f64, j: usize, best: (f64, usize)) -> bool {
+    cost < best.0 || (cost == best.0 && j < best.1)
 }
 
 fn check_bandwidth(h: f64) -> Result<()> {
@@ -82,7 +82,7 @@ pub fn dense_step<F: Real>(d: ArrayView2<F>, profile: Profile, h: f64) -> Result
                     let row = cost.row(i - b0);
                     let mut best = (row[i].f64(), i);
                     for (j, &c) in row.iter().enumerate() {
-                        if better(c.f64(), j, best, i) {
+                        if better(c.f64(), j, best) {
                             best = (c.f64(), j);
                         }
                     }
@@ -134,7 +134,7 @@ pub fn knn_step_euclidean<F: Real>(x: ArrayView2<F>, idx: &[usize], dist: &[F], 
             let mut best = (cost(i), i);
             for &j in nb {
                 let c = cost(j);
-                if better(c, j, best, i) {
+                if better(c, j, best) {
                     best = (c, j);
                 }
             }
@@ -162,7 +162,7 @@ pub fn knn_step_precomputed<F: Real>(dm: ArrayView2<F>, idx: &[usize], k: usize,
             let mut best = (cost(i), i);
             for &j in nb {
                 let c = cost(j);
-                if better(c, j, best, i) {
+                if better(c, j, best) {
                     best = (c, j);
                 }
             }
@@ -182,11 +182,7 @@ mod tests {
             .map(|i| {
                 let costs: Vec<f64> = (0..n).map(|j| (0..n).map(|k| profile.eval(dm[(i, k)] / h) * dm[(j, k)].powi(2)).sum()).collect();
                 let min = costs.iter().copied().fold(f64::INFINITY, f64::min);
-                if costs[i] == min {
-                    i
-                } else {
-                    costs.iter().position(|&c| c == min).unwrap()
-                }
+                costs.iter().position(|&c| c == min).unwrap()
             })
             .collect()
     }

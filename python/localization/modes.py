@@ -72,6 +72,19 @@ def _forest(next_):
     return nxt, roots, labels.astype(np.intp)
 
 
+def _precomputed_knn(D, k, block=256):
+    """The k nearest of each row of a distance matrix, the sample itself first, ties by
+    index; sorted a block of rows at a time so no second N×N array is allocated."""
+    n = D.shape[0]
+    ind = np.empty((n, k), dtype=np.int64)
+    for a in range(0, n, block):
+        key = D[a : a + block].copy()
+        rows = np.arange(a, min(a + block, n))
+        key[rows - a, rows] = -1.0
+        ind[a : a + block] = np.argsort(key, axis=1, kind="stable")[:, :k]
+    return ind
+
+
 def _with_self_first(ind, dist):
     """Make sure every sample is in its own neighbour list (duplicates can push it out)."""
     n = ind.shape[0]
@@ -179,10 +192,7 @@ class MedoidShift(ClusterMixin, BaseEstimator):
             if k is None:
                 nxt = _core.medoid_shift_dense(X, name, h, n_jobs)
             else:
-                # Rows sorted by distance with the sample itself first, ties by index.
-                key = X.copy()
-                np.fill_diagonal(key, -1.0)
-                ind = np.argsort(key, axis=1, kind="stable")[:, :k].astype(np.int64)
+                ind = _precomputed_knn(X, k)
                 nxt = _core.medoid_shift_knn(X, np.ascontiguousarray(ind), None, True, name, h, n_jobs)
         elif k is None:
             bk = bind(name, h, X)

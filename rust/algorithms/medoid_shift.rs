@@ -50,7 +50,8 @@ fn check_bandwidth(h: f64) -> Result<()> {
     Ok(())
 }
 
-const ROW_BLOCK: usize = 64;
+// Rows of kernel weights per product: large enough that each packed panel of D∘D is reused.
+const ROW_BLOCK: usize = 256;
 
 /// next(i) for a precomputed N×N distance matrix (any metric; D[j, k] is read as D(x_j, x_k)).
 pub fn dense_step<F: Real>(d: ArrayView2<F>, profile: Profile, h: f64) -> Result<Vec<usize>> {
@@ -62,7 +63,13 @@ pub fn dense_step<F: Real>(d: ArrayView2<F>, profile: Profile, h: f64) -> Result
         return Err(LocalizationError::shape("X", "a square distance matrix", format!("{}×{}", n, d.ncols())));
     }
     check_bandwidth(h)?;
-    let d2: Array2<F> = d.mapv(|v| v * v);
+    // B[k, j] = D[j, k]², stored row-major so the product packs it with sequential reads.
+    let mut d2t = Array2::<F>::zeros((n, n));
+    for (j, row) in d.rows().into_iter().enumerate() {
+        for (k, &v) in row.iter().enumerate() {
+            d2t[(k, j)] = v * v;
+        }
+    }
     let blocks: Vec<usize> = (0..n).step_by(ROW_BLOCK).collect();
     Ok(blocks
         .into_par_iter()
@@ -76,7 +83,7 @@ pub fn dense_step<F: Real>(d: ArrayView2<F>, profile: Profile, h: f64) -> Result
             }
             // cost[i, j] = Σ_k K[i, k] · D[j, k]²: one product per block of rows.
             let mut cost = Array2::<F>::zeros((b1 - b0, n));
-            general_mat_mul(F::one(), &kb, &d2.t(), F::zero(), &mut cost);
+            general_mat_mul(F::one(), &kb, &d2t, F::zero(), &mut cost);
             (b0..b1)
                 .map(|i| {
                     let row = cost.row(i - b0);

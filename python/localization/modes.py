@@ -188,7 +188,7 @@ class MedoidShift(ClusterMixin, BaseEstimator):
             if X.shape[1] != n:
                 raise ValueError(f"metric='precomputed' needs a square distance matrix X, got shape {X.shape}")
             if np.any(X < 0):
-                raise ValueError("the precomputed distance matrix X must be non-negative")
+                raise ValueError("Negative values in data: the precomputed distance matrix X must be non-negative")
             if k is None:
                 nxt = _core.medoid_shift_dense(X, name, h, n_jobs)
             else:
@@ -217,6 +217,7 @@ class MedoidShift(ClusterMixin, BaseEstimator):
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.pairwise = self.metric == "precomputed"
+        tags.input_tags.positive_only = self.metric == "precomputed"
         return tags
 
 

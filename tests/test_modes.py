@@ -414,3 +414,78 @@ def test_medoid_shift_larger_agreement():
     a = MedoidShift(bandwidth=0.5).fit(X)
     b = MedoidShift(bandwidth=0.5, metric="precomputed").fit(cdist(X, X))
     assert np.mean(a.next_ == b.next_) > 0.999
+
+
+def test_functional_twins():
+    from localization.modes import medoid_shift, quick_shift
+
+    X = blobs(90, seed=15)
+    labels, medoids, nxt = medoid_shift(X, bandwidth=0.7)
+    est = MedoidShift(bandwidth=0.7).fit(X)
+    np.testing.assert_array_equal(labels, est.labels_)
+    np.testing.assert_array_equal(medoids, est.medoid_indices_)
+    np.testing.assert_array_equal(nxt, est.next_)
+    labels, parents, dens = quick_shift(X, bandwidth=0.5)
+    qs = QuickShift(bandwidth=0.5).fit(X)
+    np.testing.assert_array_equal(labels, qs.labels_)
+    np.testing.assert_array_equal(parents, qs.parents_)
+
+
+def test_concurrent_python_threads():
+    from concurrent.futures import ThreadPoolExecutor
+
+    X = blobs(400, seed=16)
+    want = MedoidShift(bandwidth=0.6).fit(X).labels_
+    want_q = QuickShift(bandwidth=0.5).fit(X).labels_
+    with ThreadPoolExecutor(4) as ex:
+        got = list(ex.map(lambda i: (MedoidShift(bandwidth=0.6).fit(X).labels_ if i % 2 else QuickShift(bandwidth=0.5).fit(X).labels_), range(8)))
+    for i, g in enumerate(got):
+        np.testing.assert_array_equal(g, want if i % 2 else want_q)
+
+
+def test_pc_shift_verbose_progress(capsys):
+    X = circle(100, seed=2)
+    a = PCShift(1, bandwidth=0.3, verbose=True).fit(X)
+    b = PCShift(1, bandwidth=0.3).fit(X)
+    np.testing.assert_array_equal(a.points_, b.points_)
+    assert "PC-Shift" in capsys.readouterr().err
+
+
+def test_float32_quickshift_and_pc_shift():
+    X = blobs(200, seed=17)
+    a = QuickShift(bandwidth=0.5).fit(X)
+    b = QuickShift(bandwidth=0.5).fit(X.astype(np.float32))
+    assert b.cluster_centers_.dtype == np.float32
+    assert np.mean(a.labels_ == b.labels_) > 0.95
+    p = PCShift(1, bandwidth=0.6).fit(X.astype(np.float32))
+    assert p.points_.dtype == np.float32
+    np.testing.assert_allclose(p.points_, PCShift(1, bandwidth=0.6).fit(X).points_, atol=2e-3)
+
+
+hypothesis = pytest.importorskip("hypothesis")
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from hypothesis.extra.numpy import arrays  # noqa: E402
+
+_points = arrays(np.float64, st.tuples(st.integers(1, 40), st.integers(1, 3)), elements=st.floats(-5, 5).map(lambda v: round(v, 1)))
+
+
+@settings(max_examples=40, deadline=None)
+@given(X=_points, h=st.sampled_from([0.2, 1.0, 5.0]), kernel=st.sampled_from(["gaussian", "epanechnikov", "tophat"]))
+def test_forest_properties(X, h, kernel):
+    """Rounded coordinates give many duplicates and exact ties: the forests must stay valid."""
+    ms = MedoidShift(bandwidth=h, kernel=kernel).fit(X)
+    np.testing.assert_array_equal(ms.next_[ms.medoid_indices_], ms.medoid_indices_)
+    np.testing.assert_array_equal(ms.medoid_indices_[ms.labels_], roots_of(ms.next_))
+    # exact ties between duplicates go to the smaller index, so equal rows share a label
+    _, first = np.unique(X, axis=0, return_index=True)
+    for i in range(len(X)):
+        twin = np.flatnonzero(np.all(X == X[i], axis=1))
+        assert len(set(ms.labels_[twin])) == 1
+    assert len(ms.medoid_indices_) <= len(first)  # at most one root per distinct point
+    qs = QuickShift(bandwidth=h, kernel=kernel).fit(X)
+    moved = qs.parents_ != np.arange(len(X))
+    d = np.log(qs.densities_)
+    up = (d[qs.parents_] > d) | ((d[qs.parents_] == d) & (qs.parents_ < np.arange(len(X))))
+    assert np.all(up[moved])
+    np.testing.assert_array_equal(qs.mode_indices_[qs.labels_], roots_of(qs.parents_))

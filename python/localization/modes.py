@@ -30,7 +30,7 @@ from ._base import DEFAULT_N_NEIGHBORS
 from .engine import bind
 from .kernels import canonical_name, check_scalar_bandwidth
 
-__all__ = ["MedoidShift", "QuickShift", "PCShift", "pc_shift", "pc_shift_step"]
+__all__ = ["MedoidShift", "QuickShift", "PCShift", "medoid_shift", "quick_shift", "pc_shift", "pc_shift_step"]
 
 
 def _profile_name(kernel):
@@ -413,8 +413,11 @@ def pc_shift_step(X_query, X, n_components=1, *, kernel="gaussian", bandwidth=1.
     return step
 
 
-def _iterate(bk, Y0, w, q, max_iter, tol, algorithm, n_jobs):
+def _iterate(bk, Y0, w, q, max_iter, tol, algorithm, n_jobs, verbose=False):
     """Move every row of Y0 until its step is below tol or max_iter steps were taken."""
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=len(Y0), desc="PC-Shift", unit="pt", disable=not verbose)
     Y = np.array(Y0, dtype=np.float64)
     dtype = bk.X.dtype
     active = np.ones(len(Y), dtype=bool)
@@ -433,6 +436,8 @@ def _iterate(bk, Y0, w, q, max_iter, tol, algorithm, n_jobs):
         done = np.linalg.norm(step, axis=1) < tol
         converged[idx[done & valid]] = True
         active[idx[done | ~valid]] = False
+        bar.update(int(np.count_nonzero(done | ~valid)))
+    bar.close()
     if stalled:
         warnings.warn(
             f"{stalled} point(s) had zero total kernel weight and stopped where they were; "
@@ -476,6 +481,8 @@ class PCShift(TransformerMixin, BaseEstimator):
     algorithm : {"auto", "brute", "kd_tree"}, default="auto"
     n_jobs : int, optional
         Threads; results do not depend on it.
+    verbose : bool, default=False
+        Show a progress bar (points that have stopped moving).
 
     Attributes
     ----------
@@ -497,7 +504,8 @@ class PCShift(TransformerMixin, BaseEstimator):
     """
 
     def __init__(
-        self, n_components=1, bandwidth=1.0, kernel="gaussian", n_neighbors=None, max_iter=300, tol=1e-4, algorithm="auto", n_jobs=None
+        self, n_components=1, bandwidth=1.0, kernel="gaussian", n_neighbors=None, max_iter=300, tol=1e-4, algorithm="auto",
+        n_jobs=None, verbose=False,
     ):
         self.n_components = n_components
         self.bandwidth = bandwidth
@@ -507,6 +515,7 @@ class PCShift(TransformerMixin, BaseEstimator):
         self.tol = tol
         self.algorithm = algorithm
         self.n_jobs = n_jobs
+        self.verbose = verbose
 
     def _check_params(self, d):
         q = _check_components(self.n_components, d, allow_zero=True)
@@ -523,7 +532,7 @@ class PCShift(TransformerMixin, BaseEstimator):
         q, max_iter, tol = self._check_params(X.shape[1])
         self.sample_weight_ = _sample_weight(sample_weight, X.shape[0], X.dtype)
         self.points_, self.n_iter_, self.converged_ = _iterate(
-            self._bound(), self.X_fit_, self.sample_weight_, q, max_iter, tol, self.algorithm, self.n_jobs
+            self._bound(), self.X_fit_, self.sample_weight_, q, max_iter, tol, self.algorithm, self.n_jobs, self.verbose
         )
         return self
 
@@ -539,7 +548,9 @@ class PCShift(TransformerMixin, BaseEstimator):
         check_is_fitted(self)
         Q = validate_data(self, X, dtype=FLOAT_DTYPES, order="C", reset=False)
         q, max_iter, tol = self._check_params(Q.shape[1])
-        Y, _, _ = _iterate(self._bound(), Q.astype(self.X_fit_.dtype), self.sample_weight_, q, max_iter, tol, self.algorithm, self.n_jobs)
+        Y, _, _ = _iterate(
+            self._bound(), Q.astype(self.X_fit_.dtype), self.sample_weight_, q, max_iter, tol, self.algorithm, self.n_jobs, self.verbose
+        )
         return Y.astype(Q.dtype)
 
     def __sklearn_tags__(self):
@@ -560,3 +571,32 @@ def pc_shift(X, n_components=1, *, kernel="gaussian", bandwidth=1.0, max_iter=30
     """
     est = PCShift(n_components, bandwidth=bandwidth, kernel=kernel, max_iter=max_iter, tol=tol, n_jobs=n_jobs)
     return est.fit_transform(X, sample_weight=sample_weight)
+
+
+def medoid_shift(X, *, bandwidth=1.0, kernel="gaussian", metric="euclidean", n_neighbors=None, n_jobs=None):
+    """Functional form of :class:`MedoidShift`: returns ``(labels, medoid_indices, next)``.
+
+    Examples
+    --------
+    >>> from localization.modes import medoid_shift
+    >>> labels, medoids, _ = medoid_shift([[0.0], [0.1], [0.2], [4.0], [4.1], [4.2]], bandwidth=0.5)
+    >>> labels.tolist(), medoids.tolist()
+    ([0, 0, 0, 1, 1, 1], [1, 4])
+    """
+    est = MedoidShift(bandwidth=bandwidth, kernel=kernel, metric=metric, n_neighbors=n_neighbors, n_jobs=n_jobs).fit(X)
+    return est.labels_, est.medoid_indices_, est.next_
+
+
+def quick_shift(X, *, bandwidth=1.0, kernel="gaussian", max_dist=None, threshold=None, sample_weight=None, n_jobs=None):
+    """Functional form of :class:`QuickShift`: returns ``(labels, parents, densities)``.
+
+    Examples
+    --------
+    >>> from localization.modes import quick_shift
+    >>> labels, parents, _ = quick_shift([[0.0], [0.1], [0.2], [4.0], [4.1]], bandwidth=0.5)
+    >>> labels.tolist(), parents.tolist()
+    ([0, 0, 0, 1, 1], [1, 1, 1, 3, 3])
+    """
+    est = QuickShift(bandwidth=bandwidth, kernel=kernel, max_dist=max_dist, threshold=threshold, n_jobs=n_jobs)
+    est.fit(X, sample_weight=sample_weight)
+    return est.labels_, est.parents_, est.densities_

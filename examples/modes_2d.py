@@ -1,7 +1,7 @@
 """Mode seeking on generated 2-D data (SPEC §10, experiment 2, the MedoidShift half).
 
-Left: the MedoidShift forest (every sample jumps to the sample nearest its local mean; the
-roots are the modes). Middle: the QuickShift tree (links to the nearest denser sample) cut
+Left: the (iterated) MedoidShift forest (every sample jumps to the sample nearest its local
+mean; the roots are the modes). Middle: the QuickShift tree (links to the nearest denser sample) cut
 at a threshold. Right: PC-Shift with one component moves noisy samples of a circle onto the
 density ridge.
 
@@ -38,7 +38,7 @@ def main():
     centers = np.array([[0.0, 0.0], [3.0, 0.5], [1.0, 3.0]])
     X = centers[rng.integers(0, 3, 300)] + 0.55 * rng.standard_normal((300, 2))
 
-    ms = MedoidShift(bandwidth=0.8).fit(X)
+    ms = MedoidShift(bandwidth=0.8, max_iter=10).fit(X)
     qs = QuickShift(bandwidth=0.5, max_dist=1.5, threshold=1.0).fit(X)
     t = rng.uniform(0, 2 * np.pi, 600)
     C = np.c_[np.cos(t), np.sin(t)] + 0.1 * rng.standard_normal((600, 2))

@@ -489,3 +489,43 @@ def test_forest_properties(X, h, kernel):
     up = (d[qs.parents_] > d) | ((d[qs.parents_] == d) & (qs.parents_ < np.arange(len(X))))
     assert np.all(up[moved])
     np.testing.assert_array_equal(qs.mode_indices_[qs.labels_], roots_of(qs.parents_))
+
+
+@pytest.mark.parametrize("metric,k", [("euclidean", None), ("precomputed", None), ("euclidean", 150)])
+def test_medoid_shift_sample_weight_is_duplication(metric, k):
+    X = blobs(120, seed=18)
+    w = np.random.default_rng(0).integers(1, 4, len(X))
+    Xd = np.repeat(X, w, axis=0)
+    first = np.r_[0, np.cumsum(w)[:-1]]  # position of each original in Xd
+    A, Ad = (X, Xd) if metric == "euclidean" else (cdist(X, X), cdist(Xd, Xd))
+    kd = None if k is None else len(Xd)
+    a = MedoidShift(bandwidth=0.7, metric=metric, n_neighbors=None if k is None else len(X)).fit(A, sample_weight=w.astype(float))
+    b = MedoidShift(bandwidth=0.7, metric=metric, n_neighbors=kd).fit(Ad)
+    # next(i) on the weighted sample = (first copy of) next on the duplicated sample
+    np.testing.assert_array_equal(first[a.next_], b.next_[first])
+
+
+def test_iterated_medoid_shift_merges_spurious_modes():
+    rng = np.random.default_rng(0)
+    centers = np.array([[0.0, 0.0], [3.0, 0.5], [1.0, 3.0]])
+    truth = rng.integers(0, 3, 300)
+    X = centers[truth] + 0.55 * rng.standard_normal((300, 2))
+    one = MedoidShift(bandwidth=0.8).fit(X)
+    it = MedoidShift(bandwidth=0.8, max_iter=20).fit(X)
+    assert len(one.medoid_indices_) == 10 and one.n_iter_ == 1
+    # Passes stop when no root moves. A root between clusters whose weighted mean is still
+    # nearest to itself survives (modes must be sample points), so 5 remain, not 3; the
+    # three big trees are the three blobs.
+    assert len(it.medoid_indices_) == 5 and 1 < it.n_iter_ < 20
+    from sklearn.metrics import adjusted_rand_score
+
+    assert adjusted_rand_score(truth, one.labels_) < 0.8
+    assert adjusted_rand_score(truth, it.labels_) > 0.95
+    assert np.sort(np.bincount(it.labels_))[-3:].sum() >= 290
+    # later passes only add links between roots of the first forest
+    changed = it.next_ != one.next_
+    assert np.all(np.isin(np.flatnonzero(changed), one.medoid_indices_))
+    pre = MedoidShift(bandwidth=0.8, max_iter=20, metric="precomputed").fit(cdist(X, X))
+    np.testing.assert_array_equal(pre.labels_, it.labels_)
+    knn = MedoidShift(bandwidth=0.8, max_iter=20, n_neighbors=300).fit(X)
+    np.testing.assert_array_equal(knn.labels_, it.labels_)

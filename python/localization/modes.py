@@ -98,6 +98,30 @@ def _with_self_first(ind, dist):
     return ind, dist
 
 
+def _medoid_pass(X, precomputed, k, name, h, weights, n_jobs):
+    """One MedoidShift pass: next(i) for every row (data) or every row of D (precomputed)."""
+    n = X.shape[0]
+    wf = None if weights is None else np.ascontiguousarray(weights, dtype=np.float64)
+    if precomputed:
+        if k is None:
+            return _core.medoid_shift_dense(X, name, h, wf, n_jobs)
+        return _core.medoid_shift_knn(X, _precomputed_knn(X, k), None, True, name, h, wf, n_jobs)
+    if k is not None:
+        dist, ind = _core.NeighborIndex(X).knn(X, k, n_jobs=n_jobs)
+        ind, dist = _with_self_first(ind, dist)
+        return _core.medoid_shift_knn(X, ind, np.ascontiguousarray(dist), False, name, h, wf, n_jobs)
+    w = None if wf is None else wf.astype(X.dtype)
+    num, den, *_ = bind(name, h, X).sums(X, X, w, n_jobs=n_jobs)
+    nxt = np.arange(n, dtype=np.int64)
+    ok = den > 0  # a sample alone in a compact support stays a root
+    M = np.ascontiguousarray(num[ok] / den[ok, None])
+    if len(M):
+        # The index answers distance ties with the smallest index, as the dense path.
+        _, ind = _core.NeighborIndex(X).knn(M, 1, n_jobs=n_jobs)
+        nxt[ok] = ind[:, 0]
+    return nxt
+
+
 class MedoidShift(ClusterMixin, BaseEstimator):
     """MedoidShift clustering: each sample jumps to the medoid of its kernel neighbourhood.
 
@@ -126,13 +150,23 @@ class MedoidShift(ClusterMixin, BaseEstimator):
         index), and both the sum over k and the candidates j are restricted to N(i):
         next(i) = argmin_{j ∈ N(i)} Σ_{k ∈ N(i)} K(x_i, x_k)·D(x_j, x_k)². With k = N it is
         the dense definition (larger k is clipped to N).
+    max_iter : int, default=1
+        1: the forest of the definition. More: *iterated* MedoidShift — the roots, weighted
+        by the total sample weight of their trees, form a new sample and MedoidShift runs on
+        them again (a root that jumps joins the tree it jumps to), until no root moves or
+        ``max_iter`` passes. This merges the spurious modes a single pass leaves in sparse
+        regions (modes must be sample points). Each extra pass costs as much as the first
+        one on the (much smaller) set of roots.
     n_jobs : int, optional
         Threads; results do not depend on it.
 
     Attributes
     ----------
     next_ : ndarray of shape (n_samples,)
-        The forest: the sample each sample jumps to (roots point to themselves).
+        The forest: the sample each sample jumps to (roots point to themselves). With
+        ``max_iter > 1`` the links added between roots by the later passes are included.
+    n_iter_ : int
+        Passes run.
     medoid_indices_ : ndarray of shape (n_clusters,)
         Indices of the roots (the modes), increasing.
     labels_ : ndarray of shape (n_samples,)
@@ -163,15 +197,19 @@ class MedoidShift(ClusterMixin, BaseEstimator):
     ([0, 0, 0, 1, 1, 1], [1, 4])
     """
 
-    def __init__(self, bandwidth=1.0, kernel="gaussian", metric="euclidean", n_neighbors=None, n_jobs=None):
+    def __init__(self, bandwidth=1.0, kernel="gaussian", metric="euclidean", n_neighbors=None, max_iter=1, n_jobs=None):
         self.bandwidth = bandwidth
         self.kernel = kernel
         self.metric = metric
         self.n_neighbors = n_neighbors
+        self.max_iter = max_iter
         self.n_jobs = n_jobs
 
-    def fit(self, X, y=None):
-        """Compute the forest. Returns self."""
+    def fit(self, X, y=None, sample_weight=None):
+        """Compute the forest. Returns self.
+
+        ``sample_weight`` multiplies K(x_i, x_k) (an integer weight is a duplicated sample).
+        """
         if self.metric not in ("euclidean", "precomputed"):
             raise ValueError(f"`metric` must be 'euclidean' or 'precomputed', got {self.metric!r}")
         X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C")
@@ -179,38 +217,44 @@ class MedoidShift(ClusterMixin, BaseEstimator):
         h = check_scalar_bandwidth(self.bandwidth)
         name = _profile_name(self.kernel)
         n_jobs = _check_n_jobs(self.n_jobs)
+        max_iter = check_positive_int(self.max_iter, "max_iter")
         n = X.shape[0]
         k = None
         if self.n_neighbors is not None:
             # k ≥ N: every sample is in every neighbourhood, i.e. the dense definition.
             k = min(check_positive_int(self.n_neighbors, "n_neighbors"), n)
-        if self.metric == "precomputed":
+        pre = self.metric == "precomputed"
+        if pre:
             if X.shape[1] != n:
                 raise ValueError(f"metric='precomputed' needs a square distance matrix X, got shape {X.shape}")
             if np.any(X < 0):
                 raise ValueError("Negative values in data: the precomputed distance matrix X must be non-negative")
-            if k is None:
-                nxt = _core.medoid_shift_dense(X, name, h, n_jobs)
-            else:
-                ind = _precomputed_knn(X, k)
-                nxt = _core.medoid_shift_knn(X, np.ascontiguousarray(ind), None, True, name, h, n_jobs)
-        elif k is None:
-            bk = bind(name, h, X)
-            num, den, *_ = bk.sums(X, X, None, n_jobs=n_jobs)
-            nxt = np.arange(n, dtype=np.int64)
-            ok = den > 0  # a sample alone in a compact support stays a root
-            M = np.ascontiguousarray(num[ok] / den[ok, None])
-            if len(M):
-                # The index answers distance ties with the smallest index, as the dense path.
-                _, ind = _core.NeighborIndex(X).knn(M, 1, n_jobs=n_jobs)
-                nxt[ok] = ind[:, 0]
-        else:
-            dist, ind = _core.NeighborIndex(X).knn(X, k, n_jobs=n_jobs)
-            ind, dist = _with_self_first(ind, dist)
-            nxt = _core.medoid_shift_knn(X, ind, np.ascontiguousarray(dist), False, name, h, n_jobs)
-        self.next_, roots, self.labels_ = _forest(nxt)
+        w = _sample_weight(sample_weight, n, X.dtype)
+        mass = np.ones(n) if w is None else w.astype(np.float64)
+        parent, root = _core.resolve_forest(_medoid_pass(X, pre, k, name, h, None if w is None else mass, n_jobs))
+        n_iter = 1
+        while n_iter < max_iter:
+            # Iterated MedoidShift: the roots, weighted by the mass of their trees, are a
+            # new sample; a root that jumps joins the tree of the root it jumps to.
+            roots = np.unique(root)
+            if len(roots) == 1:
+                break
+            sub_w = np.bincount(root, weights=mass, minlength=n)[roots]
+            A = np.ascontiguousarray(X[np.ix_(roots, roots)] if pre else X[roots])
+            sub = _medoid_pass(A, pre, None if k is None else min(k, len(roots)), name, h, sub_w, n_jobs)
+            n_iter += 1
+            moved = sub != np.arange(len(roots))
+            if not moved.any():
+                break
+            parent = parent.copy()
+            parent[roots[moved]] = roots[sub[moved]]
+            parent, root = _core.resolve_forest(parent)
+        self.n_iter_ = n_iter
+        self.next_ = parent
+        roots, labels = np.unique(root, return_inverse=True)
+        self.labels_ = labels.astype(np.intp)
         self.medoid_indices_ = roots.astype(np.intp)
-        if self.metric == "euclidean":
+        if not pre:
             self.cluster_centers_ = X[self.medoid_indices_]
         return self
 

@@ -28,13 +28,26 @@ fn log_kernel(profile: Profile, u: f64) -> f64 {
 }
 
 /// Kernel weights of one row of distances, divided by their maximum (the arg-min is
-/// invariant to a positive factor per row). All zero if no distance is inside the support.
-fn row_weights(dist: impl Iterator<Item = f64>, profile: Profile, h: f64, out: &mut Vec<f64>) {
+/// invariant to a positive factor per row), times the sample weight of each column
+/// (`sw(k)`). All zero if no distance is inside the support.
+fn row_weights(dist: impl Iterator<Item = f64>, profile: Profile, h: f64, sw: impl Fn(usize) -> f64, out: &mut Vec<f64>) {
     out.clear();
     out.extend(dist.map(|d| log_kernel(profile, d / h)));
     let top = out.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     let shift = if top.is_finite() { top } else { 0.0 };
-    out.iter_mut().for_each(|v| *v = (*v - shift).exp());
+    out.iter_mut().enumerate().for_each(|(k, v)| *v = (*v - shift).exp() * sw(k));
+}
+
+fn check_weights(w: Option<&[f64]>, n: usize) -> Result<()> {
+    if let Some(w) = w {
+        if w.len() != n {
+            return Err(LocalizationError::shape("sample_weight", format!("{n} values"), w.len()));
+        }
+        if w.iter().any(|v| !(*v >= 0.0) || !v.is_finite()) {
+            return Err(LocalizationError::param("sample_weight", "must be finite and non-negative"));
+        }
+    }
+    Ok(())
 }
 
 /// Candidate order: smaller cost, then the smaller index.
@@ -54,7 +67,8 @@ fn check_bandwidth(h: f64) -> Result<()> {
 const ROW_BLOCK: usize = 256;
 
 /// next(i) for a precomputed N×N distance matrix (any metric; D[j, k] is read as D(x_j, x_k)).
-pub fn dense_step<F: Real>(d: ArrayView2<F>, profile: Profile, h: f64) -> Result<Vec<usize>> {
+/// `weights` multiply K(x_i, x_k) (sample weights).
+pub fn dense_step<F: Real>(d: ArrayView2<F>, profile: Profile, h: f64, weights: Option<&[f64]>) -> Result<Vec<usize>> {
     let n = d.nrows();
     if n == 0 {
         return Err(LocalizationError::EmptyInput { name: "X" });
@@ -63,6 +77,7 @@ pub fn dense_step<F: Real>(d: ArrayView2<F>, profile: Profile, h: f64) -> Result
         return Err(LocalizationError::shape("X", "a square distance matrix", format!("{}×{}", n, d.ncols())));
     }
     check_bandwidth(h)?;
+    check_weights(weights, n)?;
     // B[k, j] = D[j, k]², stored row-major so the product packs it with sequential reads.
     let mut d2t = Array2::<F>::zeros((n, n));
     for (j, row) in d.rows().into_iter().enumerate() {
@@ -78,7 +93,7 @@ pub fn dense_step<F: Real>(d: ArrayView2<F>, profile: Profile, h: f64) -> Result
             let mut kb = Array2::<F>::zeros((b1 - b0, n));
             let mut w = Vec::with_capacity(n);
             for (r, mut row) in kb.rows_mut().into_iter().enumerate() {
-                row_weights(d.row(b0 + r).iter().map(|v| v.f64()), profile, h, &mut w);
+                row_weights(d.row(b0 + r).iter().map(|v| v.f64()), profile, h, |k| weights.map_or(1.0, |sw| sw[k]), &mut w);
                 row.iter_mut().zip(&w).for_each(|(a, &b)| *a = F::of(b));
             }
             // cost[i, j] = Σ_k K[i, k] · D[j, k]²: one product per block of rows.
@@ -113,10 +128,13 @@ fn check_neighbors(n: usize, idx: &[usize], k: usize) -> Result<()> {
 /// kNN-sparse next(i) for Euclidean data: N(i) = row i of `idx` (k indices, i included),
 /// `dist` the matching distances. By the identity of the dense case restricted to N(i),
 /// next(i) = argmin_{j ∈ N(i)} ‖x_j − m̃_i‖², m̃_i the kernel-weighted mean over N(i).
-pub fn knn_step_euclidean<F: Real>(x: ArrayView2<F>, idx: &[usize], dist: &[F], k: usize, profile: Profile, h: f64) -> Result<Vec<usize>> {
+pub fn knn_step_euclidean<F: Real>(
+    x: ArrayView2<F>, idx: &[usize], dist: &[F], k: usize, profile: Profile, h: f64, weights: Option<&[f64]>,
+) -> Result<Vec<usize>> {
     let (n, d) = x.dim();
     check_neighbors(n, idx, k)?;
     check_bandwidth(h)?;
+    check_weights(weights, n)?;
     if dist.len() != n * k {
         return Err(LocalizationError::shape("distances", format!("{} values", n * k), dist.len()));
     }
@@ -125,7 +143,7 @@ pub fn knn_step_euclidean<F: Real>(x: ArrayView2<F>, idx: &[usize], dist: &[F], 
         .map(|i| {
             let nb = &idx[i * k..(i + 1) * k];
             let mut w = Vec::with_capacity(k);
-            row_weights(dist[i * k..(i + 1) * k].iter().map(|v| v.f64()), profile, h, &mut w);
+            row_weights(dist[i * k..(i + 1) * k].iter().map(|v| v.f64()), profile, h, |c| weights.map_or(1.0, |sw| sw[nb[c]]), &mut w);
             let total: f64 = w.iter().sum();
             if !(total > 0.0) {
                 return i;
@@ -152,8 +170,9 @@ pub fn knn_step_euclidean<F: Real>(x: ArrayView2<F>, idx: &[usize], dist: &[F], 
 
 /// kNN-sparse next(i) from a precomputed distance matrix: weights K(x_i, x_k) for k ∈ N(i)
 /// and the cost Σ_{k ∈ N(i)} K(x_i, x_k) D[j, k]² of every candidate j ∈ N(i). O(N·k²).
-pub fn knn_step_precomputed<F: Real>(dm: ArrayView2<F>, idx: &[usize], k: usize, profile: Profile, h: f64) -> Result<Vec<usize>> {
+pub fn knn_step_precomputed<F: Real>(dm: ArrayView2<F>, idx: &[usize], k: usize, profile: Profile, h: f64, weights: Option<&[f64]>) -> Result<Vec<usize>> {
     let n = dm.nrows();
+    check_weights(weights, n)?;
     if dm.ncols() != n {
         return Err(LocalizationError::shape("X", "a square distance matrix", format!("{}×{}", n, dm.ncols())));
     }
@@ -164,7 +183,7 @@ pub fn knn_step_precomputed<F: Real>(dm: ArrayView2<F>, idx: &[usize], k: usize,
         .map(|i| {
             let nb = &idx[i * k..(i + 1) * k];
             let mut w = Vec::with_capacity(k);
-            row_weights(nb.iter().map(|&j| dm[(i, j)].f64()), profile, h, &mut w);
+            row_weights(nb.iter().map(|&j| dm[(i, j)].f64()), profile, h, |c| weights.map_or(1.0, |sw| sw[nb[c]]), &mut w);
             let cost = |j: usize| nb.iter().zip(&w).map(|(&c, &wc)| wc * dm[(j, c)].f64() * dm[(j, c)].f64()).sum::<f64>();
             let mut best = (cost(i), i);
             for &j in nb {
@@ -206,20 +225,27 @@ mod tests {
         });
         for (profile, h) in [(Profile::Gaussian, 0.2), (Profile::Epanechnikov, 0.3)] {
             let want = naive(&dm, profile, h);
-            assert_eq!(dense_step(dm.view(), profile, h).unwrap(), want);
+            assert_eq!(dense_step(dm.view(), profile, h, None).unwrap(), want);
             // kNN with k = N (every row lists all samples) is the dense definition.
             let idx: Vec<usize> = (0..n).flat_map(|_| 0..n).collect();
-            assert_eq!(knn_step_precomputed(dm.view(), &idx, n, profile, h).unwrap(), want);
+            assert_eq!(knn_step_precomputed(dm.view(), &idx, n, profile, h, None).unwrap(), want);
+            // Integer sample weights are duplicated samples.
+            let w: Vec<f64> = (0..n).map(|i| (i % 3) as f64).collect();
+            let a = dense_step(dm.view(), profile, h, Some(&w)).unwrap();
+            let b = knn_step_precomputed(dm.view(), &idx, n, profile, h, Some(&w)).unwrap();
+            assert_eq!(a, b);
         }
     }
 
     #[test]
     fn bad_inputs_are_errors() {
         let dm = Array2::<f64>::zeros((3, 2));
-        assert!(dense_step(dm.view(), Profile::Gaussian, 1.0).is_err());
+        assert!(dense_step(dm.view(), Profile::Gaussian, 1.0, None).is_err());
         let dm = Array2::<f64>::zeros((3, 3));
-        assert!(dense_step(dm.view(), Profile::Gaussian, 0.0).is_err());
-        assert!(knn_step_precomputed(dm.view(), &[0, 1, 5], 1, Profile::Gaussian, 1.0).is_err());
-        assert!(knn_step_precomputed(dm.view(), &[0, 1], 1, Profile::Gaussian, 1.0).is_err());
+        assert!(dense_step(dm.view(), Profile::Gaussian, 0.0, None).is_err());
+        assert!(dense_step(dm.view(), Profile::Gaussian, 1.0, Some(&[1.0, -1.0, 1.0])).is_err());
+        assert!(dense_step(dm.view(), Profile::Gaussian, 1.0, Some(&[1.0])).is_err());
+        assert!(knn_step_precomputed(dm.view(), &[0, 1, 5], 1, Profile::Gaussian, 1.0, None).is_err());
+        assert!(knn_step_precomputed(dm.view(), &[0, 1], 1, Profile::Gaussian, 1.0, None).is_err());
     }
 }

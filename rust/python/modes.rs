@@ -16,20 +16,29 @@ fn as_indices(a: &Bound<'_, PyAny>, name: &str) -> PyResult<(Vec<usize>, usize)>
     Ok((out.ok_or_else(|| PyValueError::new_err(format!("`{name}` has negative entries")))?, k))
 }
 
+/// Optional per-sample weights, always float64 (they multiply the kernel in f64).
+fn f64_weights(w: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Vec<f64>>> {
+    w.map(|w| view1::<f64>(w, "sample_weight").map(|a| a.as_array().to_vec())).transpose()
+}
+
 fn to_i64(v: Vec<usize>) -> Vec<i64> {
     v.into_iter().map(|j| j as i64).collect()
 }
 
 /// MedoidShift next(i) from a precomputed square distance matrix (dense, O(N³)).
 #[pyfunction]
-#[pyo3(signature = (d, kernel="gaussian", bandwidth=1.0, n_jobs=None))]
-fn medoid_shift_dense<'py>(py: Python<'py>, d: &Bound<'py, PyAny>, kernel: &str, bandwidth: f64, n_jobs: Option<i64>) -> PyResult<Bound<'py, PyArray1<i64>>> {
+#[pyo3(signature = (d, kernel="gaussian", bandwidth=1.0, weights=None, n_jobs=None))]
+fn medoid_shift_dense<'py>(
+    py: Python<'py>, d: &Bound<'py, PyAny>, kernel: &str, bandwidth: f64, weights: Option<&Bound<'py, PyAny>>, n_jobs: Option<i64>,
+) -> PyResult<Bound<'py, PyArray1<i64>>> {
     let threads = parallel::resolve_n_jobs(n_jobs)?;
     let profile = Profile::from_name(kernel)?;
+    let w = f64_weights(weights)?;
+    let w = w.as_deref();
     let next = with_float!(d, F, {
         let dv = view2::<F>(d, "X")?;
         let da = dv.as_array();
-        py.detach(|| parallel::install(threads, || medoid_shift::dense_step(da, profile, bandwidth)))??
+        py.detach(|| parallel::install(threads, || medoid_shift::dense_step(da, profile, bandwidth, w)))??
     });
     Ok(to_i64(next).into_pyarray(py))
 }
@@ -37,25 +46,27 @@ fn medoid_shift_dense<'py>(py: Python<'py>, d: &Bound<'py, PyAny>, kernel: &str,
 /// kNN-sparse MedoidShift next(i). With `x` data: Euclidean, `distances` give the weights;
 /// with `precomputed=True`, `x` is the square distance matrix and `distances` is ignored.
 #[pyfunction]
-#[pyo3(signature = (x, indices, distances=None, precomputed=false, kernel="gaussian", bandwidth=1.0, n_jobs=None))]
+#[pyo3(signature = (x, indices, distances=None, precomputed=false, kernel="gaussian", bandwidth=1.0, weights=None, n_jobs=None))]
 #[allow(clippy::too_many_arguments)]
 fn medoid_shift_knn<'py>(
     py: Python<'py>, x: &Bound<'py, PyAny>, indices: &Bound<'py, PyAny>, distances: Option<&Bound<'py, PyAny>>, precomputed: bool,
-    kernel: &str, bandwidth: f64, n_jobs: Option<i64>,
+    kernel: &str, bandwidth: f64, weights: Option<&Bound<'py, PyAny>>, n_jobs: Option<i64>,
 ) -> PyResult<Bound<'py, PyArray1<i64>>> {
     let threads = parallel::resolve_n_jobs(n_jobs)?;
     let profile = Profile::from_name(kernel)?;
+    let w = f64_weights(weights)?;
+    let w = w.as_deref();
     let (idx, k) = as_indices(indices, "indices")?;
     let next = with_float!(x, F, {
         let xv = view2::<F>(x, "X")?;
         let xa = xv.as_array();
         if precomputed {
-            py.detach(|| parallel::install(threads, || medoid_shift::knn_step_precomputed(xa, &idx, k, profile, bandwidth)))??
+            py.detach(|| parallel::install(threads, || medoid_shift::knn_step_precomputed(xa, &idx, k, profile, bandwidth, w)))??
         } else {
             let dist = distances.ok_or_else(|| PyValueError::new_err("`distances` is required for Euclidean data"))?;
             let dv = view2::<F>(dist, "distances")?;
             let dflat: Vec<F> = dv.as_array().iter().copied().collect();
-            py.detach(|| parallel::install(threads, || medoid_shift::knn_step_euclidean(xa, &idx, &dflat, k, profile, bandwidth)))??
+            py.detach(|| parallel::install(threads, || medoid_shift::knn_step_euclidean(xa, &idx, &dflat, k, profile, bandwidth, w)))??
         }
     });
     Ok(to_i64(next).into_pyarray(py))

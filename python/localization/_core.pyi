@@ -9,7 +9,11 @@ import numpy.typing as npt
 # ---- modes: MedoidShift, QuickShift (rust/python/modes.rs) ----
 
 def medoid_shift_dense(
-    d: npt.NDArray[np.floating], kernel: str = "gaussian", bandwidth: float = 1.0, n_jobs: Optional[int] = None
+    d: npt.NDArray[np.floating],
+    kernel: str = "gaussian",
+    bandwidth: float = 1.0,
+    weights: Optional[npt.NDArray[np.float64]] = None,
+    n_jobs: Optional[int] = None,
 ) -> npt.NDArray[np.int64]:
     """next(i) = argmin_j Σ_k K(D[i,k]/h)·D[j,k]² for a square distance matrix (O(N³), one extra N×N)."""
 
@@ -20,6 +24,7 @@ def medoid_shift_knn(
     precomputed: bool = False,
     kernel: str = "gaussian",
     bandwidth: float = 1.0,
+    weights: Optional[npt.NDArray[np.float64]] = None,
     n_jobs: Optional[int] = None,
 ) -> npt.NDArray[np.int64]:
     """kNN-sparse MedoidShift step: sum and candidates restricted to each row of `indices`."""

@@ -1,8 +1,61 @@
-# Type stubs of the native module. Each family keeps its own section.
+# Type stubs of the native module localization._core. Each family keeps its own section.
 from typing import Callable, Optional
 
 import numpy as np
+import numpy.typing as npt
 from numpy.typing import NDArray
+
+__version__: str
+
+# --- engine, kernels, neighbours: rust/python/mod.rs -----------------------------------
+
+Array = NDArray[np.floating]
+
+def local_sums(
+    queries: Array,
+    x: Array,
+    values: Optional[Array] = None,
+    weights: Optional[Array] = None,
+    kernel: str = "gaussian",
+    bandwidth: float = 1.0,
+    query_bandwidth: Optional[Array] = None,
+    sample_bandwidth: Optional[Array] = None,
+    n_neighbors: Optional[int] = None,
+    knn_profile: Optional[str] = None,
+    temperature: Optional[float] = None,
+    degree: Optional[int] = None,
+    exclude_self: bool = False,
+    algorithm: str = "auto",
+    n_jobs: Optional[int] = None,
+) -> tuple[Array, Array, Array, Optional[Array], Optional[Array]]:
+    """(num m×p, den m, log_scale m, moments m×D×D | None, cross m×D×p | None); true sums are × exp(log_scale)."""
+
+def local_polynomial(
+    queries: Array, x: Array, values: Array, weights: Optional[Array] = None, kernel: str = "gaussian",
+    bandwidth: float = 1.0, query_bandwidth: Optional[Array] = None, n_neighbors: Optional[int] = None,
+    knn_profile: Optional[str] = None, degree: int = 1, ridge: float = 0.0, n_jobs: Optional[int] = None,
+) -> tuple[Array, NDArray[np.bool_]]: ...
+def equivalent_kernel(
+    queries: Array, x: Array, kernel: str = "gaussian", bandwidth: float = 1.0, query_bandwidth: Optional[Array] = None,
+    n_neighbors: Optional[int] = None, knn_profile: Optional[str] = None, degree: int = 1, ridge: float = 0.0,
+    n_jobs: Optional[int] = None,
+) -> tuple[Array, NDArray[np.bool_]]: ...
+def kernel_matrix(
+    queries: Array, x: Array, kernel: str = "gaussian", bandwidth: float = 1.0, query_bandwidth: Optional[Array] = None,
+    sample_bandwidth: Optional[Array] = None, n_neighbors: Optional[int] = None, knn_profile: Optional[str] = None,
+    temperature: Optional[float] = None, n_jobs: Optional[int] = None,
+) -> Array: ...
+def profile_values(kernel: str, u: NDArray[np.float64]) -> NDArray[np.float64]: ...
+def log_integral(kernel: str, d: int) -> float: ...
+def profile_info(kernel: str) -> tuple[str, Optional[float]]: ...
+def effective_n_jobs(n_jobs: Optional[int] = None) -> int: ...
+
+class NeighborIndex:
+    def __init__(self, x: Array, algorithm: str = "auto", leaf_size: int = 30) -> None: ...
+    def knn(self, queries: Array, k: int, n_jobs: Optional[int] = None) -> tuple[Array, NDArray[np.int64]]: ...
+    def radius(
+        self, queries: Array, r: float, n_jobs: Optional[int] = None
+    ) -> tuple[Array, NDArray[np.int64], NDArray[np.int64]]: ...
 
 # --- mode seeking (MeanShift): rust/python/cluster.rs ---------------------------------
 
@@ -63,3 +116,34 @@ def merge_modes(
     centres: NDArray[np.floating], support: NDArray[np.float64], valid: NDArray[np.bool_], radius: float
 ) -> NDArray[np.int64]:
     """Indices of the kept centres after scikit-learn's greedy merge, strongest first."""
+
+# ---- modes: MedoidShift, QuickShift (rust/python/modes.rs) ----
+
+def medoid_shift_dense(
+    d: npt.NDArray[np.floating],
+    kernel: str = "gaussian",
+    bandwidth: float = 1.0,
+    weights: Optional[npt.NDArray[np.float64]] = None,
+    n_jobs: Optional[int] = None,
+) -> npt.NDArray[np.int64]:
+    """next(i) = argmin_j Σ_k K(D[i,k]/h)·D[j,k]² for a square distance matrix (O(N³), one extra N×N)."""
+
+def medoid_shift_knn(
+    x: npt.NDArray[np.floating],
+    indices: npt.NDArray[np.int64],
+    distances: Optional[npt.NDArray[np.floating]] = None,
+    precomputed: bool = False,
+    kernel: str = "gaussian",
+    bandwidth: float = 1.0,
+    weights: Optional[npt.NDArray[np.float64]] = None,
+    n_jobs: Optional[int] = None,
+) -> npt.NDArray[np.int64]:
+    """kNN-sparse MedoidShift step: sum and candidates restricted to each row of `indices`."""
+
+def quickshift_links(
+    x: npt.NDArray[np.floating], log_density: npt.NDArray[np.float64], max_dist: float, n_jobs: Optional[int] = None
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.floating]]:
+    """(parent, distance) of the nearest sample of higher density within max_dist (+inf: none)."""
+
+def resolve_forest(next: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Break cycles at their smallest index; returns (forest parent map, root of every node)."""

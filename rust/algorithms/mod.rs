@@ -2,3 +2,6 @@
 
 pub mod local_poly;
 pub mod mean_shift;
+pub mod forest;
+pub mod medoid_shift;
+pub mod quickshift;

@@ -326,6 +326,7 @@ fn effective_n_jobs(n_jobs: Option<i64>) -> PyResult<usize> {
 // `with_float!` macro above, which they use) and registered in `_core` below.
 
 mod cluster;
+mod modes;
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -339,6 +340,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(effective_n_jobs, m)?)?;
     m.add_class::<NeighborIndex>()?;
     cluster::register(m)?;
+    modes::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

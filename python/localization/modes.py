@@ -1,0 +1,646 @@
+"""Mode seeking on the sample (SPEC §4): MedoidShift, QuickShift and PC-Shift.
+
+All three are thin layers over the local-mean engine:
+
+* **MedoidShift** jumps every sample to the sample minimising its local weighted cost
+  Σ_k K(x_i, x_k)·D(x_j, x_k)²; for Euclidean D that sample is the one nearest the local
+  mean m(x_i) (SPEC §9 identity 10), so the engine's local mean plus one nearest-neighbour
+  query give the whole forest.
+* **QuickShift** links each sample to its nearest sample of higher density (the engine's
+  kernel sum) within ``max_dist``; the neighbour search uses the kd-tree.
+* **PC-Shift** (subspace-constrained mean shift) moves points by (I − P(x))(m(x) − x), P(x)
+  the projector on the top principal axes of the kernel-weighted local covariance, which the
+  engine returns as design moments in the same pass as the local mean.
+
+These estimators are re-exported from :mod:`localization.cluster`.
+"""
+
+from __future__ import annotations
+
+import numbers
+import warnings
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClusterMixin, TransformerMixin
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from . import _core
+from ._validation import FLOAT_DTYPES, LocalizationWarning, as_float_array, check_positive_int, check_sample_weight
+from ._base import DEFAULT_N_NEIGHBORS
+from .engine import bind
+from .kernels import canonical_name, check_scalar_bandwidth
+
+__all__ = ["MedoidShift", "QuickShift", "PCShift", "medoid_shift", "quick_shift", "pc_shift", "pc_shift_step"]
+
+
+def _profile_name(kernel):
+    """MedoidShift and QuickShift evaluate the profile themselves: it must be a named one."""
+    if not isinstance(kernel, str):
+        raise TypeError(f"`kernel` must be a profile name such as 'gaussian', got {type(kernel).__name__}")
+    name = canonical_name(kernel)
+    if name in ("knn", "dot"):
+        raise ValueError(f"`kernel` must be a radial profile, not {name!r}")
+    return name
+
+
+def _knn_k(kernel, n_neighbors):
+    """k for kernel="knn": the estimator's n_neighbors, else the library default."""
+    if n_neighbors is None and isinstance(kernel, str) and kernel.lower() == "knn":
+        return DEFAULT_N_NEIGHBORS
+    return n_neighbors
+
+
+def _check_n_jobs(n_jobs):
+    if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, numbers.Integral) or n_jobs == 0):
+        raise ValueError(f"`n_jobs` must be None or a non-zero integer, got {n_jobs!r}")
+    return n_jobs
+
+
+def _sample_weight(sample_weight, n, dtype):
+    """check_sample_weight, with the all-zero case named the way scikit-learn expects."""
+    if sample_weight is not None:
+        w = np.asarray(sample_weight)
+        if w.size and w.dtype.kind in "biuf" and np.all(w == 0):
+            raise ValueError("`sample_weight` is zero everywhere: at least one weight must be positive")
+    return check_sample_weight(sample_weight, n, dtype)
+
+
+def _forest(next_):
+    """(forest parent map, root of every sample, labels numbered by increasing root index)."""
+    nxt, root = _core.resolve_forest(np.ascontiguousarray(next_, dtype=np.int64))
+    roots, labels = np.unique(root, return_inverse=True)
+    return nxt, roots, labels.astype(np.intp)
+
+
+def _precomputed_knn(D, k, block=256):
+    """The k nearest of each row of a distance matrix, the sample itself first, ties by
+    index; sorted a block of rows at a time so no second N×N array is allocated."""
+    n = D.shape[0]
+    ind = np.empty((n, k), dtype=np.int64)
+    for a in range(0, n, block):
+        key = D[a : a + block].copy()
+        rows = np.arange(a, min(a + block, n))
+        key[rows - a, rows] = -1.0
+        ind[a : a + block] = np.argsort(key, axis=1, kind="stable")[:, :k]
+    return ind
+
+
+def _with_self_first(ind, dist):
+    """Make sure every sample is in its own neighbour list (duplicates can push it out)."""
+    n = ind.shape[0]
+    own = ind == np.arange(n)[:, None]
+    missing = ~own.any(axis=1)
+    if np.any(missing):
+        ind[missing, 1:] = ind[missing, :-1]
+        dist[missing, 1:] = dist[missing, :-1]
+        ind[missing, 0] = np.flatnonzero(missing)
+        dist[missing, 0] = 0
+    return ind, dist
+
+
+def _medoid_pass(X, precomputed, k, name, h, weights, n_jobs):
+    """One MedoidShift pass: next(i) for every row (data) or every row of D (precomputed)."""
+    n = X.shape[0]
+    wf = None if weights is None else np.ascontiguousarray(weights, dtype=np.float64)
+    if precomputed:
+        if k is None:
+            return _core.medoid_shift_dense(X, name, h, wf, n_jobs)
+        return _core.medoid_shift_knn(X, _precomputed_knn(X, k), None, True, name, h, wf, n_jobs)
+    if k is not None:
+        dist, ind = _core.NeighborIndex(X).knn(X, k, n_jobs=n_jobs)
+        ind, dist = _with_self_first(ind, dist)
+        return _core.medoid_shift_knn(X, ind, np.ascontiguousarray(dist), False, name, h, wf, n_jobs)
+    w = None if wf is None else wf.astype(X.dtype)
+    num, den, *_ = bind(name, h, X).sums(X, X, w, n_jobs=n_jobs)
+    nxt = np.arange(n, dtype=np.int64)
+    ok = den > 0  # a sample alone in a compact support stays a root
+    M = np.ascontiguousarray(num[ok] / den[ok, None])
+    if len(M):
+        # The index answers distance ties with the smallest index, as the dense path.
+        _, ind = _core.NeighborIndex(X).knn(M, 1, n_jobs=n_jobs)
+        nxt[ok] = ind[:, 0]
+    return nxt
+
+
+class MedoidShift(ClusterMixin, BaseEstimator):
+    """MedoidShift clustering: each sample jumps to the medoid of its kernel neighbourhood.
+
+    For every sample i,
+
+        next(i) = argmin_j Σ_k K(x_i, x_k) · D(x_j, x_k)²,
+
+    and the map i → next(i) is a forest whose roots are the modes (Sheikh, Khan & Kanade,
+    2007). Unlike MeanShift there is no iteration: one pass gives the whole forest, and the
+    modes are always sample points. Ties in the arg-min go to the smallest index (so
+    duplicated samples merge); cycles, which the definition does not exclude, are broken at
+    their smallest index.
+
+    Parameters
+    ----------
+    bandwidth : float, default=1.0
+        Bandwidth h of the kernel K(x_i, x_k) = k(D(x_i, x_k) / h).
+    kernel : str, default="gaussian"
+        A radial profile name (see :mod:`localization.kernels`).
+    metric : {"euclidean", "precomputed"}, default="euclidean"
+        ``"precomputed"``: ``X`` in ``fit`` is an N×N matrix of distances D[j, k] under any
+        metric (D[j, k] is read as D(x_j, x_k); the diagonal should be zero).
+    n_neighbors : int, optional
+        ``None`` (default): the exact, dense definition. With an int k, the **kNN-sparse
+        variant**: N(i) is the set of the k nearest samples of i, i itself included (ties by
+        index), and both the sum over k and the candidates j are restricted to N(i):
+        next(i) = argmin_{j ∈ N(i)} Σ_{k ∈ N(i)} K(x_i, x_k)·D(x_j, x_k)². With k = N it is
+        the dense definition (larger k is clipped to N).
+    max_iter : int, default=1
+        1: the forest of the definition. More: *iterated* MedoidShift — the roots, weighted
+        by the total sample weight of their trees, form a new sample and MedoidShift runs on
+        them again (a root that jumps joins the tree it jumps to), until no root moves or
+        ``max_iter`` passes. This merges the spurious modes a single pass leaves in sparse
+        regions (modes must be sample points). Each extra pass costs as much as the first
+        one on the (much smaller) set of roots.
+    n_jobs : int, optional
+        Threads; results do not depend on it.
+
+    Attributes
+    ----------
+    next_ : ndarray of shape (n_samples,)
+        The forest: the sample each sample jumps to (roots point to themselves). With
+        ``max_iter > 1`` the links added between roots by the later passes are included.
+    n_iter_ : int
+        Passes run.
+    medoid_indices_ : ndarray of shape (n_clusters,)
+        Indices of the roots (the modes), increasing.
+    labels_ : ndarray of shape (n_samples,)
+        Index into ``medoid_indices_`` of the root each sample's chain reaches.
+    cluster_centers_ : ndarray of shape (n_clusters, n_features)
+        ``X[medoid_indices_]`` (Euclidean metric only).
+
+    Notes
+    -----
+    Cost and memory:
+
+    * Euclidean, dense: the cost is S₀(x_i)·‖x_j − m(x_i)‖² + const (SPEC §9 identity 10), so
+      next(i) is the sample nearest the local mean m(x_i): one engine local mean plus one
+      kd-tree query. Same cost as one MeanShift step; nothing N×N is allocated.
+    * Precomputed, dense: inherently dense — the input is N×N, one more N×N array (D∘D) is
+      allocated and the time is O(N³) (a blocked matrix product). Practical up to N ≈ 10⁴.
+    * kNN-sparse: O(N·k·d) from data (the identity restricted to N(i)), O(N·k²) from a
+      precomputed matrix (which is then only read), after an O(N log N) kd-tree search
+      (data) or an O(N² log N) row sort (precomputed).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from localization.modes import MedoidShift
+    >>> X = np.array([[0.0], [0.1], [0.2], [5.0], [5.1], [5.2]])
+    >>> ms = MedoidShift(bandwidth=0.5).fit(X)
+    >>> ms.labels_.tolist(), ms.medoid_indices_.tolist()
+    ([0, 0, 0, 1, 1, 1], [1, 4])
+    """
+
+    def __init__(self, bandwidth=1.0, kernel="gaussian", metric="euclidean", n_neighbors=None, max_iter=1, n_jobs=None):
+        self.bandwidth = bandwidth
+        self.kernel = kernel
+        self.metric = metric
+        self.n_neighbors = n_neighbors
+        self.max_iter = max_iter
+        self.n_jobs = n_jobs
+
+    def fit(self, X, y=None, sample_weight=None):
+        """Compute the forest. Returns self.
+
+        ``sample_weight`` multiplies K(x_i, x_k) (an integer weight is a duplicated sample).
+        """
+        if self.metric not in ("euclidean", "precomputed"):
+            raise ValueError(f"`metric` must be 'euclidean' or 'precomputed', got {self.metric!r}")
+        X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C")
+        X = np.ascontiguousarray(X)
+        h = check_scalar_bandwidth(self.bandwidth)
+        name = _profile_name(self.kernel)
+        n_jobs = _check_n_jobs(self.n_jobs)
+        max_iter = check_positive_int(self.max_iter, "max_iter")
+        n = X.shape[0]
+        k = None
+        if self.n_neighbors is not None:
+            # k ≥ N: every sample is in every neighbourhood, i.e. the dense definition.
+            k = min(check_positive_int(self.n_neighbors, "n_neighbors"), n)
+        pre = self.metric == "precomputed"
+        if pre:
+            if X.shape[1] != n:
+                raise ValueError(f"metric='precomputed' needs a square distance matrix X, got shape {X.shape}")
+            if np.any(X < 0):
+                raise ValueError("Negative values in data: the precomputed distance matrix X must be non-negative")
+        w = _sample_weight(sample_weight, n, X.dtype)
+        mass = np.ones(n) if w is None else w.astype(np.float64)
+        parent, root = _core.resolve_forest(_medoid_pass(X, pre, k, name, h, None if w is None else mass, n_jobs))
+        n_iter = 1
+        while n_iter < max_iter:
+            # Iterated MedoidShift: the roots, weighted by the mass of their trees, are a
+            # new sample; a root that jumps joins the tree of the root it jumps to.
+            roots = np.unique(root)
+            if len(roots) == 1:
+                break
+            sub_w = np.bincount(root, weights=mass, minlength=n)[roots]
+            A = np.ascontiguousarray(X[np.ix_(roots, roots)] if pre else X[roots])
+            sub = _medoid_pass(A, pre, None if k is None else min(k, len(roots)), name, h, sub_w, n_jobs)
+            n_iter += 1
+            moved = sub != np.arange(len(roots))
+            if not moved.any():
+                break
+            parent = parent.copy()
+            parent[roots[moved]] = roots[sub[moved]]
+            parent, root = _core.resolve_forest(parent)
+        self.n_iter_ = n_iter
+        self.next_ = parent
+        roots, labels = np.unique(root, return_inverse=True)
+        self.labels_ = labels.astype(np.intp)
+        self.medoid_indices_ = roots.astype(np.intp)
+        if not pre:
+            self.cluster_centers_ = X[self.medoid_indices_]
+        return self
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.pairwise = self.metric == "precomputed"
+        tags.input_tags.positive_only = self.metric == "precomputed"
+        return tags
+
+
+class QuickShift(ClusterMixin, BaseEstimator):
+    """QuickShift clustering: link every sample to its nearest sample of higher density.
+
+    The density of sample i is the kernel sum ρ_i = Σ_k K(x_i, x_k) w_k (the engine's
+    ``kernel_sum``; any kernel of :mod:`localization.kernels`). Each sample is linked to the
+    nearest sample j with ρ_j > ρ_i within ``max_dist`` (Euclidean), links longer than
+    ``threshold`` are cut, and the trees of the resulting forest are the clusters
+    (Vedaldi & Soatto, 2008).
+
+    Ties are broken deterministically: a sample with *equal* density and a smaller index
+    counts as higher (so duplicates merge), and among equally near candidates the smaller
+    index wins. scikit-image's ``quickshift`` breaks density ties with random noise instead;
+    on an image whose search window covers every pixel, and away from such ties, the
+    segments coincide (this is tested).
+
+    Parameters
+    ----------
+    bandwidth : float, array, "scott", "silverman", Balloon or SamplePoint, default=1.0
+        Bandwidth of the density kernel.
+    kernel : str or Kernel, default="gaussian"
+    n_neighbors : int, optional
+        k of ``kernel="knn"`` (default 5; then ρ_i is a k-NN count and ties are frequent).
+    max_dist : float, optional
+        Search radius for the parent. Default ``3 * bandwidth`` (scalar bandwidths only);
+        ``np.inf`` searches every sample (O(N²) time, still O(N) memory).
+    threshold : float, optional
+        Links longer than this are cut (default: ``max_dist``, i.e. nothing more is cut).
+        Lowering it explores the QuickShift hierarchy without a new search.
+    algorithm : {"auto", "brute", "kd_tree"}, default="auto"
+        How the engine computes the densities.
+    n_jobs : int, optional
+
+    Attributes
+    ----------
+    densities_ : ndarray of shape (n_samples,)
+        Kernel sums ρ_i (unnormalised; they underflow to 0 for tiny bandwidths, the
+        ordering is computed from their logarithms and does not).
+    parents_ : ndarray of shape (n_samples,)
+        Parent of each sample after the cut (roots are their own parent).
+    link_distances_ : ndarray of shape (n_samples,)
+        Distance to the uncut parent (``inf`` where no sample above was within ``max_dist``).
+    mode_indices_ : ndarray of shape (n_clusters,)
+        Indices of the roots, increasing.
+    labels_ : ndarray of shape (n_samples,)
+        Cluster of each sample: the rank of its root in ``mode_indices_``.
+    cluster_centers_ : ndarray of shape (n_clusters, n_features)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from localization.modes import QuickShift
+    >>> X = np.array([[0.0], [0.1], [0.2], [5.0], [5.1]])
+    >>> QuickShift(bandwidth=0.5).fit(X).labels_.tolist()
+    [0, 0, 0, 1, 1]
+    """
+
+    def __init__(self, bandwidth=1.0, kernel="gaussian", n_neighbors=None, max_dist=None, threshold=None, algorithm="auto", n_jobs=None):
+        self.bandwidth = bandwidth
+        self.kernel = kernel
+        self.n_neighbors = n_neighbors
+        self.max_dist = max_dist
+        self.threshold = threshold
+        self.algorithm = algorithm
+        self.n_jobs = n_jobs
+
+    def fit(self, X, y=None, sample_weight=None):
+        """Estimate the densities, link and cut. Returns self.
+
+        ``sample_weight`` weights each sample's contribution to the densities.
+        """
+        X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C")
+        X = np.ascontiguousarray(X)
+        n_jobs = _check_n_jobs(self.n_jobs)
+        w = _sample_weight(sample_weight, X.shape[0], X.dtype)
+        if self.max_dist is None:
+            if isinstance(self.bandwidth, (bool, np.bool_)) or not isinstance(self.bandwidth, numbers.Real):
+                raise ValueError("`max_dist` must be given when `bandwidth` is not a number")
+            max_dist = 3.0 * check_scalar_bandwidth(self.bandwidth)
+        else:
+            max_dist = self._check_distance(self.max_dist, "max_dist")
+        threshold = max_dist if self.threshold is None else self._check_distance(self.threshold, "threshold")
+        bk = bind(self.kernel, self.bandwidth, X, _knn_k(self.kernel, self.n_neighbors), w)
+        _, den, log_scale, _, _ = bk.sums(X, None, w, algorithm=self.algorithm, n_jobs=n_jobs)
+        with np.errstate(divide="ignore"):
+            log_density = np.log(den.astype(np.float64)) + log_scale.astype(np.float64)
+        parent, dist = _core.quickshift_links(X, np.ascontiguousarray(log_density), float(max_dist), n_jobs)
+        parent = parent.copy()
+        cut = ~(dist <= threshold)
+        parent[cut] = np.flatnonzero(cut)
+        self.densities_ = np.exp(log_density)
+        self.link_distances_ = dist
+        self.parents_, roots, self.labels_ = _forest(parent)
+        self.mode_indices_ = roots.astype(np.intp)
+        self.cluster_centers_ = X[self.mode_indices_]
+        return self
+
+    @staticmethod
+    def _check_distance(v, name):
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real) or np.isnan(v) or v < 0:
+            raise ValueError(f"`{name}` must be a non-negative number (np.inf allowed), got {v!r}")
+        return float(v)
+
+
+# --------------------------------------------------------------------------------------
+# PC-Shift: subspace-constrained mean shift with the local-covariance projector.
+
+
+def _local_frames(bk, Q, sample_weight, n_components, algorithm="auto", n_jobs=None):
+    """Local mean offset, covariance eigen-pairs and a validity mask at each query.
+
+    One engine pass with degree-1 design moments gives S₀ = Σ K w, Σ K w δ and Σ K w δδᵀ with
+    δ = xᵢ − x*; then m(x*) − x* = Σ K w δ / S₀ and the local covariance about the local mean
+    is C = Σ K w δδᵀ / S₀ − (m − x*)(m − x*)ᵀ (centring at m makes it independent of x*).
+
+    Returns (offset (m, d), eigenvalues (m, q) descending, eigenvectors (m, q, d) as rows,
+    valid (m,)). Coordinates are the caller's (per-feature bandwidths are undone).
+    """
+    _, den, _, mom, _ = bk.sums(Q, None, sample_weight, degree=1, algorithm=algorithm, n_jobs=n_jobs)
+    mom = mom.astype(np.float64)
+    s0 = mom[:, 0, 0]
+    valid = s0 > 0
+    d = Q.shape[1]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mu = mom[:, 0, 1:] / s0[:, None]
+        cov = mom[:, 1:, 1:] / s0[:, None, None] - mu[:, :, None] * mu[:, None, :]
+    if bk.feature_scale is not None:
+        s = bk.feature_scale.astype(np.float64)
+        mu = mu * s
+        cov = cov * s[None, :, None] * s[None, None, :]
+    mu[~valid] = np.nan
+    vals = np.full((len(Q), n_components), np.nan)
+    vecs = np.full((len(Q), n_components, d), np.nan)
+    if n_components and np.any(valid):
+        cv = cov[valid]
+        cv = 0.5 * (cv + np.transpose(cv, (0, 2, 1)))
+        ev, V = np.linalg.eigh(cv)  # ascending
+        ev = ev[:, ::-1][:, :n_components]
+        V = np.transpose(V[:, :, ::-1][:, :, :n_components], (0, 2, 1))
+        # Sign convention of scikit-learn's PCA: the largest-|.| entry of each axis is positive.
+        big = np.take_along_axis(V, np.argmax(np.abs(V), axis=2)[:, :, None], axis=2)
+        V = V * np.where(big < 0, -1.0, 1.0)
+        vals[valid] = np.maximum(ev, 0.0)
+        vecs[valid] = V
+    return mu, vals, vecs, valid
+
+
+def _check_components(q, d, allow_zero):
+    q = check_positive_int(q, "n_components", minimum=0 if allow_zero else 1)
+    if q > d:
+        raise ValueError(f"`n_components`={q} exceeds the {d} features")
+    return q
+
+
+def _step(bk, Y, w, q, algorithm, n_jobs):
+    """PC-Shift step (I − P)(m(y) − y) at each row of Y, and the validity mask."""
+    if q == 0:
+        num, den, *_ = bk.sums(Y, bk.X, w, algorithm=algorithm, n_jobs=n_jobs)
+        valid = den > 0
+        with np.errstate(invalid="ignore", divide="ignore"):
+            step = num.astype(np.float64) / den.astype(np.float64)[:, None] - Y
+        return step, valid
+    mu, _, V, valid = _local_frames(bk, Y, w, q, algorithm, n_jobs)
+    step = mu - np.einsum("mqd,mq->md", V, np.einsum("mqd,md->mq", V, mu))
+    return step, valid
+
+
+def pc_shift_step(X_query, X, n_components=1, *, kernel="gaussian", bandwidth=1.0, sample_weight=None, algorithm="auto", n_jobs=None):
+    """One PC-Shift step (I − P(x))(m(x) − x) at each query (SPEC §9 identity 9).
+
+    P(x) projects onto the top ``n_components`` eigenvectors of the kernel-weighted local
+    covariance at x; with ``n_components=0`` the step is the mean-shift vector m(x) − x.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from localization.modes import pc_shift_step
+    >>> X = np.array([[-1.0, 0.1], [-1.0, -0.1], [1.0, 0.1], [1.0, -0.1]])
+    >>> step = pc_shift_step([[0.0, 0.5]], X, 1, bandwidth=10.0)  # moves across the line only
+    >>> (step.round(3) + 0.0).tolist()
+    [[0.0, -0.5]]
+    """
+    X = as_float_array(X, "X")
+    Q = as_float_array(X_query, "X_query", dtype=X.dtype)
+    if Q.shape[1] != X.shape[1]:
+        raise ValueError(f"`X_query` has {Q.shape[1]} features, but X has {X.shape[1]}")
+    q = _check_components(n_components, X.shape[1], allow_zero=True)
+    w = _sample_weight(sample_weight, X.shape[0], X.dtype)
+    step, valid = _step(bind(kernel, bandwidth, X, _knn_k(kernel, None), w), Q, w, q, algorithm, n_jobs)
+    step[~valid] = np.nan
+    return step
+
+
+def _iterate(bk, Y0, w, q, max_iter, tol, algorithm, n_jobs, verbose=False):
+    """Move every row of Y0 until its step is below tol or max_iter steps were taken."""
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=len(Y0), desc="PC-Shift", unit="pt", disable=not verbose)
+    Y = np.array(Y0, dtype=np.float64)
+    dtype = bk.X.dtype
+    active = np.ones(len(Y), dtype=bool)
+    converged = np.zeros(len(Y), dtype=bool)
+    stalled = 0
+    n_iter = 0
+    for _ in range(max_iter):
+        idx = np.flatnonzero(active)
+        if len(idx) == 0:
+            break
+        n_iter += 1
+        step, valid = _step(bk, np.ascontiguousarray(Y[idx], dtype=dtype), w, q, algorithm, n_jobs)
+        step[~valid] = 0.0
+        stalled += int(np.count_nonzero(~valid))
+        Y[idx] += step
+        done = np.linalg.norm(step, axis=1) < tol
+        converged[idx[done & valid]] = True
+        active[idx[done | ~valid]] = False
+        bar.update(int(np.count_nonzero(done | ~valid)))
+    bar.close()
+    if stalled:
+        warnings.warn(
+            f"{stalled} point(s) had zero total kernel weight and stopped where they were; "
+            "increase the bandwidth or use a kernel with unbounded support.",
+            LocalizationWarning,
+            stacklevel=3,
+        )
+    return Y.astype(dtype), n_iter, converged
+
+
+class PCShift(TransformerMixin, BaseEstimator):
+    """PC-Shift (subspace-constrained mean shift): move points onto density ridges.
+
+    Each point moves by x ← x + (I − P(x))(m(x) − x), where m is the kernel local mean of the
+    fitted sample and P(x) the orthogonal projector onto the top ``n_components`` (= q)
+    eigenvectors of the kernel-weighted local covariance at x,
+
+        C(x) = Σᵢ K(x, xᵢ) wᵢ (xᵢ − m(x))(xᵢ − m(x))ᵀ / Σᵢ K(x, xᵢ) wᵢ.
+
+    q = 0 is MeanShift (points go to modes); q = 1 drives points onto 1-D ridges (principal
+    curves); in general the limit set is q-dimensional.
+
+    This is the projector SPEC §4 specifies (local covariance). The classical SCMS of
+    Ozertem & Erdogmus (2011) uses the eigenvectors of the Hessian of log p̂ instead; the two
+    agree where the local covariance is elongated along the ridge (bandwidth small against
+    the ridge's length, comparable to its width), which is the regime PC-Shift is for.
+
+    Parameters
+    ----------
+    n_components : int, default=1
+        q, the dimension of the ridge (0 ≤ q ≤ n_features).
+    bandwidth : float, array, "scott", "silverman", Balloon or SamplePoint, default=1.0
+    kernel : str or Kernel, default="gaussian"
+        Any kernel with design moments (radial profiles and ``"knn"``; not ``"dot"``).
+    n_neighbors : int, optional
+        k of ``kernel="knn"`` (default 5).
+    max_iter : int, default=300
+    tol : float, default=1e-4
+        A point stops when its step is shorter than ``tol`` (in data units) or after
+        ``max_iter`` steps.
+    algorithm : {"auto", "brute", "kd_tree"}, default="auto"
+    n_jobs : int, optional
+        Threads; results do not depend on it.
+    verbose : bool, default=False
+        Show a progress bar (points that have stopped moving).
+
+    Attributes
+    ----------
+    points_ : ndarray of shape (n_samples, n_features)
+        Where the training points end (``fit_transform`` returns it).
+    n_iter_ : int
+        Steps taken by the slowest point.
+    converged_ : ndarray of bool, shape (n_samples,)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from localization.modes import PCShift
+    >>> t = np.linspace(-2, 2, 41)
+    >>> X = np.c_[t, 0.1 * np.sin(7 * t)]
+    >>> Y = PCShift(n_components=1, bandwidth=0.5).fit_transform(X)
+    >>> bool(np.abs(Y[5:-5, 1]).max() < np.abs(X[5:-5, 1]).max())  # pulled onto the ridge y≈0
+    True
+    """
+
+    def __init__(
+        self, n_components=1, bandwidth=1.0, kernel="gaussian", n_neighbors=None, max_iter=300, tol=1e-4, algorithm="auto",
+        n_jobs=None, verbose=False,
+    ):
+        self.n_components = n_components
+        self.bandwidth = bandwidth
+        self.kernel = kernel
+        self.n_neighbors = n_neighbors
+        self.max_iter = max_iter
+        self.tol = tol
+        self.algorithm = algorithm
+        self.n_jobs = n_jobs
+        self.verbose = verbose
+
+    def _check_params(self, d):
+        q = _check_components(self.n_components, d, allow_zero=True)
+        max_iter = check_positive_int(self.max_iter, "max_iter")
+        if isinstance(self.tol, (bool, np.bool_)) or not isinstance(self.tol, numbers.Real) or not self.tol > 0:
+            raise ValueError(f"`tol` must be a positive number, got {self.tol!r}")
+        _check_n_jobs(self.n_jobs)
+        return q, max_iter, float(self.tol)
+
+    def fit(self, X, y=None, sample_weight=None):
+        """Move the training points onto the ridges. Returns self."""
+        X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C")
+        self.X_fit_ = np.ascontiguousarray(X)
+        q, max_iter, tol = self._check_params(X.shape[1])
+        self.sample_weight_ = _sample_weight(sample_weight, X.shape[0], X.dtype)
+        self.points_, self.n_iter_, self.converged_ = _iterate(
+            self._bound(), self.X_fit_, self.sample_weight_, q, max_iter, tol, self.algorithm, self.n_jobs, self.verbose
+        )
+        return self
+
+    def _bound(self):
+        return bind(self.kernel, self.bandwidth, self.X_fit_, _knn_k(self.kernel, self.n_neighbors), self.sample_weight_)
+
+    def fit_transform(self, X, y=None, sample_weight=None):
+        """Fit and return where the training points end."""
+        return self.fit(X, y, sample_weight).points_
+
+    def transform(self, X):
+        """Move new points by PC-Shift over the fitted sample; returns their end points."""
+        check_is_fitted(self)
+        Q = validate_data(self, X, dtype=FLOAT_DTYPES, order="C", reset=False)
+        q, max_iter, tol = self._check_params(Q.shape[1])
+        Y, _, _ = _iterate(
+            self._bound(), Q.astype(self.X_fit_.dtype), self.sample_weight_, q, max_iter, tol, self.algorithm, self.n_jobs, self.verbose
+        )
+        return Y.astype(Q.dtype)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.transformer_tags.preserves_dtype = ["float64", "float32"]
+        return tags
+
+
+def pc_shift(X, n_components=1, *, kernel="gaussian", bandwidth=1.0, max_iter=300, tol=1e-4, sample_weight=None, n_jobs=None):
+    """Functional form of :class:`PCShift`: the end points of the sample's own points.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from localization.modes import pc_shift
+    >>> pc_shift(np.array([[0.0, 0.0], [0.2, 0.0]]), 0, bandwidth=1.0).round(3).tolist()
+    [[0.1, 0.0], [0.1, 0.0]]
+    """
+    est = PCShift(n_components, bandwidth=bandwidth, kernel=kernel, max_iter=max_iter, tol=tol, n_jobs=n_jobs)
+    return est.fit_transform(X, sample_weight=sample_weight)
+
+
+def medoid_shift(X, *, bandwidth=1.0, kernel="gaussian", metric="euclidean", n_neighbors=None, n_jobs=None):
+    """Functional form of :class:`MedoidShift`: returns ``(labels, medoid_indices, next)``.
+
+    Examples
+    --------
+    >>> from localization.modes import medoid_shift
+    >>> labels, medoids, _ = medoid_shift([[0.0], [0.1], [0.2], [4.0], [4.1], [4.2]], bandwidth=0.5)
+    >>> labels.tolist(), medoids.tolist()
+    ([0, 0, 0, 1, 1, 1], [1, 4])
+    """
+    est = MedoidShift(bandwidth=bandwidth, kernel=kernel, metric=metric, n_neighbors=n_neighbors, n_jobs=n_jobs).fit(X)
+    return est.labels_, est.medoid_indices_, est.next_
+
+
+def quick_shift(X, *, bandwidth=1.0, kernel="gaussian", max_dist=None, threshold=None, sample_weight=None, n_jobs=None):
+    """Functional form of :class:`QuickShift`: returns ``(labels, parents, densities)``.
+
+    Examples
+    --------
+    >>> from localization.modes import quick_shift
+    >>> labels, parents, _ = quick_shift([[0.0], [0.1], [0.2], [4.0], [4.1]], bandwidth=0.5)
+    >>> labels.tolist(), parents.tolist()
+    ([0, 0, 0, 1, 1], [1, 1, 1, 3, 3])
+    """
+    est = QuickShift(bandwidth=bandwidth, kernel=kernel, max_dist=max_dist, threshold=threshold, n_jobs=n_jobs)
+    est.fit(X, sample_weight=sample_weight)
+    return est.labels_, est.parents_, est.densities_

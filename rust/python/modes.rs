@@ -1,0 +1,114 @@
+//! Bindings of the mode-seeking family: MedoidShift and QuickShift steps, forest resolution.
+
+use super::{is_f32, view1, view2};
+use crate::algorithms::{forest, medoid_shift, quickshift};
+use crate::kernel::Profile;
+use crate::parallel;
+use numpy::{IntoPyArray, PyArray1, PyArrayMethods, PyReadonlyArray2, PyUntypedArrayMethods};
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+
+fn as_indices(a: &Bound<'_, PyAny>, name: &str) -> PyResult<(Vec<usize>, usize)> {
+    let arr: PyReadonlyArray2<i64> = a.extract().map_err(|_| PyTypeError::new_err(format!("`{name}` must be a 2-D int64 array")))?;
+    let k = arr.shape()[1];
+    let v = arr.as_array();
+    let out: Option<Vec<usize>> = v.iter().map(|&j| usize::try_from(j).ok()).collect();
+    Ok((out.ok_or_else(|| PyValueError::new_err(format!("`{name}` has negative entries")))?, k))
+}
+
+/// Optional per-sample weights, always float64 (they multiply the kernel in f64).
+fn f64_weights(w: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Vec<f64>>> {
+    w.map(|w| view1::<f64>(w, "sample_weight").map(|a| a.as_array().to_vec())).transpose()
+}
+
+fn to_i64(v: Vec<usize>) -> Vec<i64> {
+    v.into_iter().map(|j| j as i64).collect()
+}
+
+/// MedoidShift next(i) from a precomputed square distance matrix (dense, O(N³)).
+#[pyfunction]
+#[pyo3(signature = (d, kernel="gaussian", bandwidth=1.0, weights=None, n_jobs=None))]
+fn medoid_shift_dense<'py>(
+    py: Python<'py>, d: &Bound<'py, PyAny>, kernel: &str, bandwidth: f64, weights: Option<&Bound<'py, PyAny>>, n_jobs: Option<i64>,
+) -> PyResult<Bound<'py, PyArray1<i64>>> {
+    let threads = parallel::resolve_n_jobs(n_jobs)?;
+    let profile = Profile::from_name(kernel)?;
+    let w = f64_weights(weights)?;
+    let w = w.as_deref();
+    let next = with_float!(d, F, {
+        let dv = view2::<F>(d, "X")?;
+        let da = dv.as_array();
+        py.detach(|| parallel::install(threads, || medoid_shift::dense_step(da, profile, bandwidth, w)))??
+    });
+    Ok(to_i64(next).into_pyarray(py))
+}
+
+/// kNN-sparse MedoidShift next(i). With `x` data: Euclidean, `distances` give the weights;
+/// with `precomputed=True`, `x` is the square distance matrix and `distances` is ignored.
+#[pyfunction]
+#[pyo3(signature = (x, indices, distances=None, precomputed=false, kernel="gaussian", bandwidth=1.0, weights=None, n_jobs=None))]
+#[allow(clippy::too_many_arguments)]
+fn medoid_shift_knn<'py>(
+    py: Python<'py>, x: &Bound<'py, PyAny>, indices: &Bound<'py, PyAny>, distances: Option<&Bound<'py, PyAny>>, precomputed: bool,
+    kernel: &str, bandwidth: f64, weights: Option<&Bound<'py, PyAny>>, n_jobs: Option<i64>,
+) -> PyResult<Bound<'py, PyArray1<i64>>> {
+    let threads = parallel::resolve_n_jobs(n_jobs)?;
+    let profile = Profile::from_name(kernel)?;
+    let w = f64_weights(weights)?;
+    let w = w.as_deref();
+    let (idx, k) = as_indices(indices, "indices")?;
+    let next = with_float!(x, F, {
+        let xv = view2::<F>(x, "X")?;
+        let xa = xv.as_array();
+        if precomputed {
+            py.detach(|| parallel::install(threads, || medoid_shift::knn_step_precomputed(xa, &idx, k, profile, bandwidth, w)))??
+        } else {
+            let dist = distances.ok_or_else(|| PyValueError::new_err("`distances` is required for Euclidean data"))?;
+            let dv = view2::<F>(dist, "distances")?;
+            let dflat: Vec<F> = dv.as_array().iter().copied().collect();
+            py.detach(|| parallel::install(threads, || medoid_shift::knn_step_euclidean(xa, &idx, &dflat, k, profile, bandwidth, w)))??
+        }
+    });
+    Ok(to_i64(next).into_pyarray(py))
+}
+
+/// QuickShift links: (parent, distance to parent; +inf for points with no sample above them).
+#[pyfunction]
+#[pyo3(signature = (x, log_density, max_dist, n_jobs=None))]
+fn quickshift_links<'py>(
+    py: Python<'py>, x: &Bound<'py, PyAny>, log_density: &Bound<'py, PyAny>, max_dist: f64, n_jobs: Option<i64>,
+) -> PyResult<(Bound<'py, PyArray1<i64>>, Bound<'py, PyAny>)> {
+    let threads = parallel::resolve_n_jobs(n_jobs)?;
+    let ld = view1::<f64>(log_density, "log_density")?;
+    let ld: Vec<f64> = ld.as_array().to_vec();
+    with_float!(x, F, {
+        let xv = view2::<F>(x, "X")?;
+        let xa = xv.as_array();
+        let (parent, dist) = py.detach(|| parallel::install(threads, || quickshift::link(xa, &ld, max_dist)))??;
+        Ok((to_i64(parent).into_pyarray(py), dist.into_pyarray(py).into_any()))
+    })
+}
+
+/// Break the cycles of a parent map; returns (forest parent map, root of every node).
+#[pyfunction]
+fn resolve_forest<'py>(py: Python<'py>, next: &Bound<'py, PyArray1<i64>>) -> PyResult<(Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<i64>>)> {
+    let n = next.len();
+    let ro = next.readonly();
+    let mut nx = Vec::with_capacity(n);
+    for &j in ro.as_array().iter() {
+        match usize::try_from(j) {
+            Ok(u) if u < n => nx.push(u),
+            _ => return Err(PyValueError::new_err("`next` must hold indices in [0, N)")),
+        }
+    }
+    let root = py.detach(|| forest::resolve(&mut nx));
+    Ok((to_i64(nx).into_pyarray(py), to_i64(root).into_pyarray(py)))
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(medoid_shift_dense, m)?)?;
+    m.add_function(wrap_pyfunction!(medoid_shift_knn, m)?)?;
+    m.add_function(wrap_pyfunction!(quickshift_links, m)?)?;
+    m.add_function(wrap_pyfunction!(resolve_forest, m)?)?;
+    Ok(())
+}

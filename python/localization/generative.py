@@ -20,7 +20,8 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._validation import FLOAT_DTYPES, check_positive_int, check_sample_weight
+from ._sw import sample_weight_or_none
+from ._validation import FLOAT_DTYPES, check_positive_int
 from .engine import BoundKernel, ratio
 from .kernels import Kernel
 
@@ -43,7 +44,16 @@ class _LocalMeanPrior(TransformerMixin, BaseEstimator):
     def _fit(self, X, sample_weight):
         X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C")
         self.X_fit_ = X
-        self.sample_weight_ = check_sample_weight(sample_weight, X.shape[0], X.dtype)
+        self.sample_weight_ = sample_weight_or_none(sample_weight, X.shape[0], X.dtype)
+        # Zero-weight points carry no prior mass. They are dropped before the engine sees them:
+        # its running maximum is taken over the kernel values alone, so a zero-weight point
+        # nearest to a query would set the scale and let the others underflow (0/0).
+        if self.sample_weight_ is None:
+            self._support, self._support_w = X, None
+        else:
+            keep = self.sample_weight_ > 0
+            self._support = np.ascontiguousarray(X[keep])
+            self._support_w = np.ascontiguousarray(self.sample_weight_[keep])
         return X
 
     def _query(self, X):
@@ -53,8 +63,8 @@ class _LocalMeanPrior(TransformerMixin, BaseEstimator):
 
     def _denoise(self, Q, sigma):
         """m_σ(Q): one engine call (stabilised, so tiny σ gives the nearest training point)."""
-        bk = BoundKernel(Kernel("gaussian", sigma), self.X_fit_, self.sample_weight_)
-        num, den, *_ = bk.sums(Q, self.X_fit_, self.sample_weight_, n_jobs=self.n_jobs)
+        bk = BoundKernel(Kernel("gaussian", sigma), self._support, self._support_w)
+        num, den, *_ = bk.sums(Q, self._support, self._support_w, n_jobs=self.n_jobs)
         return ratio(num, den, what="denoised value")
 
     def __sklearn_tags__(self):
@@ -254,7 +264,9 @@ class LocalMeanDiffusion(_LocalMeanPrior):
         w = None if self.sample_weight_ is None else self.sample_weight_.astype(np.float64)
         self.mean_ = np.average(X.astype(np.float64), axis=0, weights=w)
         if isinstance(self.sigma_max, str) and self.sigma_max == "auto":
-            spread = float(np.sqrt(np.max(np.sum((X - self.mean_) ** 2, axis=1))))
+            # Only points with prior mass count (zero weights must not change the model).
+            support = X if w is None else X[w > 0]
+            spread = float(np.sqrt(np.max(np.sum((support - self.mean_) ** 2, axis=1))))
             smax = 2.0 * spread if spread > 0 else 1.0
         else:
             smax = _check_sigma(self.sigma_max, "sigma_max")

@@ -58,7 +58,10 @@ class Hopfield(TransformerMixin, BaseEstimator):
     weights_ : ndarray of shape (n_features, n_features)
         W (dense by nature: one weight per pair of neurons).
     n_iter_ : int
-        Sweeps/steps used by the last :meth:`recall`.
+        Sweeps/steps the stored patterns needed to settle when recalled at fit time.
+    pattern_stable_ : ndarray of shape (n_patterns,), bool
+        Which stored patterns are fixed points of the network (capacity diagnostic:
+        about 0.14·n_features random patterns can be stored).
 
     Examples
     --------
@@ -90,6 +93,8 @@ class Hopfield(TransformerMixin, BaseEstimator):
         if self.zero_diagonal:
             np.fill_diagonal(W, 0.0)
         self.weights_ = W
+        settled, self.n_iter_ = self._run(self.patterns_.copy())
+        self.pattern_stable_ = np.all(settled == self.patterns_, axis=1)
         return self
 
     def _state(self, X):
@@ -111,19 +116,25 @@ class Hopfield(TransformerMixin, BaseEstimator):
         H = S @ self.weights_
         return np.where(H > 0, 1.0, np.where(H < 0, -1.0, S))
 
-    def recall(self, X):
-        """Run the network from each row of X until a fixed point (or ``max_iter``)."""
-        S = self._state(X).copy()
+    def recall(self, X, return_n_iter=False):
+        """Run the network from each row of X until a fixed point (or ``max_iter``).
+
+        Returns the final states (and the number of sweeps/steps with ``return_n_iter``).
+        """
+        S, n_iter = self._run(self._state(X).copy())
+        return (S, n_iter) if return_n_iter else S
+
+    def _run(self, S):
         W = self.weights_
-        self.n_iter_ = 0
+        n_iter = 0
         if self.update == "synchronous":
             for it in range(int(self.max_iter)):
                 new = self._sync(S)
-                self.n_iter_ = it + 1
+                n_iter = it + 1
                 if np.array_equal(new, S):
                     break
                 S = new
-            return S
+            return S, n_iter
         rng = check_random_state(self.random_state)
         n = S.shape[1]
         for it in range(int(self.max_iter)):
@@ -134,10 +145,10 @@ class Hopfield(TransformerMixin, BaseEstimator):
                 new = np.where(h > 0, 1.0, np.where(h < 0, -1.0, S[:, i]))
                 changed |= bool(np.any(new != S[:, i]))
                 S[:, i] = new
-            self.n_iter_ = it + 1
+            n_iter = it + 1
             if not changed:
                 break
-        return S
+        return S, n_iter
 
     def transform(self, X):
         """Same as :meth:`recall`."""
@@ -166,7 +177,7 @@ class ModernHopfield(TransformerMixin, BaseEstimator):
     patterns_ : ndarray of shape (n_patterns, n_features)
         The stored patterns (any real vectors).
     n_iter_ : int
-        Updates used by the last :meth:`recall`.
+        Updates the stored patterns needed when recalled at fit time.
 
     Examples
     --------
@@ -197,6 +208,7 @@ class ModernHopfield(TransformerMixin, BaseEstimator):
         if not isinstance(self.tol, numbers.Real) or not self.tol >= 0:
             raise ValueError(f"`tol` must be a non-negative number, got {self.tol!r}")
         self.patterns_ = validate_data(self, X, dtype=FLOAT_DTYPES, order="C")
+        _, self.n_iter_ = self._run(self.patterns_)
         return self
 
     def _bound(self):
@@ -213,20 +225,26 @@ class ModernHopfield(TransformerMixin, BaseEstimator):
         num, den, *_ = self._bound().sums(Q, self.patterns_, n_jobs=self.n_jobs)
         return ratio(num, den, what="retrieved pattern")
 
-    def recall(self, X):
-        """Iterate :meth:`step` up to ``max_iter`` times (or until max |Δx| < tol)."""
-        S = self._query(X)
+    def recall(self, X, return_n_iter=False):
+        """Iterate :meth:`step` up to ``max_iter`` times (or until max |Δx| < tol).
+
+        Returns the final states (and the number of updates with ``return_n_iter``).
+        """
+        S, n_iter = self._run(self._query(X))
+        return (S, n_iter) if return_n_iter else S
+
+    def _run(self, S):
         bk = self._bound()
-        self.n_iter_ = 0
+        n_iter = 0
         for it in range(int(self.max_iter)):
             num, den, *_ = bk.sums(S, self.patterns_, n_jobs=self.n_jobs)
             new = ratio(num, den, what="retrieved pattern").astype(S.dtype, copy=False)
-            self.n_iter_ = it + 1
+            n_iter = it + 1
             done = np.max(np.abs(new - S)) < self.tol
             S = np.ascontiguousarray(new)
             if done:
                 break
-        return S
+        return S, n_iter
 
     def transform(self, X):
         """Same as :meth:`recall`."""

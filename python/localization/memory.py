@@ -89,10 +89,14 @@ class Hopfield(TransformerMixin, BaseEstimator):
             raise ValueError(f"`threshold` must be a finite number, got {self.threshold!r}")
         X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C")
         self.patterns_ = _bipolar(X, self.threshold)
-        W = self.patterns_.T @ self.patterns_ / X.shape[1]
+        # Integer Hebbian counts (exact in float64): the dynamics only need signs of fields,
+        # and exact integer fields make "a zero field keeps the state" and the incremental
+        # field updates of the asynchronous sweep free of rounding.
+        G = self.patterns_.T @ self.patterns_
         if self.zero_diagonal:
-            np.fill_diagonal(W, 0.0)
-        self.weights_ = W
+            np.fill_diagonal(G, 0.0)
+        self._hebb = G
+        self.weights_ = G / X.shape[1]
         settled, self.n_iter_ = self._run(self.patterns_.copy())
         self.pattern_stable_ = np.all(settled == self.patterns_, axis=1)
         return self
@@ -113,7 +117,7 @@ class Hopfield(TransformerMixin, BaseEstimator):
         return self._sync(S)
 
     def _sync(self, S):
-        H = S @ self.weights_
+        H = S @ self._hebb
         return np.where(H > 0, 1.0, np.where(H < 0, -1.0, S))
 
     def recall(self, X, return_n_iter=False):
@@ -125,7 +129,7 @@ class Hopfield(TransformerMixin, BaseEstimator):
         return (S, n_iter) if return_n_iter else S
 
     def _run(self, S):
-        W = self.weights_
+        W = self._hebb
         n_iter = 0
         if self.update == "synchronous":
             for it in range(int(self.max_iter)):
@@ -137,14 +141,20 @@ class Hopfield(TransformerMixin, BaseEstimator):
             return S, n_iter
         rng = check_random_state(self.random_state)
         n = S.shape[1]
+        # Local fields of every state, kept up to date by rank-one corrections when a neuron
+        # flips, so a sweep costs O(n_states·n) plus O(n) per flip instead of a full product
+        # per neuron. W is symmetric: row i is column i, contiguous.
+        H = S @ W
         for it in range(int(self.max_iter)):
             changed = False
             for i in rng.permutation(n):
-                # Local fields of neuron i for every state at once: one column of W.
-                h = S @ W[:, i]
+                h = H[:, i]
                 new = np.where(h > 0, 1.0, np.where(h < 0, -1.0, S[:, i]))
-                changed |= bool(np.any(new != S[:, i]))
-                S[:, i] = new
+                flipped = np.flatnonzero(new != S[:, i])
+                if flipped.size:
+                    changed = True
+                    H[flipped] += np.outer(new[flipped] - S[flipped, i], W[i])
+                    S[flipped, i] = new[flipped]
             n_iter = it + 1
             if not changed:
                 break
@@ -176,8 +186,6 @@ class ModernHopfield(TransformerMixin, BaseEstimator):
     ----------
     patterns_ : ndarray of shape (n_patterns, n_features)
         The stored patterns (any real vectors).
-    n_iter_ : int
-        Updates the stored patterns needed when recalled at fit time.
 
     Examples
     --------
@@ -208,7 +216,6 @@ class ModernHopfield(TransformerMixin, BaseEstimator):
         if not isinstance(self.tol, numbers.Real) or not self.tol >= 0:
             raise ValueError(f"`tol` must be a non-negative number, got {self.tol!r}")
         self.patterns_ = validate_data(self, X, dtype=FLOAT_DTYPES, order="C")
-        _, self.n_iter_ = self._run(self.patterns_)
         return self
 
     def _bound(self):

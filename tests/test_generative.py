@@ -195,3 +195,25 @@ def test_diffusion_on_fashion_mnist_memorises():
 )
 def test_sklearn_compatible(estimator, check):
     check(estimator)
+
+
+def test_diffusion_thread_invariance_and_progress(capsys):
+    X = two_clusters(400)
+    a = LocalMeanDiffusion(n_steps=10, sampler="heun", random_state=0, n_jobs=1).fit(X).sample(50)
+    b = LocalMeanDiffusion(n_steps=10, sampler="heun", random_state=0, n_jobs=2).fit(X).sample(50, progress=True)
+    np.testing.assert_array_equal(a, b)
+    assert "heun sampling" in capsys.readouterr().err
+
+
+def test_concurrent_denoise_from_python_threads():
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(600, 20))
+    Qs = [rng.normal(size=(50, 20)) for _ in range(6)]
+    den = LocalMeanDenoiser(sigma=1.5).fit(X)
+    serial = [den.denoise(Q) for Q in Qs]
+    with ThreadPoolExecutor(3) as pool:
+        parallel = list(pool.map(den.denoise, Qs))
+    for s, p in zip(serial, parallel):
+        np.testing.assert_array_equal(s, p)

@@ -286,7 +286,7 @@ class LocalMeanDiffusion(_LocalMeanPrior):
         check_is_fitted(self)
         return self.denoise(X, self.sigmas_[-1])
 
-    def sample(self, n_samples=1, random_state=None, return_trajectory=False):
+    def sample(self, n_samples=1, random_state=None, return_trajectory=False, progress=False):
         """Draw ``n_samples`` points by running the sampler down the σ schedule.
 
         Parameters
@@ -297,6 +297,8 @@ class LocalMeanDiffusion(_LocalMeanPrior):
         return_trajectory : bool, default=False
             Also return the start and the state after each step (and after the final
             denoising), shape (n_steps + final_denoise, n_samples, n_features).
+        progress : bool, default=False
+            Show a progress bar over the noise levels (tqdm).
 
         Returns
         -------
@@ -314,7 +316,12 @@ class LocalMeanDiffusion(_LocalMeanPrior):
         def D(z, s):
             return self._denoise(np.ascontiguousarray(z, dtype=dt), s).astype(np.float64)
 
-        for i in range(len(sig) - 1):
+        steps = range(len(sig) - 1)
+        if progress:
+            from tqdm.auto import tqdm
+
+            steps = tqdm(steps, desc=f"{self.sampler} sampling", unit="level")
+        for i in steps:
             s, s_next = sig[i], sig[i + 1]
             if self.sampler in ("euler", "ddim"):
                 den = D(x, s)

@@ -171,3 +171,34 @@ def test_local_mode_clustering_bad_input():
 @parametrize_with_checks([LabelPropagation(), LabelPropagation(kernel="knn", n_neighbors=3), LocalModeClustering(n_init_clusters=4, random_state=0)])
 def test_sklearn_compatible(estimator, check):
     check(estimator)
+
+
+hyp = pytest.importorskip("hypothesis")
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from hypothesis.extra.numpy import arrays  # noqa: E402
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    X=arrays(np.float64, st.tuples(st.integers(2, 25), st.integers(1, 3)), elements=st.floats(-5, 5)),
+    h=st.floats(0.05, 5.0),
+    seed=st.integers(0, 2**16),
+)
+def test_property_propagation_keeps_distributions_and_clamps(X, h, seed):
+    rng = np.random.default_rng(seed)
+    y = rng.integers(-1, 3, size=len(X))
+    y[0] = 0  # at least one labelled sample
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        lp = LabelPropagation(bandwidth=h, max_iter=50).fit(X, y)
+    P = lp.label_distributions_
+    assert np.all(P >= 0) and np.all(np.isfinite(P))
+    labelled = y != -1
+    sums = P.sum(1)
+    # A sample no labelled mass reaches (all kernel weights underflow) keeps a zero row,
+    # as in scikit-learn; every other row is a distribution.
+    reached = sums > 0
+    assert np.all(reached[labelled])
+    np.testing.assert_allclose(sums[reached], 1.0, atol=1e-12)
+    np.testing.assert_array_equal(lp.transduction_[labelled], y[labelled])

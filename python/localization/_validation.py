@@ -81,7 +81,7 @@ def check_sample_weight(sample_weight, n, dtype):
     if np.any(w < 0):
         raise ValueError("`sample_weight` must be non-negative")
     if not np.any(w > 0):
-        raise ValueError("`sample_weight` must have at least one positive entry")
+        raise ValueError("`sample_weight` is zero everywhere: the total weight must be positive")
     return w
 
 

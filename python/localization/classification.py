@@ -7,7 +7,7 @@ import warnings
 import numpy as np
 from sklearn.base import ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import validate_data
+from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._base import LocalEstimator
 from ._validation import FLOAT_DTYPES, LocalizationWarning
@@ -66,6 +66,7 @@ class LocalModeClassifier(ClassifierMixin, LocalEstimator):
 
     def predict_proba(self, X):
         """Local class shares, shape (n_queries, n_classes); rows sum to one."""
+        check_is_fitted(self)
         num, den, *_ = self._sums(X, self.onehot_)
         proba = np.empty(num.shape, dtype=np.float64)
         ok = den > 0
@@ -82,4 +83,5 @@ class LocalModeClassifier(ClassifierMixin, LocalEstimator):
 
     def predict(self, X):
         """The local mode (ties go to the first class, as in scikit-learn)."""
+        check_is_fitted(self)
         return self.classes_[np.argmax(self.predict_proba(X), axis=1)]

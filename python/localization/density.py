@@ -57,6 +57,7 @@ class KernelDensity(LocalEstimator):
 
     def score_samples(self, X):
         """log p̂(x) for each row of X (−inf where the density is exactly zero)."""
+        check_is_fitted(self)
         bk = self._bound()
         Q = self._query(X)
         w = self.sample_weight_

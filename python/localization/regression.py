@@ -133,6 +133,7 @@ class LocalMeanRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator):
 
     def predict(self, X):
         """Local means at X; NaN (with a warning) where no sample has positive weight."""
+        check_is_fitted(self)
         num, den, *_ = self._sums(X, self.y_fit_)
         return _out(self, ratio(num, den))
 

@@ -20,6 +20,7 @@
 //!   results are bit-identical for any thread count. Tile sums are added in f64.
 
 mod accumulate;
+mod lanes;
 
 use crate::distance::{row_sq_norms, GEMM_MIN_DIM};
 use crate::error::{LocalizationError, Result};
@@ -352,32 +353,30 @@ fn block<F: Real, K: TileKernel>(
                 }
             }
             let own = (opts.exclude_self && gi >= t0 && gi < t0 + len).then(|| gi - t0);
-            if K::EXP {
+            let first = if p > 0 { Some(&vals[..len]) } else { None };
+            let (s0, s1) = if K::EXP {
                 if let Some(o) = own {
                     kw[o] = F::neg_infinity();
                 }
-                let tmax = kw.iter().fold(F::neg_infinity(), |a, &b| a.max(b));
-                acc.raise_scale(tmax.f64());
-                let shift = F::of(acc.log_scale);
-                for j in 0..len {
-                    kw[j] = (kw[j] - shift).exp_fast() * w[j];
+                let tmax = lanes::max(kw).f64();
+                // Exact skip: every term of this tile underflows to zero relative to the running max.
+                if tmax - acc.log_scale < F::EXP_UNDERFLOW && basis.is_none() {
+                    continue;
                 }
+                acc.raise_scale(tmax);
+                lanes::weigh::<F, true>(kw, w, first, F::of(acc.log_scale))
             } else {
-                for j in 0..len {
-                    kw[j] = kw[j] * w[j];
-                }
                 if let Some(o) = own {
                     kw[o] = F::zero();
                 }
+                lanes::weigh::<F, false>(kw, w, first, F::zero())
+            };
+            acc.den += s0.f64();
+            if p > 0 {
+                acc.num[0] += s1.f64();
             }
-            acc.den += kw.iter().fold(F::zero(), |a, &b| a + b).f64();
-            for cc in 0..p {
-                let v = &vals[cc * TILE..cc * TILE + len];
-                let mut s = F::zero();
-                for j in 0..len {
-                    s = s + kw[j] * v[j];
-                }
-                acc.num[cc] += s.f64();
+            for cc in 1..p {
+                acc.num[cc] += lanes::dot(kw, &vals[cc * TILE..cc * TILE + len]).f64();
             }
             if basis.is_some() {
                 let q = qb.row(i);

@@ -13,6 +13,8 @@ pub trait Real:
 {
     /// e^x for x ≤ 0 arguments mostly; 0 below the underflow threshold.
     fn exp_fast(self) -> Self;
+    /// `exp_fast(x)` is exactly 0 for x below this.
+    const EXP_UNDERFLOW: f64;
     fn of(x: f64) -> Self;
     fn f64(self) -> f64;
 }
@@ -20,11 +22,18 @@ pub trait Real:
 const LN2_HI: f64 = 0.693_147_180_369_123_8;
 const LN2_LO: f64 = 1.908_214_929_270_587_7e-10;
 
+// Rounding and 2^n without float→int conversions (which Rust saturates, blocking SIMD):
+// adding 1.5·2^mantissa_bits rounds to an integer held in the low mantissa bits.
+const MAGIC32: f32 = 12_582_912.0; // 1.5 · 2^23
+const MAGIC64: f64 = 6_755_399_441_055_744.0; // 1.5 · 2^52
+
 impl Real for f32 {
+    const EXP_UNDERFLOW: f64 = -87.3;
     #[inline(always)]
     fn exp_fast(self) -> f32 {
-        let x = self.min(88.0);
-        let n = (x * std::f32::consts::LOG2_E + 0.5).floor();
+        let x = self.min(88.0).max(-87.3);
+        let t = x * std::f32::consts::LOG2_E + MAGIC32;
+        let n = t - MAGIC32;
         // Cody–Waite split of ln 2 for f32 (the high part has few enough bits that n·HI is exact).
         let r = x - n * 0.693_359_4 - n * -2.121_944_4e-4;
         let p = 1.0
@@ -32,9 +41,9 @@ impl Real for f32 {
                 + r * (0.5
                     + r * (1.0 / 6.0
                         + r * (1.0 / 24.0 + r * (1.0 / 120.0 + r * (1.0 / 720.0 + r * (1.0 / 5040.0)))))));
-        let ni = (n.max(-126.0)) as i32;
-        let scale = f32::from_bits(((ni + 127) as u32) << 23);
-        if x < -87.0 {
+        let ni = t.to_bits().wrapping_sub(MAGIC32.to_bits());
+        let scale = f32::from_bits(ni.wrapping_add(127) << 23);
+        if self < -87.3 {
             0.0
         } else {
             p * scale
@@ -51,10 +60,12 @@ impl Real for f32 {
 }
 
 impl Real for f64 {
+    const EXP_UNDERFLOW: f64 = -708.0;
     #[inline(always)]
     fn exp_fast(self) -> f64 {
-        let x = self.min(709.0);
-        let n = (x * std::f64::consts::LOG2_E + 0.5).floor();
+        let x = self.min(709.0).max(-708.0);
+        let t = x * std::f64::consts::LOG2_E + MAGIC64;
+        let n = t - MAGIC64;
         let r = x - n * LN2_HI - n * LN2_LO;
         // Taylor to degree 13: |r| ≤ ln2/2 gives a remainder below 4e-18.
         let mut p = 1.0 / 6_227_020_800.0;
@@ -75,9 +86,9 @@ impl Real for f64 {
         ] {
             p = p * r + c;
         }
-        let ni = (n.max(-1022.0)) as i64;
-        let scale = f64::from_bits(((ni + 1023) as u64) << 52);
-        if x < -708.0 {
+        let ni = t.to_bits().wrapping_sub(MAGIC64.to_bits());
+        let scale = f64::from_bits(ni.wrapping_add(1023) << 52);
+        if self < -708.0 {
             0.0
         } else {
             p * scale

@@ -1,0 +1,122 @@
+//! Reductions over a tile with independent lane accumulators.
+//!
+//! A plain `for` sum of floats is one serial dependency chain: the compiler may not
+//! reorder it, so it neither vectorises nor pipelines. Sixteen interleaved partial sums
+//! do both, and the order is still fixed, so results stay deterministic.
+
+use crate::kernel::Real;
+
+const LANES: usize = 16;
+
+#[inline(always)]
+fn combine<F: Real>(acc: [F; LANES], tail: F) -> F {
+    let mut a = acc;
+    let mut w = LANES / 2;
+    while w > 0 {
+        for l in 0..w {
+            a[l] = a[l] + a[l + w];
+        }
+        w /= 2;
+    }
+    a[0] + tail
+}
+
+#[inline(always)]
+pub fn sum<F: Real>(x: &[F]) -> F {
+    let mut acc = [F::zero(); LANES];
+    let chunks = x.chunks_exact(LANES);
+    let tail = chunks.remainder().iter().fold(F::zero(), |a, &b| a + b);
+    for c in chunks {
+        for l in 0..LANES {
+            acc[l] = acc[l] + c[l];
+        }
+    }
+    combine(acc, tail)
+}
+
+#[inline(always)]
+pub fn dot<F: Real>(x: &[F], y: &[F]) -> F {
+    let y = &y[..x.len()];
+    let mut acc = [F::zero(); LANES];
+    let (cx, cy) = (x.chunks_exact(LANES), y.chunks_exact(LANES));
+    let tail = cx.remainder().iter().zip(cy.remainder()).fold(F::zero(), |a, (&u, &v)| a + u * v);
+    for (a, b) in cx.zip(cy) {
+        for l in 0..LANES {
+            acc[l] = acc[l] + a[l] * b[l];
+        }
+    }
+    combine(acc, tail)
+}
+
+#[inline(always)]
+pub fn max<F: Real>(x: &[F]) -> F {
+    let mut acc = [F::neg_infinity(); LANES];
+    let chunks = x.chunks_exact(LANES);
+    let tail = chunks.remainder().iter().fold(F::neg_infinity(), |a, &b| if b > a { b } else { a });
+    for c in chunks {
+        for l in 0..LANES {
+            acc[l] = if c[l] > acc[l] { c[l] } else { acc[l] };
+        }
+    }
+    acc.iter().fold(tail, |a, &b| if b > a { b } else { a })
+}
+
+/// Turn log-kernel (EXP) or kernel values into weights k·w in place, returning (Σ k·w, Σ k·w·v)
+/// in one pass; `shift` is the running max subtracted before exponentiating.
+#[inline(always)]
+pub fn weigh<F: Real, const EXP: bool>(kw: &mut [F], w: &[F], v: Option<&[F]>, shift: F) -> (F, F) {
+    let n = kw.len();
+    let w = &w[..n];
+    let v = v.map(|v| &v[..n]);
+    let (mut a0, mut a1) = ([F::zero(); LANES], [F::zero(); LANES]);
+    let (mut t0, mut t1) = (F::zero(), F::zero());
+    let split = n - n % LANES;
+    let weight = |k: F, wj: F| if EXP { (k - shift).exp_fast() * wj } else { k * wj };
+    match v {
+        Some(v) => {
+            for ((ck, cw), cv) in kw[..split].chunks_exact_mut(LANES).zip(w.chunks_exact(LANES)).zip(v.chunks_exact(LANES)) {
+                for l in 0..LANES {
+                    let k = weight(ck[l], cw[l]);
+                    ck[l] = k;
+                    a0[l] = a0[l] + k;
+                    a1[l] = a1[l] + k * cv[l];
+                }
+            }
+            for j in split..n {
+                let k = weight(kw[j], w[j]);
+                kw[j] = k;
+                t0 = t0 + k;
+                t1 = t1 + k * v[j];
+            }
+        }
+        None => {
+            for (ck, cw) in kw[..split].chunks_exact_mut(LANES).zip(w.chunks_exact(LANES)) {
+                for l in 0..LANES {
+                    let k = weight(ck[l], cw[l]);
+                    ck[l] = k;
+                    a0[l] = a0[l] + k;
+                }
+            }
+            for j in split..n {
+                let k = weight(kw[j], w[j]);
+                kw[j] = k;
+                t0 = t0 + k;
+            }
+        }
+    }
+    (combine(a0, t0), combine(a1, t1))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn lane_reductions_match_serial() {
+        for n in [0usize, 1, 15, 16, 17, 100, 256] {
+            let x: Vec<f64> = (0..n).map(|i| ((i * 37) % 11) as f64 - 4.5).collect();
+            let y: Vec<f64> = (0..n).map(|i| ((i * 7) % 5) as f64 * 0.25).collect();
+            assert_eq!(super::sum(&x), x.iter().sum::<f64>());
+            assert_eq!(super::dot(&x, &y), x.iter().zip(&y).map(|(a, b)| a * b).sum::<f64>());
+            assert_eq!(super::max(&x), x.iter().cloned().fold(f64::NEG_INFINITY, f64::max));
+        }
+    }
+}

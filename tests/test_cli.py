@@ -1,0 +1,23 @@
+import subprocess
+import sys
+
+from localization.cli import main
+
+
+def test_demo_reproduces_experiment_1(tmp_path, capsys):
+    out = tmp_path / "demo.png"
+    assert main(["demo", "--output", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "local linear" in text and "tour" in text
+    diff = float(text.split("equivalent kernel| = ")[1].split()[0])
+    assert diff < 1e-10
+    assert out.exists() and out.stat().st_size > 10_000
+
+
+def test_help_for_every_subcommand():
+    from localization.cli import COMMANDS
+
+    for name in [None, *COMMANDS]:
+        args = [sys.executable, "-m", "localization.cli"] + ([name] if name else []) + ["--help"]
+        res = subprocess.run(args, capture_output=True, text=True, timeout=120)
+        assert res.returncode == 0 and "usage" in res.stdout

@@ -1,0 +1,171 @@
+"""Real data: Fashion-MNIST and Oliver Twist (SPEC §10).
+
+Small copies ship inside the package (2,000 Fashion-MNIST test images, 200 per class, and
+the whole novel gzip-compressed), so tests and demos work offline on a fresh machine. The
+full Fashion-MNIST IDX files are read when they can be found, in this order:
+
+1. the ``path`` argument;
+2. the ``LOCALIZATION_DATA`` environment variable;
+3. ``../shared/data`` (relative to the working directory, then to the source checkout).
+
+A folder qualifies if it holds the IDX files directly or in a ``fashion-mnist/`` sub-folder.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+from pathlib import Path
+
+import numpy as np
+
+DATA_DIR = Path(__file__).resolve().parent / "data"
+SUBSET_FILE = DATA_DIR / "fashion_mnist_test_subset.npz"
+OLIVER_FILE = DATA_DIR / "oliver_twist.txt.gz"
+
+FASHION_MNIST_CLASSES = (
+    "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot",
+)
+_IDX = {"test": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"), "train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte")}
+_SIZES = {"test": 10_000, "train": 60_000}
+
+
+def _read_idx(path, magic):
+    """Read a (gzip-compressed or raw) IDX file: big-endian magic, dims, then uint8 data."""
+    path = Path(path)
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rb") as f:
+        raw = f.read()
+    got = int.from_bytes(raw[:4], "big")
+    if got != magic:
+        raise ValueError(f"{path} is not an IDX file of the expected kind (magic {got}, expected {magic})")
+    ndim = raw[3]
+    dims = [int.from_bytes(raw[4 + 4 * k : 8 + 4 * k], "big") for k in range(ndim)]
+    data = np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim)
+    if data.size != int(np.prod(dims)):
+        raise ValueError(f"{path} is truncated: {data.size} bytes of data for shape {tuple(dims)}")
+    return data.reshape(dims)
+
+
+def _candidates(path):
+    if path is not None:
+        return [Path(path)]
+    out = []
+    env = os.environ.get("LOCALIZATION_DATA")
+    if env:
+        out.append(Path(env))
+    out.append(Path.cwd().parent / "shared" / "data")
+    # A source checkout: <root>/python/localization/datasets/_real.py → <root>/../shared/data.
+    here = Path(__file__).resolve()
+    if len(here.parents) > 4:
+        out.append(here.parents[4] / "shared" / "data")
+    return out
+
+
+def _find_idx(subset, path):
+    images, labels = _IDX[subset]
+    for base in _candidates(path):
+        for folder in (base, base / "fashion-mnist"):
+            for suffix in (".gz", ""):
+                img, lab = folder / (images + suffix), folder / (labels + suffix)
+                if img.is_file() and lab.is_file():
+                    return img, lab
+    if path is not None:
+        raise FileNotFoundError(f"no Fashion-MNIST {subset} IDX files ({images}[.gz]) in `path`={str(path)!r} or its fashion-mnist/ folder")
+    return None
+
+
+def _check_n(n, available, what):
+    if n is None:
+        return available
+    if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise ValueError(f"`n` must be a positive integer or None, got {n!r}")
+    if n > available:
+        raise ValueError(f"`n`={n} exceeds the {available} images of {what}")
+    return int(n)
+
+
+def load_fashion_mnist(subset="test", n=None, path=None, *, as_images=False, return_source=False):
+    """Fashion-MNIST images and labels (Zalando, MIT licence).
+
+    Reads the full IDX files if they can be found (see the module docstring), else the
+    2,000-image test subset shipped with the package (the first 200 test images of each
+    class, in file order).
+
+    Parameters
+    ----------
+    subset : {"test", "train"}, default="test"
+        ``"train"`` needs the full files (the package ships test images only).
+    n : int, optional
+        Return only the first ``n`` images (all by default).
+    path : str or Path, optional
+        Folder with the IDX files (``.gz`` or raw), directly or in ``fashion-mnist/``.
+    as_images : bool, default=False
+        Return uint8 images of shape (n, 28, 28) instead of float32 rows in [0, 1].
+    return_source : bool, default=False
+        Also return where the data came from (a file path, or ``"shipped subset"``).
+
+    Returns
+    -------
+    X : ndarray of shape (n, 784), float32 in [0, 1] (or (n, 28, 28) uint8)
+    y : ndarray of shape (n,), int64 class codes 0..9 (names in ``FASHION_MNIST_CLASSES``)
+    source : str
+        Only with ``return_source=True``.
+
+    Examples
+    --------
+    >>> from localization.datasets import load_fashion_mnist
+    >>> X, y = load_fashion_mnist(n=100)
+    >>> X.shape, X.dtype.name, int(y.max()) <= 9
+    ((100, 784), 'float32', True)
+    """
+    if subset not in _IDX:
+        raise ValueError(f"`subset` must be 'test' or 'train', got {subset!r}")
+    found = _find_idx(subset, path)
+    if found is not None:
+        n = _check_n(n, _SIZES[subset], f"the Fashion-MNIST {subset} set")
+        images = _read_idx(found[0], 2051)[:n]
+        labels = _read_idx(found[1], 2049)[:n]
+        source = str(found[0])
+    else:
+        if subset == "train":
+            raise FileNotFoundError(
+                "the Fashion-MNIST training set is not shipped with the package; pass `path` to the folder "
+                "with train-images-idx3-ubyte.gz or set LOCALIZATION_DATA (subset='test' works offline)"
+            )
+        with np.load(SUBSET_FILE) as z:
+            images, labels = z["images"], z["labels"]
+        n = _check_n(n, len(labels), "the shipped Fashion-MNIST subset")
+        images, labels = images[:n], labels[:n]
+        source = "shipped subset"
+    y = labels.astype(np.int64)
+    X = images.copy() if as_images else images.reshape(len(images), -1).astype(np.float32) / np.float32(255.0)
+    return (X, y, source) if return_source else (X, y)
+
+
+def load_oliver_twist(path=None):
+    """The text of Charles Dickens' *Oliver Twist* (Project Gutenberg eBook #730, public domain).
+
+    Reads ``oliver_twist.txt`` from ``path`` (a file or a folder), ``LOCALIZATION_DATA`` or
+    ``../shared/data`` when present, else the gzip-compressed copy shipped with the package
+    (the same text).
+
+    Examples
+    --------
+    >>> from localization.datasets import load_oliver_twist
+    >>> text = load_oliver_twist()
+    >>> "OLIVER TWIST" in text[:2000]
+    True
+    """
+    if path is not None:
+        p = Path(path)
+        p = p / "oliver_twist.txt" if p.is_dir() else p
+        if not p.is_file():
+            raise FileNotFoundError(f"no oliver_twist.txt at `path`={str(path)!r}")
+        return p.read_text(encoding="utf-8")
+    for base in _candidates(None):
+        p = base / "oliver_twist.txt"
+        if p.is_file():
+            return p.read_text(encoding="utf-8")
+    with gzip.open(OLIVER_FILE, "rb") as f:
+        return f.read().decode("utf-8")

@@ -18,9 +18,31 @@ from .engine import kernel_matrix, kernel_sum, local_mean
 from .kernels import Balloon, Kernel, SamplePoint
 from .neighbors import NearestNeighbors
 from .regression import LocalMeanRegressor, LocalModel, LocalPolynomialRegressor
+from .semi_supervised import LabelPropagation
 
 __all__ = [
     "Balloon",
+    "FuzzyInferenceRegressor",
+    "Hopfield",
+    "LabelPropagation",
+    "LocalMeanDenoiser",
+    "LocalMeanDiffusion",
+    "LocalModeClustering",
+    "LocalPCA",
+    "MeanShift",
+    "MedoidShift",
+    "ModernHopfield",
+    "PCShift",
+    "QuickShift",
+    "cluster",
+    "datasets",
+    "embedding",
+    "estimate_bandwidth",
+    "fuzzy",
+    "generative",
+    "mean_shift",
+    "memory",
+    "semi_supervised",
     "Kernel",
     "KernelDensity",
     "LocalMeanRegressor",

@@ -91,11 +91,12 @@ def check_positive_int(value, name, minimum=1):
     return int(value)
 
 
-def warn_zero_weight(mask, what="local mean"):
+def warn_zero_weight(mask, what="local mean", reason="zero total kernel weight"):
+    """Warn (once per call) about queries where the result is undefined and was set to NaN."""
     count = int(np.count_nonzero(mask))
     if count:
         warnings.warn(
-            f"{count} quer{'y has' if count == 1 else 'ies have'} zero total kernel weight; the {what} "
+            f"{count} quer{'y has' if count == 1 else 'ies have'} {reason}; the {what} "
             "is undefined there (NaN). Increase the bandwidth or use a kernel with unbounded support.",
             LocalizationWarning,
             stacklevel=3,

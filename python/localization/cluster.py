@@ -24,8 +24,22 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from . import _core
 from ._validation import FLOAT_DTYPES, as_float_array, check_positive_int, check_sample_weight
 from .kernels import SPECIAL, canonical_name
+from .modes import MedoidShift, PCShift, QuickShift, medoid_shift, pc_shift, quick_shift
+from .semi_supervised import LocalModeClustering
 
-__all__ = ["MeanShift", "estimate_bandwidth", "get_bin_seeds", "mean_shift"]
+__all__ = [
+    "LocalModeClustering",
+    "MeanShift",
+    "MedoidShift",
+    "PCShift",
+    "QuickShift",
+    "estimate_bandwidth",
+    "get_bin_seeds",
+    "mean_shift",
+    "medoid_shift",
+    "pc_shift",
+    "quick_shift",
+]
 
 # Above this many points an unspecified `n_samples` subsamples (scikit-learn uses all points,
 # which is quadratic in n).
@@ -386,11 +400,7 @@ class MeanShift(ClusterMixin, BaseEstimator):
         _reject_text(X)
         X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C")
         X = np.ascontiguousarray(X)
-        sw = None if sample_weight is None else np.asarray(sample_weight)
-        if sw is not None and sw.ndim == 1 and len(sw) == X.shape[0] and sw.dtype.kind in "biuf":
-            if not np.any(sw != 0):
-                raise ValueError("`sample_weight` is zero everywhere: at least one weight must be positive")
-        w = check_sample_weight(sw, X.shape[0], X.dtype)
+        w = check_sample_weight(sample_weight, X.shape[0], X.dtype)
         kernel, h, radius, algorithm, res = self._check_params(X)
         self.bandwidth_, self.algorithm_, self.kernel_ = h, algorithm, kernel
         self._radius, self._grid_resolution = radius, res

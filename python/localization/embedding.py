@@ -8,7 +8,8 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._validation import FLOAT_DTYPES, as_float_array, warn_zero_weight
 from .engine import bind
-from .modes import _check_components, _check_n_jobs, _knn_k, _local_frames, _sample_weight
+from ._validation import check_sample_weight
+from .modes import _check_components, _check_n_jobs, _knn_k, _local_frames
 
 __all__ = ["LocalPCA"]
 
@@ -74,7 +75,7 @@ class LocalPCA(TransformerMixin, BaseEstimator):
         _check_components(self.n_components, X.shape[1], allow_zero=False)
         _check_n_jobs(self.n_jobs)
         self.X_fit_ = np.ascontiguousarray(X)
-        self.sample_weight_ = _sample_weight(sample_weight, X.shape[0], X.dtype)
+        self.sample_weight_ = check_sample_weight(sample_weight, X.shape[0], X.dtype)
         self._bound()  # validates kernel and bandwidth now
         return self
 

@@ -19,8 +19,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._sw import sample_weight_or_none
-from ._validation import FLOAT_DTYPES, check_positive_int
+from ._validation import FLOAT_DTYPES, check_positive_int, check_sample_weight
 from .engine import BoundKernel, ratio
 from .kernels import Kernel, canonical_name
 
@@ -111,7 +110,7 @@ class FuzzyInferenceRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         y = np.asarray(y, dtype=X.dtype)
         self._y_1d = y.ndim == 1
         Y = np.ascontiguousarray(y.reshape(len(y), -1))
-        w = sample_weight_or_none(sample_weight, X.shape[0], X.dtype)
+        w = check_sample_weight(sample_weight, X.shape[0], X.dtype)
         if w is not None:
             # Zero-weight samples carry no information; dropping them also keeps the engine's
             # stabilised sums from being scaled by a point that contributes nothing.

@@ -20,8 +20,7 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._sw import sample_weight_or_none
-from ._validation import FLOAT_DTYPES, check_positive_int
+from ._validation import FLOAT_DTYPES, check_positive_int, check_sample_weight
 from .engine import BoundKernel, ratio
 from .kernels import Kernel
 
@@ -44,7 +43,7 @@ class _LocalMeanPrior(TransformerMixin, BaseEstimator):
     def _fit(self, X, sample_weight):
         X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C")
         self.X_fit_ = X
-        self.sample_weight_ = sample_weight_or_none(sample_weight, X.shape[0], X.dtype)
+        self.sample_weight_ = check_sample_weight(sample_weight, X.shape[0], X.dtype)
         # Zero-weight points carry no prior mass. They are dropped before the engine sees them:
         # its running maximum is taken over the kernel values alone, so a zero-weight point
         # nearest to a query would set the scale and let the others underflow (0/0).

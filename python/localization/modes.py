@@ -56,15 +56,6 @@ def _check_n_jobs(n_jobs):
     return n_jobs
 
 
-def _sample_weight(sample_weight, n, dtype):
-    """check_sample_weight, with the all-zero case named the way scikit-learn expects."""
-    if sample_weight is not None:
-        w = np.asarray(sample_weight)
-        if w.size and w.dtype.kind in "biuf" and np.all(w == 0):
-            raise ValueError("`sample_weight` is zero everywhere: at least one weight must be positive")
-    return check_sample_weight(sample_weight, n, dtype)
-
-
 def _forest(next_):
     """(forest parent map, root of every sample, labels numbered by increasing root index)."""
     nxt, root = _core.resolve_forest(np.ascontiguousarray(next_, dtype=np.int64))
@@ -229,7 +220,7 @@ class MedoidShift(ClusterMixin, BaseEstimator):
                 raise ValueError(f"metric='precomputed' needs a square distance matrix X, got shape {X.shape}")
             if np.any(X < 0):
                 raise ValueError("Negative values in data: the precomputed distance matrix X must be non-negative")
-        w = _sample_weight(sample_weight, n, X.dtype)
+        w = check_sample_weight(sample_weight, n, X.dtype)
         mass = np.ones(n) if w is None else w.astype(np.float64)
         parent, root = _core.resolve_forest(_medoid_pass(X, pre, k, name, h, None if w is None else mass, n_jobs))
         n_iter = 1
@@ -338,7 +329,7 @@ class QuickShift(ClusterMixin, BaseEstimator):
         X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C")
         X = np.ascontiguousarray(X)
         n_jobs = _check_n_jobs(self.n_jobs)
-        w = _sample_weight(sample_weight, X.shape[0], X.dtype)
+        w = check_sample_weight(sample_weight, X.shape[0], X.dtype)
         if self.max_dist is None:
             if isinstance(self.bandwidth, (bool, np.bool_)) or not isinstance(self.bandwidth, numbers.Real):
                 raise ValueError("`max_dist` must be given when `bandwidth` is not a number")
@@ -451,7 +442,7 @@ def pc_shift_step(X_query, X, n_components=1, *, kernel="gaussian", bandwidth=1.
     if Q.shape[1] != X.shape[1]:
         raise ValueError(f"`X_query` has {Q.shape[1]} features, but X has {X.shape[1]}")
     q = _check_components(n_components, X.shape[1], allow_zero=True)
-    w = _sample_weight(sample_weight, X.shape[0], X.dtype)
+    w = check_sample_weight(sample_weight, X.shape[0], X.dtype)
     step, valid = _step(bind(kernel, bandwidth, X, _knn_k(kernel, None), w), Q, w, q, algorithm, n_jobs)
     step[~valid] = np.nan
     return step
@@ -574,7 +565,7 @@ class PCShift(TransformerMixin, BaseEstimator):
         X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C")
         self.X_fit_ = np.ascontiguousarray(X)
         q, max_iter, tol = self._check_params(X.shape[1])
-        self.sample_weight_ = _sample_weight(sample_weight, X.shape[0], X.dtype)
+        self.sample_weight_ = check_sample_weight(sample_weight, X.shape[0], X.dtype)
         self.points_, self.n_iter_, self.converged_ = _iterate(
             self._bound(), self.X_fit_, self.sample_weight_, q, max_iter, tol, self.algorithm, self.n_jobs, self.verbose
         )

@@ -14,6 +14,9 @@ from ._validation import FLOAT_DTYPES, check_positive_int, warn_zero_weight
 from .engine import ratio
 
 
+SINGULAR = "a singular local design (too few samples in the window for the polynomial basis, or none)"
+
+
 def _fit_xy(est, X, y):
     X, y = validate_data(est, X, y, dtype=FLOAT_DTYPES, order="C", multi_output=True, y_numeric=True)
     y = np.asarray(y, dtype=X.dtype)
@@ -205,7 +208,7 @@ class LocalPolynomialRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator)
         pred, singular = _core.local_polynomial(
             Qs, bk.Xs, self.y_fit_, self.sample_weight_, degree=self.degree, ridge=float(self.ridge), n_jobs=self.n_jobs, **kw
         )
-        warn_zero_weight(singular, "local polynomial fit (singular local design)")
+        warn_zero_weight(singular, "local polynomial fit", SINGULAR)
         return _out(self, pred)
 
     def equivalent_kernel(self, X):
@@ -219,7 +222,7 @@ class LocalPolynomialRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator)
         if self.sample_weight_ is not None:
             raise ValueError("equivalent_kernel is defined for unweighted fits; refit without sample_weight")
         ell, singular = _core.equivalent_kernel(Qs, bk.Xs, degree=self.degree, ridge=float(self.ridge), n_jobs=self.n_jobs, **kw)
-        warn_zero_weight(singular, "equivalent kernel (singular local design)")
+        warn_zero_weight(singular, "equivalent kernel", SINGULAR)
         return ell
 
 

@@ -5,7 +5,7 @@
 //! * compact kernels: each seed climbs on its own through a kd-tree (`visit_within`), so a
 //!   converged seed costs nothing more. The flat kernel uses the *closed* ball ‖x − xᵢ‖ ≤ h
 //!   (as scikit-learn's `radius_neighbors` does) so the centres coincide with scikit-learn's,
-//!   and sums its window through a kd-tree with per-node aggregates (`AggTree`): nodes
+//!   and sums its window through a kd-tree with per-node aggregates (`neighbors::BallSums`): nodes
 //!   wholly inside the ball add their (Σw, Σwx) at once, points are visited only near the rim;
 //! * unbounded kernels (gaussian, exponential, cauchy) and high dimensions: one engine call
 //!   (`engine::local_sums`, values = X) per iteration over the seeds still moving;
@@ -21,7 +21,7 @@ use crate::distance::{sq_euclidean, GEMM_MIN_DIM};
 use crate::engine::{local_sums, Bandwidth, Kernel, Options, Problem};
 use crate::error::{LocalizationError, Result};
 use crate::kernel::{dispatch_profile, Profile, ProfileFn, Real};
-use crate::neighbors::KdTree;
+use crate::neighbors::{BallSums, KdTree};
 use crate::parallel;
 use ndarray::{Array2, ArrayView1, ArrayView2};
 use rayon::prelude::*;
@@ -274,7 +274,7 @@ fn tree_shift<F: Real>(x: ArrayView2<F>, w: Option<ArrayView1<F>>, seeds: ArrayV
 /// The flat kernel: window sums from the aggregate tree.
 fn flat_shift<F: Real>(x: ArrayView2<F>, w: Option<ArrayView1<F>>, seeds: ArrayView2<F>, p: &Params, progress: Progress) -> Result<Shifted<F>> {
     let d = x.ncols();
-    let tree = parallel::install(p.threads, || AggTree::build(x, w))??;
+    let tree = parallel::install(p.threads, || BallSums::build(x, w, 16))??;
     let h = F::of(p.bandwidth);
     let h2 = h * h;
     let m = seeds.nrows();
@@ -346,143 +346,6 @@ fn engine_shift<F: Real>(x: ArrayView2<F>, w: Option<ArrayView1<F>>, seeds: Arra
     }
     out.modes = pos;
     Ok(out)
-}
-
-/// A kd-tree whose nodes carry their total weight and weighted coordinate sum, so a flat
-/// window adds every node lying wholly inside the ball in O(1) and visits points only near
-/// its boundary. (A neighbour-index capability; it lives here until `neighbors/` has it.)
-pub struct AggTree<F> {
-    d: usize,
-    points: Vec<F>,
-    weights: Vec<F>,
-    nodes: Vec<AggNode>,
-    /// Per node: lower corner, upper corner (2·d values).
-    boxes: Vec<F>,
-    /// Per node: Σ w, then Σ w x (1 + d values).
-    sums: Vec<f64>,
-}
-
-#[derive(Clone, Copy)]
-struct AggNode {
-    start: usize,
-    end: usize,
-    left: usize,
-    right: usize,
-}
-
-const LEAF: usize = 16;
-
-impl<F: Real> AggTree<F> {
-    pub fn build(x: ArrayView2<F>, w: Option<ArrayView1<F>>) -> Result<Self> {
-        let (n, d) = x.dim();
-        if n == 0 {
-            return Err(LocalizationError::EmptyInput { name: "X" });
-        }
-        let mut idx: Vec<usize> = (0..n).collect();
-        let mut t = AggTree { d, points: Vec::new(), weights: Vec::new(), nodes: Vec::new(), boxes: Vec::new(), sums: Vec::new() };
-        t.split(&x, &mut idx, 0, n);
-        t.points = idx.iter().flat_map(|&i| x.row(i).to_vec()).collect();
-        t.weights = idx.iter().map(|&i| w.map_or(F::one(), |w| w[i])).collect();
-        // Node sums bottom-up over the reordered points (children come after parents).
-        t.sums = vec![0.0; t.nodes.len() * (d + 1)];
-        for id in (0..t.nodes.len()).rev() {
-            let nd = t.nodes[id];
-            let mut acc = vec![0.0f64; d + 1];
-            if nd.left == usize::MAX {
-                for pos in nd.start..nd.end {
-                    let wv = t.weights[pos].f64();
-                    acc[0] += wv;
-                    for k in 0..d {
-                        acc[1 + k] += wv * t.points[pos * d + k].f64();
-                    }
-                }
-            } else {
-                for c in [nd.left, nd.right] {
-                    for k in 0..=d {
-                        acc[k] += t.sums[c * (d + 1) + k];
-                    }
-                }
-            }
-            t.sums[id * (d + 1)..(id + 1) * (d + 1)].copy_from_slice(&acc);
-        }
-        Ok(t)
-    }
-
-    fn split(&mut self, x: &ArrayView2<F>, idx: &mut [usize], start: usize, end: usize) -> usize {
-        let d = self.d;
-        let mut lo = vec![F::infinity(); d];
-        let mut hi = vec![F::neg_infinity(); d];
-        for &i in &idx[start..end] {
-            for k in 0..d {
-                let v = x[(i, k)];
-                lo[k] = lo[k].min(v);
-                hi[k] = hi[k].max(v);
-            }
-        }
-        let id = self.nodes.len();
-        self.nodes.push(AggNode { start, end, left: usize::MAX, right: usize::MAX });
-        self.boxes.extend_from_slice(&lo);
-        self.boxes.extend_from_slice(&hi);
-        let (dim, spread) = (0..d).map(|k| (k, hi[k] - lo[k])).fold((0, F::zero()), |a, b| if b.1 > a.1 { b } else { a });
-        if end - start <= LEAF || spread <= F::zero() {
-            return id;
-        }
-        let mid = start + (end - start) / 2;
-        idx[start..end].select_nth_unstable_by(mid - start, |&a, &b| x[(a, dim)].partial_cmp(&x[(b, dim)]).unwrap_or(std::cmp::Ordering::Equal).then(a.cmp(&b)));
-        let left = self.split(x, idx, start, mid);
-        let right = self.split(x, idx, mid, end);
-        self.nodes[id].left = left;
-        self.nodes[id].right = right;
-        id
-    }
-
-    /// Σ w and Σ w x (into `num`) over the closed ball ‖x − q‖² ≤ r2, in a fixed order.
-    pub fn ball_sums(&self, q: &[F], r2: F, num: &mut [f64]) -> f64 {
-        let d = self.d;
-        let mut den = 0.0;
-        let mut stack = vec![0usize];
-        while let Some(id) = stack.pop() {
-            let b = &self.boxes[2 * d * id..2 * d * (id + 1)];
-            let (lo, hi) = b.split_at(d);
-            let (mut near, mut far) = (F::zero(), F::zero());
-            for k in 0..d {
-                let a = lo[k] - q[k];
-                let c = q[k] - hi[k];
-                let t = a.max(c).max(F::zero());
-                near = near + t * t;
-                let f = a.abs().max(c.abs());
-                far = far + f * f;
-            }
-            if near > r2 {
-                continue;
-            }
-            let nd = self.nodes[id];
-            if far <= r2 {
-                let s = &self.sums[id * (d + 1)..(id + 1) * (d + 1)];
-                den += s[0];
-                for k in 0..d {
-                    num[k] += s[1 + k];
-                }
-                continue;
-            }
-            if nd.left == usize::MAX {
-                for pos in nd.start..nd.end {
-                    let p = &self.points[pos * d..(pos + 1) * d];
-                    if sq_euclidean(q, p) <= r2 {
-                        let wv = self.weights[pos].f64();
-                        den += wv;
-                        for k in 0..d {
-                            num[k] += wv * p[k].f64();
-                        }
-                    }
-                }
-            } else {
-                stack.push(nd.right);
-                stack.push(nd.left);
-            }
-        }
-        den
-    }
 }
 
 /// Grid (MeanShift++-style) reduction: points binned into cells of side h / r, each cell
@@ -755,7 +618,7 @@ mod tests {
             let x = Array2::from_shape_fn((900, d), |(i, _)| if i % 7 == 0 { 0.5 } else { rng.random::<f64>() });
             let w: Vec<f64> = (0..900).map(|i| (i % 4) as f64 * 0.5).collect();
             let wv = ndarray::ArrayView1::from(&w[..]);
-            let tree = AggTree::build(x.view(), Some(wv)).unwrap();
+            let tree = BallSums::build(x.view(), Some(wv), 16).unwrap();
             for _ in 0..50 {
                 let q: Vec<f64> = (0..d).map(|_| rng.random::<f64>()).collect();
                 let r2 = rng.random::<f64>() * 0.3;

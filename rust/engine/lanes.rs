@@ -22,19 +22,6 @@ fn combine<F: Real>(acc: [F; LANES], tail: F) -> F {
 }
 
 #[inline(always)]
-pub fn sum<F: Real>(x: &[F]) -> F {
-    let mut acc = [F::zero(); LANES];
-    let chunks = x.chunks_exact(LANES);
-    let tail = chunks.remainder().iter().fold(F::zero(), |a, &b| a + b);
-    for c in chunks {
-        for l in 0..LANES {
-            acc[l] = acc[l] + c[l];
-        }
-    }
-    combine(acc, tail)
-}
-
-#[inline(always)]
 pub fn dot<F: Real>(x: &[F], y: &[F]) -> F {
     let y = &y[..x.len()];
     let mut acc = [F::zero(); LANES];
@@ -114,7 +101,8 @@ mod tests {
         for n in [0usize, 1, 15, 16, 17, 100, 256] {
             let x: Vec<f64> = (0..n).map(|i| ((i * 37) % 11) as f64 - 4.5).collect();
             let y: Vec<f64> = (0..n).map(|i| ((i * 7) % 5) as f64 * 0.25).collect();
-            assert_eq!(super::sum(&x), x.iter().sum::<f64>());
+            let ones = vec![1.0; n];
+            assert_eq!(super::weigh::<f64, false>(&mut x.clone(), &ones, None, 0.0).0, x.iter().sum::<f64>());
             assert_eq!(super::dot(&x, &y), x.iter().zip(&y).map(|(a, b)| a * b).sum::<f64>());
             assert_eq!(super::max(&x), x.iter().cloned().fold(f64::NEG_INFINITY, f64::max));
         }

@@ -4,7 +4,7 @@
 use crate::distance::sq_euclidean;
 use crate::error::{LocalizationError, Result};
 use crate::kernel::Real;
-use ndarray::ArrayView2;
+use ndarray::{ArrayView1, ArrayView2};
 
 #[derive(Clone, Debug)]
 struct Node {
@@ -99,6 +99,19 @@ impl<F: Real> KdTree<F> {
         s
     }
 
+    /// Squared distance from q to the farthest corner of a node's box.
+    #[inline]
+    fn box_far_dist2(&self, node: usize, q: &[F]) -> F {
+        let b = &self.boxes[2 * self.d * node..2 * self.d * (node + 1)];
+        let (lo, hi) = b.split_at(self.d);
+        let mut s = F::zero();
+        for k in 0..self.d {
+            let t = (lo[k] - q[k]).abs().max((q[k] - hi[k]).abs());
+            s = s + t * t;
+        }
+        s
+    }
+
     #[inline]
     fn point(&self, pos: usize) -> &[F] {
         &self.points[pos * self.d..(pos + 1) * self.d]
@@ -166,5 +179,83 @@ impl<F: Real> KdTree<F> {
                 stack.push(n.left);
             }
         }
+    }
+}
+
+/// A kd-tree whose nodes also carry their total weight and weighted coordinate sum, so a
+/// flat (closed-ball) window adds every node lying wholly inside the ball at once and visits
+/// points only near its boundary: Σ w and Σ w x over a ball in far less than O(n).
+pub struct BallSums<F> {
+    tree: KdTree<F>,
+    weights: Vec<F>,
+    /// Per node: Σ w, then Σ w x (1 + d values).
+    sums: Vec<f64>,
+}
+
+impl<F: Real> BallSums<F> {
+    pub fn build(x: ArrayView2<F>, w: Option<ArrayView1<F>>, leaf_size: usize) -> Result<Self> {
+        let tree = KdTree::build(x, leaf_size)?;
+        let d = tree.d;
+        let weights: Vec<F> = tree.index.iter().map(|&i| w.map_or(F::one(), |w| w[i])).collect();
+        // Children are created after their parent, so a reverse sweep is bottom-up.
+        let mut sums = vec![0.0; tree.nodes.len() * (d + 1)];
+        for id in (0..tree.nodes.len()).rev() {
+            let nd = &tree.nodes[id];
+            let mut acc = vec![0.0f64; d + 1];
+            if nd.left == usize::MAX {
+                for pos in nd.start..nd.end {
+                    let wv = weights[pos].f64();
+                    acc[0] += wv;
+                    for (a, &v) in acc[1..].iter_mut().zip(tree.point(pos)) {
+                        *a += wv * v.f64();
+                    }
+                }
+            } else {
+                for c in [nd.left, nd.right] {
+                    for k in 0..=d {
+                        acc[k] += sums[c * (d + 1) + k];
+                    }
+                }
+            }
+            sums[id * (d + 1)..(id + 1) * (d + 1)].copy_from_slice(&acc);
+        }
+        Ok(BallSums { tree, weights, sums })
+    }
+
+    /// Σ w (returned) and Σ w x (added into `num`) over the closed ball ‖x − q‖² ≤ r2,
+    /// in a fixed order.
+    pub fn ball_sums(&self, q: &[F], r2: F, num: &mut [f64]) -> f64 {
+        let t = &self.tree;
+        let d = t.d;
+        let mut den = 0.0;
+        let mut stack = vec![0usize];
+        while let Some(id) = stack.pop() {
+            if t.box_dist2(id, q) > r2 {
+                continue;
+            }
+            let nd = &t.nodes[id];
+            if t.box_far_dist2(id, q) <= r2 {
+                let s = &self.sums[id * (d + 1)..(id + 1) * (d + 1)];
+                den += s[0];
+                for k in 0..d {
+                    num[k] += s[1 + k];
+                }
+            } else if nd.left == usize::MAX {
+                for pos in nd.start..nd.end {
+                    let p = t.point(pos);
+                    if sq_euclidean(q, p) <= r2 {
+                        let wv = self.weights[pos].f64();
+                        den += wv;
+                        for k in 0..d {
+                            num[k] += wv * p[k].f64();
+                        }
+                    }
+                }
+            } else {
+                stack.push(nd.right);
+                stack.push(nd.left);
+            }
+        }
+        den
     }
 }

@@ -1,3 +1,4 @@
 //! Methods built on the engine: per-query solves, iterations, merging.
 
 pub mod local_poly;
+pub mod image;

@@ -325,6 +325,8 @@ fn effective_n_jobs(n_jobs: Option<i64>) -> PyResult<usize> {
 // Bindings of the method families: one file each, declared here (after the helpers and the
 // `with_float!` macro above, which they use) and registered in `_core` below.
 
+mod denoise;
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(local_sums, m)?)?;
@@ -336,6 +338,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(profile_info, m)?)?;
     m.add_function(wrap_pyfunction!(effective_n_jobs, m)?)?;
     m.add_class::<NeighborIndex>()?;
+    denoise::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -1,0 +1,360 @@
+//! Self-local means on the pixel grid (SPEC §5): the bilateral filter and non-local means.
+//!
+//! On an image the neighbourhood of a pixel is a window of the grid, so these are windowed
+//! pixel loops rather than all-pairs engine calls: the weight of pixel j in the mean at pixel i
+//! is K_x(x_i, x_j)·K_y(f(x_i), f(x_j)) (bilateral) or exp(−‖P_i − P_j‖²) of two patches
+//! (non-local means). Both run in parallel over output rows; every pixel is computed by one
+//! thread in a fixed order, so results are bit-identical for any thread count.
+//!
+//! Border handling and the patch kernel are prepared by the caller (the Python layer pads with
+//! NumPy, which defines the border modes once and for all); these loops read a padded image.
+
+use crate::error::{LocalizationError, Result};
+use crate::kernel::Real;
+use ndarray::{Array3, ArrayView2, ArrayView3, Axis};
+use rayon::prelude::*;
+
+/// How the range (colour) weight K_y is evaluated from the colour difference of two pixels.
+pub enum RangeWeight<F> {
+    /// exp(−‖f_i − f_j‖² · `inv_two_var`): the exact Gaussian.
+    Gaussian { inv_two_var: F },
+    /// scikit-image's look-up table: weight = lut[min(⌊‖f_i − f_j‖ · scale⌋, len − 1)].
+    /// Kept so that its output can be reproduced exactly (oracle tests).
+    Table { lut: Vec<F>, scale: F },
+}
+
+/// Bilateral filter of an image padded by `radius` pixels on each side.
+///
+/// `padded` is (rows + 2r) × (cols + 2r) × channels; `spatial` is the (2r+1)×(2r+1) table of
+/// K_x over the window offsets. Returns rows × cols × channels: at every pixel
+/// Σ_j K_x K_y f_j / Σ_j K_x K_y over the window.
+pub fn bilateral<F: Real>(padded: ArrayView3<F>, spatial: ArrayView2<F>, range: &RangeWeight<F>) -> Result<Array3<F>> {
+    let (hp, wp, nc) = padded.dim();
+    let k = spatial.nrows();
+    if k == 0 || k % 2 == 0 || spatial.ncols() != k {
+        return Err(LocalizationError::shape("spatial", "an odd square window", format!("{:?}", spatial.dim())));
+    }
+    if nc == 0 {
+        return Err(LocalizationError::EmptyInput { name: "image" });
+    }
+    let r = k / 2;
+    if hp <= 2 * r || wp <= 2 * r {
+        return Err(LocalizationError::shape("image", format!("padding of {r} pixels on each side"), format!("{:?}", padded.dim())));
+    }
+    if let RangeWeight::Table { lut, .. } = range {
+        if lut.is_empty() {
+            return Err(LocalizationError::EmptyInput { name: "color_lut" });
+        }
+    }
+    let (rows, cols) = (hp - 2 * r, wp - 2 * r);
+    let img = padded.as_standard_layout();
+    let img = img.as_slice().ok_or_else(|| LocalizationError::param("image", "must be contiguous"))?;
+    let sp = spatial.as_standard_layout().to_owned();
+    let sp = sp.as_slice().expect("owned standard layout");
+    let mut out = Array3::<F>::zeros((rows, cols, nc));
+    out.axis_iter_mut(Axis(0)).into_par_iter().enumerate().for_each(|(row, mut orow)| {
+        let orow = orow.as_slice_mut().expect("fresh array rows are contiguous");
+        let mut wbuf = vec![F::zero(); k];
+        let mut acc = vec![F::zero(); nc];
+        for col in 0..cols {
+            let centre = &img[((row + r) * wp + col + r) * nc..][..nc];
+            acc.iter_mut().for_each(|a| *a = F::zero());
+            let mut total = F::zero();
+            for wr in 0..k {
+                let line = &img[((row + wr) * wp + col) * nc..][..k * nc];
+                let sp_row = &sp[wr * k..][..k];
+                // The weights of one window row first (branch-free, vectorisable), then the
+                // accumulation in window order.
+                match range {
+                    RangeWeight::Gaussian { inv_two_var } => {
+                        for (wc, w) in wbuf.iter_mut().enumerate() {
+                            let px = &line[wc * nc..][..nc];
+                            let mut d2 = F::zero();
+                            for (c, v) in centre.iter().zip(px) {
+                                let t = *c - *v;
+                                d2 = d2 + t * t;
+                            }
+                            *w = sp_row[wc] * (-(d2 * *inv_two_var)).exp_fast();
+                        }
+                    }
+                    RangeWeight::Table { lut, scale } => {
+                        let last = lut.len() - 1;
+                        for (wc, w) in wbuf.iter_mut().enumerate() {
+                            let px = &line[wc * nc..][..nc];
+                            let mut d2 = F::zero();
+                            for (c, v) in centre.iter().zip(px) {
+                                let t = *c - *v;
+                                d2 = d2 + t * t;
+                            }
+                            let bin = (d2.sqrt() * *scale).to_usize().unwrap_or(last).min(last);
+                            *w = sp_row[wc] * lut[bin];
+                        }
+                    }
+                }
+                for (wc, &w) in wbuf.iter().enumerate() {
+                    let px = &line[wc * nc..][..nc];
+                    for (a, v) in acc.iter_mut().zip(px) {
+                        *a = *a + *v * w;
+                    }
+                    total = total + w;
+                }
+            }
+            for (o, a) in orow[col * nc..][..nc].iter_mut().zip(&acc) {
+                *o = *a / total;
+            }
+        }
+    });
+    Ok(out)
+}
+
+/// Schraudolph's exponential as scikit-image computes it (`_shared/fast_exp.h`): the high
+/// 32 bits of an IEEE double set to ⌊2²⁰/ln2 · y⌋ + (1023·2²⁰ − 60801), the low bits zero.
+/// Relative error up to about 4 %; reproduced so that `nl_means` can match scikit-image.
+#[inline(always)]
+pub fn schraudolph_exp(y: f64) -> f64 {
+    const EXP_A: f64 = 1_512_775.395_195_185_6;
+    const EXP_BC: i32 = 1_072_632_447;
+    // `as i32` truncates toward zero and saturates, like the C cast on x86-64 for in-range
+    // values (and the hardware's INT_MIN for out-of-range ones).
+    let hi = ((EXP_A * y) as i32).wrapping_add(EXP_BC);
+    f64::from_bits(((hi as u32) as u64) << 32)
+}
+
+/// Patch distance running sum above which scikit-image drops a candidate patch.
+const DISTANCE_CUTOFF: f64 = 5.0;
+
+/// Candidates handled together: independent running sums hide the addition latency and map
+/// onto SIMD lanes, while each lane keeps the reference summation order.
+const LANES: usize = 8;
+
+/// Non-local means of an image given in planar layout and padded by s/2 on each side.
+///
+/// `padded` is channels × (rows + s − 1) × (cols + s − 1); `patch_weights` is the s×s patch
+/// kernel, already divided by (channels · Σw · h²). Each pixel is the mean of the pixels within
+/// `patch_distance` (a square search window clipped to the image), weighted by
+/// exp(−max(d² − 2σ², 0)) with d² = Σ_patch w·(P_i − P_j)² (`var2` = 2σ² enters inside the sum, as
+/// in scikit-image). With `exact = false` the weights are those of scikit-image's
+/// `denoise_nl_means(fast_mode=False)`: its fast exponential and its early cut-off (a patch
+/// whose running distance exceeds 5 at the start of a patch row gets weight 0). With
+/// `exact = true` the weight is the true exponential and no patch is cut. Returns
+/// rows × cols × channels.
+pub fn nl_means<F: Real>(padded: ArrayView3<F>, patch_weights: ArrayView2<F>, patch_distance: usize, var2: F, exact: bool) -> Result<Array3<F>> {
+    let (nc, hp, wp) = padded.dim();
+    let s = patch_weights.nrows();
+    if s == 0 || s % 2 == 0 || patch_weights.ncols() != s {
+        return Err(LocalizationError::shape("patch_weights", "an odd square patch", format!("{:?}", patch_weights.dim())));
+    }
+    if nc == 0 {
+        return Err(LocalizationError::EmptyInput { name: "image" });
+    }
+    if hp < s || wp < s {
+        return Err(LocalizationError::shape("image", format!("padding of {} pixels on each side", s / 2), format!("{:?}", padded.dim())));
+    }
+    let (rows, cols) = (hp - (s - 1), wp - (s - 1));
+    let off = s / 2;
+    let d = patch_distance;
+    let img = padded.as_standard_layout();
+    let img = img.as_slice().ok_or_else(|| LocalizationError::param("image", "must be contiguous"))?;
+    let pw = patch_weights.as_standard_layout().to_owned();
+    let pw = pw.as_slice().expect("owned standard layout");
+    let plane = hp * wp;
+    let cutoff = F::of(DISTANCE_CUTOFF);
+    let weight_of = move |dist: F, cut: bool| -> F {
+        let dist = if dist > F::zero() { dist } else { F::zero() };
+        if exact {
+            (-dist).exp_fast()
+        } else if cut {
+            F::zero()
+        } else {
+            // In f32 scikit-image evaluates its exponential in double and rounds the result.
+            F::of(schraudolph_exp(-dist.f64()))
+        }
+    };
+    let mut out = Array3::<F>::zeros((rows, cols, nc));
+    out.axis_iter_mut(Axis(0)).into_par_iter().enumerate().for_each(|(row, mut orow)| {
+        let orow = orow.as_slice_mut().expect("fresh array rows are contiguous");
+        let mut acc = vec![F::zero(); nc];
+        let (i0, i1) = (row.saturating_sub(d), (row + d + 1).min(rows));
+        for col in 0..cols {
+            let (j0, j1) = (col.saturating_sub(d), (col + d + 1).min(cols));
+            acc.iter_mut().for_each(|a| *a = F::zero());
+            let mut wsum = F::zero();
+            for i in i0..i1 {
+                let mut j = j0;
+                while j < j1 {
+                    let lanes = LANES.min(j1 - j);
+                    let mut dist = [F::zero(); LANES];
+                    let mut cut = [false; LANES];
+                    if lanes == LANES {
+                        for r in 0..s {
+                            if !exact {
+                                let mut all = true;
+                                for l in 0..LANES {
+                                    cut[l] |= dist[l] > cutoff;
+                                    all &= cut[l];
+                                }
+                                if all {
+                                    break;
+                                }
+                            }
+                            for c in 0..s {
+                                let wrc = pw[r * s + c];
+                                for ch in 0..nc {
+                                    let base = ch * plane;
+                                    let a = img[base + (row + r) * wp + col + c];
+                                    let cand = &img[base + (i + r) * wp + j + c..][..LANES];
+                                    for l in 0..LANES {
+                                        let t = a - cand[l];
+                                        dist[l] = dist[l] + wrc * (t * t - var2);
+                                    }
+                                }
+                            }
+                        }
+                    } else {
+                        // The last few candidates of a row: one at a time, same order.
+                        for l in 0..lanes {
+                            for r in 0..s {
+                                if !exact && dist[l] > cutoff {
+                                    cut[l] = true;
+                                    break;
+                                }
+                                for c in 0..s {
+                                    let wrc = pw[r * s + c];
+                                    for ch in 0..nc {
+                                        let base = ch * plane;
+                                        let t = img[base + (row + r) * wp + col + c] - img[base + (i + r) * wp + j + l + c];
+                                        dist[l] = dist[l] + wrc * (t * t - var2);
+                                    }
+                                }
+                            }
+                        }
+                    }
+                    for l in 0..lanes {
+                        let w = weight_of(dist[l], cut[l]);
+                        wsum = wsum + w;
+                        let centre = (i + off) * wp + j + l + off;
+                        for (ch, a) in acc.iter_mut().enumerate() {
+                            *a = *a + w * img[ch * plane + centre];
+                        }
+                    }
+                    j += lanes;
+                }
+            }
+            for (o, a) in orow[col * nc..][..nc].iter_mut().zip(&acc) {
+                *o = *a / wsum;
+            }
+        }
+    });
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ndarray::{Array2, Array3};
+
+    fn pad_edge(img: &Array3<f64>, r: usize) -> Array3<f64> {
+        let (h, w, c) = img.dim();
+        Array3::from_shape_fn((h + 2 * r, w + 2 * r, c), |(i, j, k)| {
+            let ii = (i as isize - r as isize).clamp(0, h as isize - 1) as usize;
+            let jj = (j as isize - r as isize).clamp(0, w as isize - 1) as usize;
+            img[[ii, jj, k]]
+        })
+    }
+
+    fn noisy(h: usize, w: usize, c: usize) -> Array3<f64> {
+        Array3::from_shape_fn((h, w, c), |(i, j, k)| ((i * 7 + j * 13 + k * 5) % 11) as f64 / 10.0 + if i > h / 2 { 0.5 } else { 0.0 })
+    }
+
+    #[test]
+    fn schraudolph_matches_reference_points() {
+        // y = 0: high word 1072632447 = 1022·2²⁰ + 987775 → (1 + 987775/2²⁰)/2.
+        assert_eq!(schraudolph_exp(0.0), 0.971_007_823_944_091_8);
+        for y in [-0.3, -1.0, -2.5, -4.9] {
+            let rel = (schraudolph_exp(y) - f64::exp(y)).abs() / f64::exp(y);
+            assert!(rel < 0.07, "{y} {rel}");
+        }
+    }
+
+    #[test]
+    fn bilateral_matches_direct_formula() {
+        let img = noisy(9, 7, 3);
+        let r = 2;
+        let (ss, sr) = (1.3, 0.4);
+        let sp = Array2::from_shape_fn((2 * r + 1, 2 * r + 1), |(a, b)| {
+            let (da, db) = (a as f64 - r as f64, b as f64 - r as f64);
+            (-(da * da + db * db) / (2.0 * ss * ss)).exp()
+        });
+        let padded = pad_edge(&img, r);
+        let got = bilateral(padded.view(), sp.view(), &RangeWeight::Gaussian { inv_two_var: 1.0 / (2.0 * sr * sr) }).unwrap();
+        let (h, w, nc) = img.dim();
+        for i in 0..h {
+            for j in 0..w {
+                let (mut num, mut den) = (vec![0.0; nc], 0.0);
+                for a in 0..2 * r + 1 {
+                    for b in 0..2 * r + 1 {
+                        let d2: f64 = (0..nc).map(|k| (padded[[i + r, j + r, k]] - padded[[i + a, j + b, k]]).powi(2)).sum();
+                        let wgt = sp[[a, b]] * (-d2 / (2.0 * sr * sr)).exp();
+                        den += wgt;
+                        for k in 0..nc {
+                            num[k] += wgt * padded[[i + a, j + b, k]];
+                        }
+                    }
+                }
+                for k in 0..nc {
+                    assert!((got[[i, j, k]] - num[k] / den).abs() < 1e-12);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn nl_means_exact_matches_direct_formula_and_is_thread_invariant() {
+        let (h, w, nc, s, d) = (12, 11, 2, 3, 4);
+        let img = noisy(h, w, nc);
+        let o = s / 2;
+        let padded_hwc = pad_edge(&img, o);
+        let padded = padded_hwc.view().permuted_axes([2, 0, 1]).as_standard_layout().to_owned();
+        let pw = Array2::from_elem((s, s), 1.0 / (s * s * nc) as f64 / 0.25);
+        let var2 = 0.01;
+        let got = nl_means(padded.view(), pw.view(), d, var2, true).unwrap();
+        for i in 0..h {
+            for j in 0..w {
+                let (mut num, mut den) = (vec![0.0; nc], 0.0);
+                for a in i.saturating_sub(d)..(i + d + 1).min(h) {
+                    for b in j.saturating_sub(d)..(j + d + 1).min(w) {
+                        let mut dist = 0.0;
+                        for r in 0..s {
+                            for c in 0..s {
+                                for k in 0..nc {
+                                    let t = padded_hwc[[i + r, j + c, k]] - padded_hwc[[a + r, b + c, k]];
+                                    dist += pw[[r, c]] * (t * t - var2);
+                                }
+                            }
+                        }
+                        let wgt = (-f64::max(dist, 0.0)).exp();
+                        den += wgt;
+                        for k in 0..nc {
+                            num[k] += wgt * img[[a, b, k]];
+                        }
+                    }
+                }
+                for k in 0..nc {
+                    assert!((got[[i, j, k]] - num[k] / den).abs() < 1e-12);
+                }
+            }
+        }
+        let one = crate::parallel::install(1, || nl_means(padded.view(), pw.view(), d, var2, false).unwrap()).unwrap();
+        let two = crate::parallel::install(3, || nl_means(padded.view(), pw.view(), d, var2, false).unwrap()).unwrap();
+        assert_eq!(one, two);
+    }
+
+    #[test]
+    fn bad_shapes_are_errors() {
+        let img = Array3::<f64>::zeros((3, 3, 1));
+        assert!(nl_means(img.view(), Array2::zeros((2, 2)).view(), 1, 0.0, false).is_err());
+        assert!(nl_means(img.view(), Array2::zeros((5, 5)).view(), 1, 0.0, false).is_err());
+        assert!(bilateral(img.view(), Array2::zeros((3, 3)).view(), &RangeWeight::Table { lut: vec![], scale: 1.0 }).is_err());
+        assert!(bilateral(img.view(), Array2::zeros((5, 5)).view(), &RangeWeight::Gaussian { inv_two_var: 1.0 }).is_err());
+    }
+}

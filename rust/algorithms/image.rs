@@ -23,12 +23,78 @@ pub enum RangeWeight<F> {
     Table { lut: Vec<F>, scale: F },
 }
 
+/// e^x for x ≤ 0, written so that LLVM vectorises it on any x86-64 (no float→int conversion:
+/// the exponent comes from the bits of x·log₂e + 1.5·2^52, the "shifter" trick). Relative
+/// error below 5e-16 (f64) / 3e-7 (f32); 0 below the underflow threshold.
+pub trait ExpNeg: Real {
+    fn exp_neg(self) -> Self;
+}
+
+impl ExpNeg for f64 {
+    #[inline(always)]
+    fn exp_neg(self) -> f64 {
+        const SHIFT: f64 = 6_755_399_441_055_744.0; // 1.5·2^52
+        let x = self.max(-708.0);
+        let kd = x * std::f64::consts::LOG2_E + SHIFT;
+        let n = kd - SHIFT;
+        let r = x - n * 0.693_147_180_369_123_8 - n * 1.908_214_929_270_587_7e-10;
+        let mut p = 1.0 / 6_227_020_800.0;
+        for c in [
+            1.0 / 479_001_600.0,
+            1.0 / 39_916_800.0,
+            1.0 / 3_628_800.0,
+            1.0 / 362_880.0,
+            1.0 / 40_320.0,
+            1.0 / 5_040.0,
+            1.0 / 720.0,
+            1.0 / 120.0,
+            1.0 / 24.0,
+            1.0 / 6.0,
+            0.5,
+            1.0,
+            1.0,
+        ] {
+            p = p * r + c;
+        }
+        let scale = f64::from_bits(kd.to_bits().wrapping_add(1023) << 52);
+        if self < -708.0 {
+            0.0
+        } else {
+            p * scale
+        }
+    }
+}
+
+impl ExpNeg for f32 {
+    #[inline(always)]
+    fn exp_neg(self) -> f32 {
+        const SHIFT: f32 = 12_582_912.0; // 1.5·2^23
+        let x = self.max(-87.0);
+        let kd = x * std::f32::consts::LOG2_E + SHIFT;
+        let n = kd - SHIFT;
+        let r = x - n * 0.693_359_4 - n * -2.121_944_4e-4;
+        let p = 1.0
+            + r * (1.0 + r * (0.5 + r * (1.0 / 6.0 + r * (1.0 / 24.0 + r * (1.0 / 120.0 + r * (1.0 / 720.0 + r * (1.0 / 5040.0)))))));
+        let scale = f32::from_bits(kd.to_bits().wrapping_add(127) << 23);
+        if self < -87.0 {
+            0.0
+        } else {
+            p * scale
+        }
+    }
+}
+
 /// Bilateral filter of an image padded by `radius` pixels on each side.
 ///
 /// `padded` is (rows + 2r) × (cols + 2r) × channels; `spatial` is the (2r+1)×(2r+1) table of
 /// K_x over the window offsets. Returns rows × cols × channels: at every pixel
 /// Σ_j K_x K_y f_j / Σ_j K_x K_y over the window.
-pub fn bilateral<F: Real>(padded: ArrayView3<F>, spatial: ArrayView2<F>, range: &RangeWeight<F>) -> Result<Array3<F>> {
+pub fn bilateral<F: ExpNeg>(padded: ArrayView3<F>, spatial: ArrayView2<F>, range: &RangeWeight<F>) -> Result<Array3<F>> {
+    bilateral_with(Simd::detect(), padded, spatial, range)
+}
+
+fn bilateral_with<F: ExpNeg>(
+    simd: Simd, padded: ArrayView3<F>, spatial: ArrayView2<F>, range: &RangeWeight<F>) -> Result<Array3<F>> {
     let (hp, wp, nc) = padded.dim();
     let k = spatial.nrows();
     if k == 0 || k % 2 == 0 || spatial.ncols() != k {
@@ -54,55 +120,7 @@ pub fn bilateral<F: Real>(padded: ArrayView3<F>, spatial: ArrayView2<F>, range: 
     let mut out = Array3::<F>::zeros((rows, cols, nc));
     out.axis_iter_mut(Axis(0)).into_par_iter().enumerate().for_each(|(row, mut orow)| {
         let orow = orow.as_slice_mut().expect("fresh array rows are contiguous");
-        let mut wbuf = vec![F::zero(); k];
-        let mut acc = vec![F::zero(); nc];
-        for col in 0..cols {
-            let centre = &img[((row + r) * wp + col + r) * nc..][..nc];
-            acc.iter_mut().for_each(|a| *a = F::zero());
-            let mut total = F::zero();
-            for wr in 0..k {
-                let line = &img[((row + wr) * wp + col) * nc..][..k * nc];
-                let sp_row = &sp[wr * k..][..k];
-                // The weights of one window row first (branch-free, vectorisable), then the
-                // accumulation in window order.
-                match range {
-                    RangeWeight::Gaussian { inv_two_var } => {
-                        for (wc, w) in wbuf.iter_mut().enumerate() {
-                            let px = &line[wc * nc..][..nc];
-                            let mut d2 = F::zero();
-                            for (c, v) in centre.iter().zip(px) {
-                                let t = *c - *v;
-                                d2 = d2 + t * t;
-                            }
-                            *w = sp_row[wc] * (-(d2 * *inv_two_var)).exp_fast();
-                        }
-                    }
-                    RangeWeight::Table { lut, scale } => {
-                        let last = lut.len() - 1;
-                        for (wc, w) in wbuf.iter_mut().enumerate() {
-                            let px = &line[wc * nc..][..nc];
-                            let mut d2 = F::zero();
-                            for (c, v) in centre.iter().zip(px) {
-                                let t = *c - *v;
-                                d2 = d2 + t * t;
-                            }
-                            let bin = (d2.sqrt() * *scale).to_usize().unwrap_or(last).min(last);
-                            *w = sp_row[wc] * lut[bin];
-                        }
-                    }
-                }
-                for (wc, &w) in wbuf.iter().enumerate() {
-                    let px = &line[wc * nc..][..nc];
-                    for (a, v) in acc.iter_mut().zip(px) {
-                        *a = *a + *v * w;
-                    }
-                    total = total + w;
-                }
-            }
-            for (o, a) in orow[col * nc..][..nc].iter_mut().zip(&acc) {
-                *o = *a / total;
-            }
-        }
+        simd.run(&BilateralRow { img, wp, k, sp, range, row }, orow, nc);
     });
     Ok(out)
 }
@@ -151,17 +169,221 @@ pub fn nl_means<F: Real>(padded: ArrayView3<F>, patch_weights: ArrayView2<F>, pa
         return Err(LocalizationError::shape("image", format!("padding of {} pixels on each side", s / 2), format!("{:?}", padded.dim())));
     }
     let (rows, cols) = (hp - (s - 1), wp - (s - 1));
-    let off = s / 2;
     let d = patch_distance;
     let img = padded.as_standard_layout();
     let img = img.as_slice().ok_or_else(|| LocalizationError::param("image", "must be contiguous"))?;
     let pw = patch_weights.as_standard_layout().to_owned();
     let pw = pw.as_slice().expect("owned standard layout");
     let plane = hp * wp;
-    let cutoff = F::of(DISTANCE_CUTOFF);
-    let weight_of = move |dist: F, cut: bool| -> F {
+    let mut out = Array3::<F>::zeros((rows, cols, nc));
+    let simd = Simd::detect();
+    out.axis_iter_mut(Axis(0)).into_par_iter().enumerate().for_each(|(row, mut orow)| {
+        let orow = orow.as_slice_mut().expect("fresh array rows are contiguous");
+        simd.run(&NlRow { img, wp, plane, nc, s, d, rows, cols, pw, var2, exact, row }, orow, nc);
+    });
+    Ok(out)
+}
+
+/// The instruction set the row loops are compiled for, chosen once per call at run time.
+/// Wider vectors only: Rust never contracts a·b + c into an FMA on its own, so the arithmetic
+/// (and the scikit-image-compatible results) are identical on every path.
+#[derive(Clone, Copy)]
+enum Simd {
+    Baseline,
+    #[cfg(target_arch = "x86_64")]
+    Avx2,
+    #[cfg(target_arch = "x86_64")]
+    Avx512,
+}
+
+impl Simd {
+    fn detect() -> Self {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::is_x86_feature_detected as has;
+            if has!("avx512f") && has!("avx512dq") && has!("avx512vl") && has!("avx2") {
+                return Simd::Avx512;
+            }
+            if has!("avx2") {
+                return Simd::Avx2;
+            }
+        }
+        Simd::Baseline
+    }
+
+    /// Run one row kernel compiled for this instruction set, with the common channel counts
+    /// as constants so the inner loops are specialised.
+    #[inline(always)]
+    fn run<F, K: RowKernel<F>>(self, k: &K, orow: &mut [F], nc: usize) {
+        match self {
+            Simd::Baseline => by_channels(k, orow, nc),
+            // SAFETY: the features were detected at run time in `detect`.
+            #[cfg(target_arch = "x86_64")]
+            Simd::Avx2 => unsafe { run_avx2(k, orow, nc) },
+            #[cfg(target_arch = "x86_64")]
+            Simd::Avx512 => unsafe { run_avx512(k, orow, nc) },
+        }
+    }
+}
+
+trait RowKernel<F> {
+    fn run(&self, orow: &mut [F], nc: usize);
+}
+
+#[inline(always)]
+fn by_channels<F, K: RowKernel<F>>(k: &K, orow: &mut [F], nc: usize) {
+    match nc {
+        1 => k.run(orow, 1),
+        3 => k.run(orow, 3),
+        _ => k.run(orow, nc),
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn run_avx2<F, K: RowKernel<F>>(k: &K, orow: &mut [F], nc: usize) {
+    by_channels(k, orow, nc)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,avx512f,avx512dq,avx512vl")]
+unsafe fn run_avx512<F, K: RowKernel<F>>(k: &K, orow: &mut [F], nc: usize) {
+    by_channels(k, orow, nc)
+}
+
+/// Accumulator lanes of the bilateral sums (a fixed, thread-independent summation order).
+const ACC: usize = 8;
+
+struct BilateralRow<'a, F> {
+    img: &'a [F],
+    wp: usize,
+    k: usize,
+    sp: &'a [F],
+    range: &'a RangeWeight<F>,
+    row: usize,
+}
+
+impl<F: ExpNeg> RowKernel<F> for BilateralRow<'_, F> {
+    #[inline(always)]
+    fn run(&self, orow: &mut [F], nc: usize) {
+        let (img, wp, k, row) = (self.img, self.wp, self.k, self.row);
+        let r = k / 2;
+        let cols = orow.len() / nc;
+        let mut wbuf = vec![F::zero(); k];
+        let mut acc = vec![F::zero(); nc];
+        let mut lanes = vec![[F::zero(); ACC]; nc];
+        for col in 0..cols {
+            let centre = &img[((row + r) * wp + col + r) * nc..][..nc];
+            match self.range {
+                RangeWeight::Gaussian { inv_two_var } if nc == 1 => {
+                    // Gray images: contiguous windows, fixed-width chunks, no channel loop.
+                    let (inv, c0) = (*inv_two_var, centre[0]);
+                    let (mut num, mut den) = ([F::zero(); ACC], [F::zero(); ACC]);
+                    for wr in 0..k {
+                        let line = &img[(row + wr) * wp + col..][..k];
+                        let sp_row = &self.sp[wr * k..][..k];
+                        for (w, (&v, &spw)) in wbuf.iter_mut().zip(line.iter().zip(sp_row)) {
+                            let t = c0 - v;
+                            *w = spw * (-(t * t * inv)).exp_neg();
+                        }
+                        let (mut wc, mut vc) = (wbuf.chunks_exact(ACC), line.chunks_exact(ACC));
+                        for (ws, vs) in (&mut wc).zip(&mut vc) {
+                            for l in 0..ACC {
+                                den[l] = den[l] + ws[l];
+                                num[l] = num[l] + ws[l] * vs[l];
+                            }
+                        }
+                        for (l, (&w, &v)) in wc.remainder().iter().zip(vc.remainder()).enumerate() {
+                            den[l] = den[l] + w;
+                            num[l] = num[l] + w * v;
+                        }
+                    }
+                    let total = den.iter().fold(F::zero(), |a, &b| a + b);
+                    orow[col] = num.iter().fold(F::zero(), |a, &b| a + b) / total;
+                }
+                RangeWeight::Gaussian { inv_two_var } => {
+                    let inv = *inv_two_var;
+                    let mut den = [F::zero(); ACC];
+                    lanes.iter_mut().for_each(|l| *l = [F::zero(); ACC]);
+                    for wr in 0..k {
+                        let line = &img[((row + wr) * wp + col) * nc..][..k * nc];
+                        let sp_row = &self.sp[wr * k..][..k];
+                        // Weights of one window row first (branch-free: vectorised exp).
+                        for (wc, (w, &spw)) in wbuf.iter_mut().zip(sp_row).enumerate() {
+                            let mut d2 = F::zero();
+                            for ch in 0..nc {
+                                let t = centre[ch] - line[wc * nc + ch];
+                                d2 = d2 + t * t;
+                            }
+                            *w = spw * (-(d2 * inv)).exp_neg();
+                        }
+                        // Then the sums, spread over ACC independent lanes.
+                        for (ws, px) in wbuf.chunks(ACC).zip(line.chunks(ACC * nc)) {
+                            for (l, &w) in ws.iter().enumerate() {
+                                den[l] = den[l] + w;
+                                for ch in 0..nc {
+                                    lanes[ch][l] = lanes[ch][l] + w * px[l * nc + ch];
+                                }
+                            }
+                        }
+                    }
+                    let total = den.iter().fold(F::zero(), |a, &b| a + b);
+                    for ch in 0..nc {
+                        let num = lanes[ch].iter().fold(F::zero(), |a, &b| a + b);
+                        orow[col * nc + ch] = num / total;
+                    }
+                }
+                RangeWeight::Table { lut, scale } => {
+                    // scikit-image's order of operations, for bit-identical oracle results.
+                    let last = lut.len() - 1;
+                    acc.iter_mut().for_each(|a| *a = F::zero());
+                    let mut total = F::zero();
+                    for wr in 0..k {
+                        let line = &img[((row + wr) * wp + col) * nc..][..k * nc];
+                        for wc in 0..k {
+                            let px = &line[wc * nc..][..nc];
+                            let mut d2 = F::zero();
+                            for ch in 0..nc {
+                                let t = centre[ch] - px[ch];
+                                d2 = d2 + t * t;
+                            }
+                            let bin = (d2.sqrt() * *scale).to_usize().unwrap_or(last).min(last);
+                            let w = self.sp[wr * k + wc] * lut[bin];
+                            for ch in 0..nc {
+                                acc[ch] = acc[ch] + px[ch] * w;
+                            }
+                            total = total + w;
+                        }
+                    }
+                    for ch in 0..nc {
+                        orow[col * nc + ch] = acc[ch] / total;
+                    }
+                }
+            }
+        }
+    }
+}
+
+struct NlRow<'a, F> {
+    img: &'a [F],
+    wp: usize,
+    plane: usize,
+    nc: usize,
+    s: usize,
+    d: usize,
+    rows: usize,
+    cols: usize,
+    pw: &'a [F],
+    var2: F,
+    exact: bool,
+    row: usize,
+}
+
+impl<F: Real> NlRow<'_, F> {
+    #[inline(always)]
+    fn weight_of(&self, dist: F, cut: bool) -> F {
         let dist = if dist > F::zero() { dist } else { F::zero() };
-        if exact {
+        if self.exact {
             (-dist).exp_fast()
         } else if cut {
             F::zero()
@@ -169,14 +391,22 @@ pub fn nl_means<F: Real>(padded: ArrayView3<F>, patch_weights: ArrayView2<F>, pa
             // In f32 scikit-image evaluates its exponential in double and rounds the result.
             F::of(schraudolph_exp(-dist.f64()))
         }
-    };
-    let mut out = Array3::<F>::zeros((rows, cols, nc));
-    out.axis_iter_mut(Axis(0)).into_par_iter().enumerate().for_each(|(row, mut orow)| {
-        let orow = orow.as_slice_mut().expect("fresh array rows are contiguous");
+    }
+
+}
+
+impl<F: Real> RowKernel<F> for NlRow<'_, F> {
+    #[inline(always)]
+    fn run(&self, orow: &mut [F], nc: usize) {
+        let (img, wp, plane, s, d, row) = (self.img, self.wp, self.plane, self.s, self.d, self.row);
+        let (pw, var2, exact) = (self.pw, self.var2, self.exact);
+        debug_assert_eq!(nc, self.nc);
+        let off = s / 2;
+        let cutoff = F::of(DISTANCE_CUTOFF);
         let mut acc = vec![F::zero(); nc];
-        let (i0, i1) = (row.saturating_sub(d), (row + d + 1).min(rows));
-        for col in 0..cols {
-            let (j0, j1) = (col.saturating_sub(d), (col + d + 1).min(cols));
+        let (i0, i1) = (row.saturating_sub(d), (row + d + 1).min(self.rows));
+        for col in 0..self.cols {
+            let (j0, j1) = (col.saturating_sub(d), (col + d + 1).min(self.cols));
             acc.iter_mut().for_each(|a| *a = F::zero());
             let mut wsum = F::zero();
             for i in i0..i1 {
@@ -188,6 +418,7 @@ pub fn nl_means<F: Real>(padded: ArrayView3<F>, patch_weights: ArrayView2<F>, pa
                     if lanes == LANES {
                         for r in 0..s {
                             if !exact {
+                                // scikit-image's test at the start of every patch row.
                                 let mut all = true;
                                 for l in 0..LANES {
                                     cut[l] |= dist[l] > cutoff;
@@ -197,12 +428,14 @@ pub fn nl_means<F: Real>(padded: ArrayView3<F>, patch_weights: ArrayView2<F>, pa
                                     break;
                                 }
                             }
+                            let crow = (row + r) * wp + col;
+                            let nrow = (i + r) * wp + j;
                             for c in 0..s {
                                 let wrc = pw[r * s + c];
                                 for ch in 0..nc {
                                     let base = ch * plane;
-                                    let a = img[base + (row + r) * wp + col + c];
-                                    let cand = &img[base + (i + r) * wp + j + c..][..LANES];
+                                    let a = img[base + crow + c];
+                                    let cand: &[F; LANES] = img[base + nrow + c..][..LANES].try_into().expect("LANES values");
                                     for l in 0..LANES {
                                         let t = a - cand[l];
                                         dist[l] = dist[l] + wrc * (t * t - var2);
@@ -230,7 +463,7 @@ pub fn nl_means<F: Real>(padded: ArrayView3<F>, patch_weights: ArrayView2<F>, pa
                         }
                     }
                     for l in 0..lanes {
-                        let w = weight_of(dist[l], cut[l]);
+                        let w = self.weight_of(dist[l], cut[l]);
                         wsum = wsum + w;
                         let centre = (i + off) * wp + j + l + off;
                         for (ch, a) in acc.iter_mut().enumerate() {
@@ -244,8 +477,7 @@ pub fn nl_means<F: Real>(padded: ArrayView3<F>, patch_weights: ArrayView2<F>, pa
                 *o = *a / wsum;
             }
         }
-    });
-    Ok(out)
+    }
 }
 
 #[cfg(test)]
@@ -350,6 +582,27 @@ mod tests {
     }
 
     #[test]
+    fn exp_neg_is_accurate() {
+        let mut x = 0.0f64;
+        while x > -800.0 {
+            let (want, got) = (x.exp(), x.exp_neg());
+            if want > 1e-300 {
+                assert!(((got - want) / want).abs() < 5e-16, "{x}");
+            } else {
+                assert!(got <= 1e-300);
+            }
+            let xf = x as f32;
+            let (wf, gf) = ((xf as f64).exp(), xf.exp_neg() as f64);
+            if wf > 1e-37 {
+                assert!(((gf - wf) / wf).abs() < 3e-7, "{xf}");
+            }
+            x -= 0.0173;
+        }
+        assert_eq!(0.0f64.exp_neg(), 1.0);
+        assert_eq!((-1e9f32).exp_neg(), 0.0);
+    }
+
+    #[test]
     fn bad_shapes_are_errors() {
         let img = Array3::<f64>::zeros((3, 3, 1));
         assert!(nl_means(img.view(), Array2::zeros((2, 2)).view(), 1, 0.0, false).is_err());
@@ -358,3 +611,5 @@ mod tests {
         assert!(bilateral(img.view(), Array2::zeros((5, 5)).view(), &RangeWeight::Gaussian { inv_two_var: 1.0 }).is_err());
     }
 }
+
+

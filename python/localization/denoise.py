@@ -320,34 +320,39 @@ def _check_bandwidths(bandwidth, name, p):
     return bw
 
 
-def _fixed_point(X, Y, Y0, hx, hy, kernel, max_iter, tol, blurring, n_jobs, sample_weight=None):
-    """Iterate Ŷ ← Σⱼ K((xᵢ, ŷᵢ), (xⱼ, yⱼ)) yⱼ / Σⱼ K from Ŷ = Y0 with one engine call per step.
+def _fixed_point(X, Y, Y0, hx, hy, kernel, max_iter, tol, blurring, n_jobs):
+    """Iterate ŷᵢ ← Σⱼ K((xᵢ, ŷᵢ), (xⱼ, yⱼ)) yⱼ / Σⱼ K from Ŷ = Y0 with one engine call per step.
 
     The product of Gaussians is one Gaussian on the scaled, concatenated features
     [x/h_x, y/h_y], so every step is a plain local mean over those features with values y.
+    Without blurring every sample follows its own trajectory and stops on its own (so the
+    result for one sample does not depend on the others' convergence); with blurring the
+    whole sample moves together and stops when no value moves by more than tol·h_y.
     """
     dt = X.dtype
     Xs = X / hx.astype(dt)
-    ref = np.ascontiguousarray(np.hstack([Xs, Y / hy.astype(dt)]))
-    Yref = Y
+    inv_hy = (1.0 / hy).astype(dt)
+    ref, Yref = np.ascontiguousarray(np.hstack([Xs, Y * inv_hy])), Y
     cur = Y0.copy()
-    n_iter, converged = 0, False
-    for n_iter in range(1, max_iter + 1):
-        queries = np.ascontiguousarray(np.hstack([Xs[: len(cur)] if len(cur) == len(Xs) else Xs, cur / hy.astype(dt)]))
-        bk = bind(kernel, 1.0, ref)
-        num, den, *_ = bk.sums(queries, Yref, sample_weight, n_jobs=n_jobs)
+    active = np.all(np.isfinite(cur), axis=1)
+    n_iter = 0
+    while n_iter < max_iter and np.any(active):
+        n_iter += 1
+        idx = np.flatnonzero(active)
+        q = np.ascontiguousarray(np.hstack([Xs[idx], cur[idx] * inv_hy]), dtype=dt)
+        num, den, *_ = bind(kernel, 1.0, ref).sums(q, Yref, None, n_jobs=n_jobs)
         new = ratio(num, den, warn=False)
         empty = ~(den > 0)
-        new[empty] = cur[empty]  # no sample in reach: keep the current value
-        shift = float(np.max(np.abs(new - cur) / hy.astype(dt))) if new.size else 0.0
-        cur = new
+        new[empty] = cur[idx][empty]  # no sample in reach: keep the current value
+        moved = np.max(np.abs(new - cur[idx]) * inv_hy, axis=1) if new.size else np.zeros(len(idx))
+        cur[idx] = new
         if blurring:
-            ref = np.ascontiguousarray(np.hstack([Xs, cur / hy.astype(dt)]))
-            Yref = cur
-        if shift < tol:
-            converged = True
-            break
-    return cur, n_iter, converged
+            ref, Yref = np.ascontiguousarray(np.hstack([Xs, cur * inv_hy])), cur.copy()
+            if not np.max(moved, initial=0.0) >= tol:
+                active[:] = False
+        else:
+            active[idx[~(moved >= tol)]] = False
+    return cur, n_iter, not np.any(active)
 
 
 def self_local_mean(X, y, *, spatial_bandwidth=1.0, range_bandwidth=1.0, kernel="gaussian", max_iter=100, tol=1e-4, blurring=False, n_jobs=None):
@@ -471,7 +476,8 @@ class SelfLocalMean(MultiOutputMixin, RegressorMixin, BaseEstimator):
         bx = bind(self.kernel, 1.0, np.ascontiguousarray(self.X_fit_ / hx.astype(dt)))
         num, den, *_ = bx.sums(np.ascontiguousarray(X / hx.astype(dt)), self.y_fit_, n_jobs=self.n_jobs)
         start = ratio(num, den, what="position-only local mean")
-        out = _predict_fixed_point(self.X_fit_, self.y_fit_, X, start, hx, hy, self.kernel, max_iter, tol, self.n_jobs)
+        # References stay the training sample: a mean shift in y at every query position.
+        out, _, _ = _fixed_point_queries(self.X_fit_, self.y_fit_, X, start, hx, hy, self.kernel, max_iter, tol, self.n_jobs)
         return out[:, 0] if self._y_1d else out
 
     def __sklearn_tags__(self):
@@ -480,21 +486,24 @@ class SelfLocalMean(MultiOutputMixin, RegressorMixin, BaseEstimator):
         return tags
 
 
-def _predict_fixed_point(Xf, Yf, Xq, start, hx, hy, kernel, max_iter, tol, n_jobs):
+def _fixed_point_queries(Xf, Yf, Xq, start, hx, hy, kernel, max_iter, tol, n_jobs):
+    """The non-blurring iteration at query positions Xq (references: the training sample)."""
     dt = Xf.dtype
-    ref = np.ascontiguousarray(np.hstack([Xf / hx.astype(dt), Yf / hy.astype(dt)]))
-    bk = bind(kernel, 1.0, ref)
+    inv_hy = (1.0 / hy).astype(dt)
+    ref = np.ascontiguousarray(np.hstack([Xf / hx.astype(dt), Yf * inv_hy]))
     Xqs = Xq / hx.astype(dt)
     cur = start.copy()
-    valid = np.all(np.isfinite(cur), axis=1)
-    for _ in range(max_iter):
-        q = np.ascontiguousarray(np.hstack([Xqs, np.where(valid[:, None], cur, 0) / hy.astype(dt)]), dtype=dt)
-        num, den, *_ = bk.sums(q, Yf, None, n_jobs=n_jobs)
+    active = np.all(np.isfinite(cur), axis=1)
+    n_iter = 0
+    while n_iter < max_iter and np.any(active):
+        n_iter += 1
+        idx = np.flatnonzero(active)
+        q = np.ascontiguousarray(np.hstack([Xqs[idx], cur[idx] * inv_hy]), dtype=dt)
+        num, den, *_ = bind(kernel, 1.0, ref).sums(q, Yf, None, n_jobs=n_jobs)
         new = ratio(num, den, warn=False)
-        keep = ~(den > 0) | ~valid
-        new[keep] = cur[keep]
-        shift = np.abs(new - cur)[valid]
-        cur = new
-        if shift.size == 0 or float(np.max(shift / hy.astype(dt))) < tol:
-            break
-    return cur
+        empty = ~(den > 0)
+        new[empty] = cur[idx][empty]
+        moved = np.max(np.abs(new - cur[idx]) * inv_hy, axis=1)
+        cur[idx] = new
+        active[idx[~(moved >= tol)]] = False
+    return cur, n_iter, not np.any(active)

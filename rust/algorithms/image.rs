@@ -251,9 +251,6 @@ unsafe fn run_avx512<F, K: RowKernel<F>>(k: &K, orow: &mut [F], nc: usize) {
     by_channels(k, orow, nc)
 }
 
-/// Accumulator lanes of the bilateral sums (a fixed, thread-independent summation order).
-const ACC: usize = 8;
-
 struct BilateralRow<'a, F> {
     img: &'a [F],
     wp: usize,
@@ -266,99 +263,91 @@ struct BilateralRow<'a, F> {
 impl<F: ExpNeg> RowKernel<F> for BilateralRow<'_, F> {
     #[inline(always)]
     fn run(&self, orow: &mut [F], nc: usize) {
+        match self.range {
+            RangeWeight::Gaussian { inv_two_var } => self.gaussian(orow, nc, *inv_two_var),
+            RangeWeight::Table { lut, scale } => self.table(orow, nc, lut, *scale),
+        }
+    }
+}
+
+impl<F: ExpNeg> BilateralRow<'_, F> {
+    /// One window offset at a time across the whole output row: the inner loops run over
+    /// contiguous pixels (long enough to vectorise, unlike a 13-wide window row), and every
+    /// pixel still sums its window in the same fixed offset order.
+    #[inline(always)]
+    fn gaussian(&self, orow: &mut [F], nc: usize, inv: F) {
         let (img, wp, k, row) = (self.img, self.wp, self.k, self.row);
         let r = k / 2;
         let cols = orow.len() / nc;
-        let mut wbuf = vec![F::zero(); k];
+        let mut den = vec![F::zero(); cols];
+        let mut num = vec![F::zero(); cols * nc];
+        let centre = &img[((row + r) * wp + r) * nc..][..cols * nc];
+        for wr in 0..k {
+            for wc in 0..k {
+                let spw = self.sp[wr * k + wc];
+                let line = &img[((row + wr) * wp + wc) * nc..][..cols * nc];
+                if nc == 1 {
+                    // Gray: four plain zipped slices, the simplest shape for the vectoriser.
+                    for (((dn, nm), &c), &v) in den.iter_mut().zip(num.iter_mut()).zip(centre).zip(line) {
+                        let t = c - v;
+                        let w = spw * (-(t * t * inv)).exp_neg();
+                        *dn = *dn + w;
+                        *nm = *nm + w * v;
+                    }
+                    continue;
+                }
+                for (col, (dn, nm)) in den.iter_mut().zip(num.chunks_exact_mut(nc)).enumerate() {
+                    let (c, v) = (&centre[col * nc..][..nc], &line[col * nc..][..nc]);
+                    let mut d2 = F::zero();
+                    for ch in 0..nc {
+                        let t = c[ch] - v[ch];
+                        d2 = d2 + t * t;
+                    }
+                    let w = spw * (-(d2 * inv)).exp_neg();
+                    *dn = *dn + w;
+                    for ch in 0..nc {
+                        nm[ch] = nm[ch] + w * v[ch];
+                    }
+                }
+            }
+        }
+        for (col, (o, n)) in orow.chunks_exact_mut(nc).zip(num.chunks_exact(nc)).enumerate() {
+            for ch in 0..nc {
+                o[ch] = n[ch] / den[col];
+            }
+        }
+    }
+
+    /// scikit-image's order of operations, for bit-identical oracle results.
+    fn table(&self, orow: &mut [F], nc: usize, lut: &[F], scale: F) {
+        let (img, wp, k, row) = (self.img, self.wp, self.k, self.row);
+        let r = k / 2;
+        let cols = orow.len() / nc;
+        let last = lut.len() - 1;
         let mut acc = vec![F::zero(); nc];
-        let mut lanes = vec![[F::zero(); ACC]; nc];
         for col in 0..cols {
             let centre = &img[((row + r) * wp + col + r) * nc..][..nc];
-            match self.range {
-                RangeWeight::Gaussian { inv_two_var } if nc == 1 => {
-                    // Gray images: contiguous windows, fixed-width chunks, no channel loop.
-                    let (inv, c0) = (*inv_two_var, centre[0]);
-                    let (mut num, mut den) = ([F::zero(); ACC], [F::zero(); ACC]);
-                    for wr in 0..k {
-                        let line = &img[(row + wr) * wp + col..][..k];
-                        let sp_row = &self.sp[wr * k..][..k];
-                        for (w, (&v, &spw)) in wbuf.iter_mut().zip(line.iter().zip(sp_row)) {
-                            let t = c0 - v;
-                            *w = spw * (-(t * t * inv)).exp_neg();
-                        }
-                        let (mut wc, mut vc) = (wbuf.chunks_exact(ACC), line.chunks_exact(ACC));
-                        for (ws, vs) in (&mut wc).zip(&mut vc) {
-                            for l in 0..ACC {
-                                den[l] = den[l] + ws[l];
-                                num[l] = num[l] + ws[l] * vs[l];
-                            }
-                        }
-                        for (l, (&w, &v)) in wc.remainder().iter().zip(vc.remainder()).enumerate() {
-                            den[l] = den[l] + w;
-                            num[l] = num[l] + w * v;
-                        }
-                    }
-                    let total = den.iter().fold(F::zero(), |a, &b| a + b);
-                    orow[col] = num.iter().fold(F::zero(), |a, &b| a + b) / total;
-                }
-                RangeWeight::Gaussian { inv_two_var } => {
-                    let inv = *inv_two_var;
-                    let mut den = [F::zero(); ACC];
-                    lanes.iter_mut().for_each(|l| *l = [F::zero(); ACC]);
-                    for wr in 0..k {
-                        let line = &img[((row + wr) * wp + col) * nc..][..k * nc];
-                        let sp_row = &self.sp[wr * k..][..k];
-                        // Weights of one window row first (branch-free: vectorised exp).
-                        for (wc, (w, &spw)) in wbuf.iter_mut().zip(sp_row).enumerate() {
-                            let mut d2 = F::zero();
-                            for ch in 0..nc {
-                                let t = centre[ch] - line[wc * nc + ch];
-                                d2 = d2 + t * t;
-                            }
-                            *w = spw * (-(d2 * inv)).exp_neg();
-                        }
-                        // Then the sums, spread over ACC independent lanes.
-                        for (ws, px) in wbuf.chunks(ACC).zip(line.chunks(ACC * nc)) {
-                            for (l, &w) in ws.iter().enumerate() {
-                                den[l] = den[l] + w;
-                                for ch in 0..nc {
-                                    lanes[ch][l] = lanes[ch][l] + w * px[l * nc + ch];
-                                }
-                            }
-                        }
-                    }
-                    let total = den.iter().fold(F::zero(), |a, &b| a + b);
+            acc.iter_mut().for_each(|a| *a = F::zero());
+            let mut total = F::zero();
+            for wr in 0..k {
+                let line = &img[((row + wr) * wp + col) * nc..][..k * nc];
+                for wc in 0..k {
+                    let px = &line[wc * nc..][..nc];
+                    let mut d2 = F::zero();
                     for ch in 0..nc {
-                        let num = lanes[ch].iter().fold(F::zero(), |a, &b| a + b);
-                        orow[col * nc + ch] = num / total;
+                        let t = centre[ch] - px[ch];
+                        d2 = d2 + t * t;
                     }
-                }
-                RangeWeight::Table { lut, scale } => {
-                    // scikit-image's order of operations, for bit-identical oracle results.
-                    let last = lut.len() - 1;
-                    acc.iter_mut().for_each(|a| *a = F::zero());
-                    let mut total = F::zero();
-                    for wr in 0..k {
-                        let line = &img[((row + wr) * wp + col) * nc..][..k * nc];
-                        for wc in 0..k {
-                            let px = &line[wc * nc..][..nc];
-                            let mut d2 = F::zero();
-                            for ch in 0..nc {
-                                let t = centre[ch] - px[ch];
-                                d2 = d2 + t * t;
-                            }
-                            let bin = (d2.sqrt() * *scale).to_usize().unwrap_or(last).min(last);
-                            let w = self.sp[wr * k + wc] * lut[bin];
-                            for ch in 0..nc {
-                                acc[ch] = acc[ch] + px[ch] * w;
-                            }
-                            total = total + w;
-                        }
-                    }
+                    let bin = (d2.sqrt() * scale).to_usize().unwrap_or(last).min(last);
+                    let w = self.sp[wr * k + wc] * lut[bin];
                     for ch in 0..nc {
-                        orow[col * nc + ch] = acc[ch] / total;
+                        acc[ch] = acc[ch] + px[ch] * w;
                     }
+                    total = total + w;
                 }
+            }
+            for ch in 0..nc {
+                orow[col * nc + ch] = acc[ch] / total;
             }
         }
     }

@@ -141,10 +141,6 @@ pub fn schraudolph_exp(y: f64) -> f64 {
 /// Patch distance running sum above which scikit-image drops a candidate patch.
 const DISTANCE_CUTOFF: f64 = 5.0;
 
-/// Candidates handled together: independent running sums hide the addition latency and map
-/// onto SIMD lanes, while each lane keeps the reference summation order.
-const LANES: usize = 8;
-
 /// Non-local means of an image given in planar layout and padded by s/2 on each side.
 ///
 /// `padded` is channels × (rows + s − 1) × (cols + s − 1); `patch_weights` is the s×s patch
@@ -385,85 +381,75 @@ impl<F: Real> NlRow<'_, F> {
 }
 
 impl<F: Real> RowKernel<F> for NlRow<'_, F> {
+    /// One output row. The loops run candidate row i, then column shift δ = j − col, then the
+    /// patch (row r, column c, channel), and innermost over all output columns at once: long,
+    /// contiguous, vectorisable loops. Per pixel the candidates are still visited in
+    /// scikit-image's order (i, then j ascending) and each patch distance is summed in its
+    /// order (r, c, channel), with its cut-off test at the start of every patch row.
     #[inline(always)]
     fn run(&self, orow: &mut [F], nc: usize) {
-        let (img, wp, plane, s, d, row) = (self.img, self.wp, self.plane, self.s, self.d, self.row);
+        let (img, wp, plane, s, row, cols) = (self.img, self.wp, self.plane, self.s, self.row, self.cols);
         let (pw, var2, exact) = (self.pw, self.var2, self.exact);
         debug_assert_eq!(nc, self.nc);
         let off = s / 2;
+        let d = self.d as isize;
         let cutoff = F::of(DISTANCE_CUTOFF);
-        let mut acc = vec![F::zero(); nc];
-        let (i0, i1) = (row.saturating_sub(d), (row + d + 1).min(self.rows));
-        for col in 0..self.cols {
-            let (j0, j1) = (col.saturating_sub(d), (col + d + 1).min(self.cols));
-            acc.iter_mut().for_each(|a| *a = F::zero());
-            let mut wsum = F::zero();
-            for i in i0..i1 {
-                let mut j = j0;
-                while j < j1 {
-                    let lanes = LANES.min(j1 - j);
-                    let mut dist = [F::zero(); LANES];
-                    let mut cut = [false; LANES];
-                    if lanes == LANES {
-                        for r in 0..s {
-                            if !exact {
-                                // scikit-image's test at the start of every patch row.
-                                let mut all = true;
-                                for l in 0..LANES {
-                                    cut[l] |= dist[l] > cutoff;
-                                    all &= cut[l];
-                                }
-                                if all {
-                                    break;
-                                }
-                            }
-                            let crow = (row + r) * wp + col;
-                            let nrow = (i + r) * wp + j;
-                            for c in 0..s {
-                                let wrc = pw[r * s + c];
-                                for ch in 0..nc {
-                                    let base = ch * plane;
-                                    let a = img[base + crow + c];
-                                    let cand: &[F; LANES] = img[base + nrow + c..][..LANES].try_into().expect("LANES values");
-                                    for l in 0..LANES {
-                                        let t = a - cand[l];
-                                        dist[l] = dist[l] + wrc * (t * t - var2);
-                                    }
-                                }
-                            }
+        let mut dist = vec![F::zero(); cols];
+        let mut cut = vec![false; cols];
+        let mut wsum = vec![F::zero(); cols];
+        let mut acc = vec![F::zero(); cols * nc];
+        let (i0, i1) = (row.saturating_sub(self.d), (row + self.d + 1).min(self.rows));
+        for i in i0..i1 {
+            for delta in -d..=d {
+                // Output columns whose candidate col + δ lies inside the image.
+                let c0 = (-delta).max(0) as usize;
+                let c1 = (cols as isize - delta).min(cols as isize).max(0) as usize;
+                if c0 >= c1 {
+                    continue;
+                }
+                let n = c1 - c0;
+                let j0 = (c0 as isize + delta) as usize;
+                let (dist, cut) = (&mut dist[..n], &mut cut[..n]);
+                dist.iter_mut().for_each(|v| *v = F::zero());
+                cut.iter_mut().for_each(|v| *v = false);
+                for r in 0..s {
+                    if !exact {
+                        let mut alive = false;
+                        for (k, &v) in cut.iter_mut().zip(dist.iter()) {
+                            *k |= v > cutoff;
+                            alive |= !*k;
                         }
-                    } else {
-                        // The last few candidates of a row: one at a time, same order.
-                        for l in 0..lanes {
-                            for r in 0..s {
-                                if !exact && dist[l] > cutoff {
-                                    cut[l] = true;
-                                    break;
-                                }
-                                for c in 0..s {
-                                    let wrc = pw[r * s + c];
-                                    for ch in 0..nc {
-                                        let base = ch * plane;
-                                        let t = img[base + (row + r) * wp + col + c] - img[base + (i + r) * wp + j + l + c];
-                                        dist[l] = dist[l] + wrc * (t * t - var2);
-                                    }
-                                }
+                        if !alive {
+                            break;
+                        }
+                    }
+                    for c in 0..s {
+                        let wrc = pw[r * s + c];
+                        for ch in 0..nc {
+                            let base = ch * plane;
+                            let a = &img[base + (row + r) * wp + c0 + c..][..n];
+                            let b = &img[base + (i + r) * wp + j0 + c..][..n];
+                            for ((dd, &x), &y) in dist.iter_mut().zip(a).zip(b) {
+                                let t = x - y;
+                                *dd = *dd + wrc * (t * t - var2);
                             }
                         }
                     }
-                    for l in 0..lanes {
-                        let w = self.weight_of(dist[l], cut[l]);
-                        wsum = wsum + w;
-                        let centre = (i + off) * wp + j + l + off;
-                        for (ch, a) in acc.iter_mut().enumerate() {
-                            *a = *a + w * img[ch * plane + centre];
-                        }
+                }
+                let centre = (i + off) * wp + j0 + off;
+                for (l, (&dv, &cv)) in dist.iter().zip(cut.iter()).enumerate() {
+                    let w = self.weight_of(dv, cv);
+                    let col = c0 + l;
+                    wsum[col] = wsum[col] + w;
+                    for ch in 0..nc {
+                        acc[col * nc + ch] = acc[col * nc + ch] + w * img[ch * plane + centre + l];
                     }
-                    j += lanes;
                 }
             }
-            for (o, a) in orow[col * nc..][..nc].iter_mut().zip(&acc) {
-                *o = *a / wsum;
+        }
+        for (col, o) in orow.chunks_exact_mut(nc).enumerate() {
+            for ch in 0..nc {
+                o[ch] = acc[col * nc + ch] / wsum[col];
             }
         }
     }

@@ -134,7 +134,7 @@ def test_bilateral_loop_matches_skimage_with_its_tables(mode, shape, sigma_spati
     pad = np.pad(img3, ((r, r), (r, r), (0, 0)), mode=mode, **({"constant_values": 0.2} if mode == "constant" else {}))
     max_value = img.max()
     lut = np.exp(-0.5 * np.linspace(0, max_value, bins, endpoint=False) ** 2 / sigma_color**2)
-    got = _core.bilateral_filter(np.ascontiguousarray(pad), _skimage_spatial_lut(win, sigma_spatial), 1.0,
+    got = _core.bilateral_filter(np.ascontiguousarray(np.moveaxis(pad, 2, 0)), _skimage_spatial_lut(win, sigma_spatial), 1.0,
                                  color_lut=lut, lut_scale=(bins // nc) / max_value)  # C integer division there
     got = got[:, :, 0] if nc == 1 else got
     assert np.max(np.abs(got - ref)) <= 1e-12

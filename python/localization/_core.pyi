@@ -13,7 +13,7 @@ def bilateral_filter(
     lut_scale: float = 1.0,
     n_jobs: int | None = None,
 ) -> NDArray[np.floating]:
-    """Bilateral filter of a (rows+2r, cols+2r, channels) padded image; returns (rows, cols, channels)."""
+    """Bilateral filter of a planar (channels, rows+2r, cols+2r) padded image; returns (rows, cols, channels)."""
 
 def nl_means(
     padded: NDArray[np.floating],

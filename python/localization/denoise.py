@@ -154,7 +154,8 @@ def bilateral(image, spatial_bandwidth=1.0, range_bandwidth=None, *, window_size
         # A constant image (std 0): every pixel already equals its mean.
         out = img.copy()
     else:
-        padded = _pad(img, radius, mode, cval)
+        # Planar layout: every loop of the native filter runs over contiguous pixels.
+        padded = np.ascontiguousarray(np.moveaxis(_pad(img, radius, mode, cval), 2, 0))
         spatial = _gaussian_window(radius, hx, img.dtype)
         out = _core.bilateral_filter(padded, spatial, range_bandwidth=hy, n_jobs=n_jobs)
     return out[:, :, 0] if was_2d else out

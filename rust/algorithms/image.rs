@@ -86,7 +86,7 @@ impl ExpNeg for f32 {
 
 /// Bilateral filter of an image padded by `radius` pixels on each side.
 ///
-/// `padded` is (rows + 2r) × (cols + 2r) × channels; `spatial` is the (2r+1)×(2r+1) table of
+/// `padded` is channels × (rows + 2r) × (cols + 2r) (planar); `spatial` is the (2r+1)×(2r+1) table of
 /// K_x over the window offsets. Returns rows × cols × channels: at every pixel
 /// Σ_j K_x K_y f_j / Σ_j K_x K_y over the window.
 pub fn bilateral<F: ExpNeg>(padded: ArrayView3<F>, spatial: ArrayView2<F>, range: &RangeWeight<F>) -> Result<Array3<F>> {
@@ -95,7 +95,7 @@ pub fn bilateral<F: ExpNeg>(padded: ArrayView3<F>, spatial: ArrayView2<F>, range
 
 fn bilateral_with<F: ExpNeg>(
     simd: Simd, padded: ArrayView3<F>, spatial: ArrayView2<F>, range: &RangeWeight<F>) -> Result<Array3<F>> {
-    let (hp, wp, nc) = padded.dim();
+    let (nc, hp, wp) = padded.dim();
     let k = spatial.nrows();
     if k == 0 || k % 2 == 0 || spatial.ncols() != k {
         return Err(LocalizationError::shape("spatial", "an odd square window", format!("{:?}", spatial.dim())));
@@ -120,7 +120,7 @@ fn bilateral_with<F: ExpNeg>(
     let mut out = Array3::<F>::zeros((rows, cols, nc));
     out.axis_iter_mut(Axis(0)).into_par_iter().enumerate().for_each(|(row, mut orow)| {
         let orow = orow.as_slice_mut().expect("fresh array rows are contiguous");
-        simd.run(&BilateralRow { img, wp, k, sp, range, row }, orow, nc);
+        simd.run(&BilateralRow { img, wp, plane: hp * wp, k, sp, range, row }, orow, nc);
     });
     Ok(out)
 }
@@ -250,6 +250,7 @@ unsafe fn run_avx512<F, K: RowKernel<F>>(k: &K, orow: &mut [F], nc: usize) {
 struct BilateralRow<'a, F> {
     img: &'a [F],
     wp: usize,
+    plane: usize,
     k: usize,
     sp: &'a [F],
     range: &'a RangeWeight<F>,
@@ -272,19 +273,20 @@ impl<F: ExpNeg> BilateralRow<'_, F> {
     /// pixel still sums its window in the same fixed offset order.
     #[inline(always)]
     fn gaussian(&self, orow: &mut [F], nc: usize, inv: F) {
-        let (img, wp, k, row) = (self.img, self.wp, self.k, self.row);
+        let (img, wp, plane, k, row) = (self.img, self.wp, self.plane, self.k, self.row);
         let r = k / 2;
         let cols = orow.len() / nc;
         let mut den = vec![F::zero(); cols];
         let mut num = vec![F::zero(); cols * nc];
-        let centre = &img[((row + r) * wp + r) * nc..][..cols * nc];
+        let mut d2 = vec![F::zero(); cols];
+        let centre = |ch: usize| &img[ch * plane + (row + r) * wp + r..][..cols];
         for wr in 0..k {
             for wc in 0..k {
                 let spw = self.sp[wr * k + wc];
-                let line = &img[((row + wr) * wp + wc) * nc..][..cols * nc];
+                let line = |ch: usize| &img[ch * plane + (row + wr) * wp + wc..][..cols];
                 if nc == 1 {
                     // Gray: four plain zipped slices, the simplest shape for the vectoriser.
-                    for (((dn, nm), &c), &v) in den.iter_mut().zip(num.iter_mut()).zip(centre).zip(line) {
+                    for (((dn, nm), &c), &v) in den.iter_mut().zip(num.iter_mut()).zip(centre(0)).zip(line(0)) {
                         let t = c - v;
                         let w = spw * (-(t * t * inv)).exp_neg();
                         *dn = *dn + w;
@@ -292,52 +294,54 @@ impl<F: ExpNeg> BilateralRow<'_, F> {
                     }
                     continue;
                 }
-                for (col, (dn, nm)) in den.iter_mut().zip(num.chunks_exact_mut(nc)).enumerate() {
-                    let (c, v) = (&centre[col * nc..][..nc], &line[col * nc..][..nc]);
-                    let mut d2 = F::zero();
-                    for ch in 0..nc {
-                        let t = c[ch] - v[ch];
-                        d2 = d2 + t * t;
+                d2.iter_mut().for_each(|v| *v = F::zero());
+                for ch in 0..nc {
+                    for ((dd, &c), &v) in d2.iter_mut().zip(centre(ch)).zip(line(ch)) {
+                        let t = c - v;
+                        *dd = *dd + t * t;
                     }
-                    let w = spw * (-(d2 * inv)).exp_neg();
-                    *dn = *dn + w;
-                    for ch in 0..nc {
-                        nm[ch] = nm[ch] + w * v[ch];
+                }
+                for (dd, dn) in d2.iter_mut().zip(den.iter_mut()) {
+                    *dd = spw * (-(*dd * inv)).exp_neg(); // now the weight
+                    *dn = *dn + *dd;
+                }
+                for ch in 0..nc {
+                    for ((nm, &w), &v) in num[ch * cols..][..cols].iter_mut().zip(&d2).zip(line(ch)) {
+                        *nm = *nm + w * v;
                     }
                 }
             }
         }
-        for (col, (o, n)) in orow.chunks_exact_mut(nc).zip(num.chunks_exact(nc)).enumerate() {
+        for (col, o) in orow.chunks_exact_mut(nc).enumerate() {
             for ch in 0..nc {
-                o[ch] = n[ch] / den[col];
+                o[ch] = num[ch * cols + col] / den[col];
             }
         }
     }
 
     /// scikit-image's order of operations, for bit-identical oracle results.
     fn table(&self, orow: &mut [F], nc: usize, lut: &[F], scale: F) {
-        let (img, wp, k, row) = (self.img, self.wp, self.k, self.row);
+        let (img, wp, plane, k, row) = (self.img, self.wp, self.plane, self.k, self.row);
         let r = k / 2;
         let cols = orow.len() / nc;
         let last = lut.len() - 1;
         let mut acc = vec![F::zero(); nc];
         for col in 0..cols {
-            let centre = &img[((row + r) * wp + col + r) * nc..][..nc];
+            let centre = (row + r) * wp + col + r;
             acc.iter_mut().for_each(|a| *a = F::zero());
             let mut total = F::zero();
             for wr in 0..k {
-                let line = &img[((row + wr) * wp + col) * nc..][..k * nc];
                 for wc in 0..k {
-                    let px = &line[wc * nc..][..nc];
+                    let px = (row + wr) * wp + col + wc;
                     let mut d2 = F::zero();
                     for ch in 0..nc {
-                        let t = centre[ch] - px[ch];
+                        let t = img[ch * plane + centre] - img[ch * plane + px];
                         d2 = d2 + t * t;
                     }
                     let bin = (d2.sqrt() * scale).to_usize().unwrap_or(last).min(last);
                     let w = self.sp[wr * k + wc] * lut[bin];
                     for ch in 0..nc {
-                        acc[ch] = acc[ch] + px[ch] * w;
+                        acc[ch] = acc[ch] + img[ch * plane + px] * w;
                     }
                     total = total + w;
                 }
@@ -493,7 +497,8 @@ mod tests {
             (-(da * da + db * db) / (2.0 * ss * ss)).exp()
         });
         let padded = pad_edge(&img, r);
-        let got = bilateral(padded.view(), sp.view(), &RangeWeight::Gaussian { inv_two_var: 1.0 / (2.0 * sr * sr) }).unwrap();
+        let planar = padded.view().permuted_axes([2, 0, 1]).as_standard_layout().to_owned();
+        let got = bilateral(planar.view(), sp.view(), &RangeWeight::Gaussian { inv_two_var: 1.0 / (2.0 * sr * sr) }).unwrap();
         let (h, w, nc) = img.dim();
         for i in 0..h {
             for j in 0..w {

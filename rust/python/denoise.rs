@@ -48,7 +48,7 @@ macro_rules! with_image_float {
     };
 }
 
-/// Bilateral filter of a padded (rows+2r, cols+2r, channels) image with a (2r+1)² spatial
+/// Bilateral filter of a planar padded (channels, rows+2r, cols+2r) image with a (2r+1)² spatial
 /// table. Range weight: the exact Gaussian exp(−‖Δf‖²/2σ²) with σ = `range_bandwidth`, or, when
 /// `color_lut` is given, scikit-image's table lookup lut[min(⌊‖Δf‖·lut_scale⌋, len−1)].
 #[pyfunction]

@@ -58,7 +58,7 @@ fn bilateral_filter<'py>(
     color_lut: Option<&Bound<'py, PyAny>>, lut_scale: f64, n_jobs: Option<i64>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let threads = parallel::resolve_n_jobs(n_jobs)?;
-    if !(range_bandwidth > 0.0) || !range_bandwidth.is_finite() {
+    if !(range_bandwidth.is_finite() && range_bandwidth > 0.0) {
         return Err(PyValueError::new_err("`range_bandwidth` must be a finite positive number"));
     }
     with_image_float!(padded, F, {
@@ -86,7 +86,7 @@ fn nl_means<'py>(
     exact: bool, n_jobs: Option<i64>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let threads = parallel::resolve_n_jobs(n_jobs)?;
-    if !(var2 >= 0.0) || !var2.is_finite() {
+    if !(var2.is_finite() && var2 >= 0.0) {
         return Err(PyValueError::new_err("`sigma` must be a finite non-negative number"));
     }
     with_image_float!(padded, F, {

@@ -335,3 +335,14 @@ def test_non_local_means_estimator():
 @parametrize_with_checks([SelfLocalMean(), NonLocalMeans(patch_size=3, patch_distance=2, h=0.5)])
 def test_sklearn_compatible(estimator, check):
     check(estimator)
+
+
+def test_concurrent_calls_from_python_threads():
+    from concurrent.futures import ThreadPoolExecutor
+
+    imgs = [_noisy((30, 30), seed=s) for s in range(4)]
+    want = [(nl_means(z, 5, 4, 0.1), bilateral(z, 1.5, 0.2)) for z in imgs]
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda z: (nl_means(z, 5, 4, 0.1), bilateral(z, 1.5, 0.2)), imgs))
+    for (a, b), (c, d) in zip(want, got):
+        assert np.array_equal(a, c) and np.array_equal(b, d)

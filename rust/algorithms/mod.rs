@@ -5,3 +5,4 @@ pub mod mean_shift;
 pub mod forest;
 pub mod medoid_shift;
 pub mod quickshift;
+pub mod image;

@@ -327,6 +327,7 @@ fn effective_n_jobs(n_jobs: Option<i64>) -> PyResult<usize> {
 
 mod cluster;
 mod modes;
+mod denoise;
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -341,6 +342,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NeighborIndex>()?;
     cluster::register(m)?;
     modes::register(m)?;
+    denoise::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

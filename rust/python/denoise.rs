@@ -1,0 +1,106 @@
+//! Bindings of the image self-local means (bilateral filter, non-local means). No math here:
+//! the Python layer pads the image and builds the kernel tables; this converts arrays,
+//! releases the GIL and runs the loops of `algorithms::image` on the chosen pool.
+
+use crate::algorithms::image::{self, RangeWeight};
+use crate::kernel::Real;
+use crate::parallel;
+use numpy::{Element, IntoPyArray, PyReadonlyArray1, PyReadonlyArray2, PyReadonlyArray3, PyUntypedArrayMethods};
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+
+fn view3<'py, F: Element>(obj: &Bound<'py, PyAny>, name: &str) -> PyResult<PyReadonlyArray3<'py, F>> {
+    let a: PyReadonlyArray3<'py, F> = obj
+        .extract()
+        .map_err(|_| PyTypeError::new_err(format!("`{name}` must be a 3-D float32 or float64 array")))?;
+    if !a.is_c_contiguous() {
+        return Err(PyValueError::new_err(format!("`{name}` must be C-contiguous")));
+    }
+    Ok(a)
+}
+
+fn table<'py, F: Element>(obj: &Bound<'py, PyAny>, name: &str) -> PyResult<PyReadonlyArray2<'py, F>> {
+    let a: PyReadonlyArray2<'py, F> = obj
+        .extract()
+        .map_err(|_| PyTypeError::new_err(format!("`{name}` must be a 2-D array with the dtype of the image")))?;
+    Ok(a)
+}
+
+fn image_is_f32(x: &Bound<'_, PyAny>) -> PyResult<bool> {
+    if x.extract::<PyReadonlyArray3<f64>>().is_ok() {
+        Ok(false)
+    } else if x.extract::<PyReadonlyArray3<f32>>().is_ok() {
+        Ok(true)
+    } else {
+        Err(PyTypeError::new_err("`image` must be a 3-D float32 or float64 array"))
+    }
+}
+
+macro_rules! with_image_float {
+    ($x:expr, $F:ident, $body:expr) => {
+        if image_is_f32($x)? {
+            type $F = f32;
+            $body
+        } else {
+            type $F = f64;
+            $body
+        }
+    };
+}
+
+/// Bilateral filter of a planar padded (channels, rows+2r, cols+2r) image with a (2r+1)² spatial
+/// table. Range weight: the exact Gaussian exp(−‖Δf‖²/2σ²) with σ = `range_bandwidth`, or, when
+/// `color_lut` is given, scikit-image's table lookup lut[min(⌊‖Δf‖·lut_scale⌋, len−1)].
+#[pyfunction]
+#[pyo3(signature = (padded, spatial, range_bandwidth=1.0, color_lut=None, lut_scale=1.0, n_jobs=None))]
+fn bilateral_filter<'py>(
+    py: Python<'py>, padded: &Bound<'py, PyAny>, spatial: &Bound<'py, PyAny>, range_bandwidth: f64,
+    color_lut: Option<&Bound<'py, PyAny>>, lut_scale: f64, n_jobs: Option<i64>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let threads = parallel::resolve_n_jobs(n_jobs)?;
+    if !(range_bandwidth.is_finite() && range_bandwidth > 0.0) {
+        return Err(PyValueError::new_err("`range_bandwidth` must be a finite positive number"));
+    }
+    with_image_float!(padded, F, {
+        let img = view3::<F>(padded, "image")?;
+        let sp = table::<F>(spatial, "spatial")?;
+        let range = match color_lut {
+            Some(lut) => {
+                let lut: PyReadonlyArray1<F> = lut.extract().map_err(|_| PyTypeError::new_err("`color_lut` must be a 1-D array with the dtype of the image"))?;
+                RangeWeight::Table { lut: lut.as_array().to_vec(), scale: F::of(lut_scale) }
+            }
+            None => RangeWeight::Gaussian { inv_two_var: F::of(1.0 / (2.0 * range_bandwidth * range_bandwidth)) },
+        };
+        let (ia, sa) = (img.as_array(), sp.as_array());
+        let out = py.detach(|| parallel::install(threads, || image::bilateral(ia, sa, &range)))??;
+        Ok(out.into_pyarray(py).into_any())
+    })
+}
+
+/// Non-local means of a planar padded (channels, rows+s−1, cols+s−1) image with an s×s patch
+/// kernel already divided by (channels·Σw·h²); `var2` = 2σ². Returns (rows, cols, channels).
+#[pyfunction]
+#[pyo3(signature = (padded, patch_weights, patch_distance, var2=0.0, exact=false, n_jobs=None))]
+fn nl_means<'py>(
+    py: Python<'py>, padded: &Bound<'py, PyAny>, patch_weights: &Bound<'py, PyAny>, patch_distance: usize, var2: f64,
+    exact: bool, n_jobs: Option<i64>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let threads = parallel::resolve_n_jobs(n_jobs)?;
+    if !(var2.is_finite() && var2 >= 0.0) {
+        return Err(PyValueError::new_err("`sigma` must be a finite non-negative number"));
+    }
+    with_image_float!(padded, F, {
+        let img = view3::<F>(padded, "image")?;
+        let pw = table::<F>(patch_weights, "patch_weights")?;
+        let (ia, wa) = (img.as_array(), pw.as_array());
+        let v2 = <F as Real>::of(var2);
+        let out = py.detach(|| parallel::install(threads, || image::nl_means(ia, wa, patch_distance, v2, exact)))??;
+        Ok(out.into_pyarray(py).into_any())
+    })
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(bilateral_filter, m)?)?;
+    m.add_function(wrap_pyfunction!(nl_means, m)?)?;
+    Ok(())
+}

@@ -13,6 +13,7 @@ from ._core import __version__
 from ._validation import LocalizationWarning
 from .classification import LocalModeClassifier
 from .cluster import MeanShift, estimate_bandwidth, mean_shift
+from .denoise import NonLocalMeans, SelfLocalMean
 from .density import KernelDensity
 from .engine import kernel_matrix, kernel_sum, local_mean
 from .kernels import Balloon, Kernel, SamplePoint
@@ -32,6 +33,9 @@ __all__ = [
     "MeanShift",
     "MedoidShift",
     "ModernHopfield",
+    "NonLocalMeans",
+    "SelfLocalMean",
+    "denoise",
     "PCShift",
     "QuickShift",
     "cluster",

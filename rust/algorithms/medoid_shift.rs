@@ -1,7 +1,9 @@
 //! MedoidShift (SPEC §4; Sheikh, Khan & Kanade 2007): every sample jumps to the sample
 //! minimising its local weighted cost
 //!
-//!     next(i) = argmin_j Σ_k K(x_i, x_k) · D(x_j, x_k)²,
+//! ```text
+//! next(i) = argmin_j Σ_k K(x_i, x_k) · D(x_j, x_k)²,
+//! ```
 //!
 //! and the map i → next(i) is a forest whose roots are the modes (see `forest`).
 //!

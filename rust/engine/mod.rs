@@ -100,6 +100,8 @@ pub struct Problem<'a, F> {
 const QUERY_BLOCK: usize = 32;
 const QUERY_BLOCK_GEMM: usize = 128;
 const TILE: usize = 256;
+/// Above this many value columns, tile sums of values go through a matrix product.
+const WIDE_VALUES: usize = 8;
 
 /// Compute the local sums. Runs on the current rayon pool (see `parallel::install`).
 pub fn local_sums<F: Real>(pb: &Problem<F>, kernel: &Kernel, bw: &Bandwidth<F>, opts: &Options) -> Result<LocalSums<F>> {
@@ -316,7 +318,11 @@ fn block<F: Real, K: TileKernel>(
     let nb = b1 - b0;
     let mut accs: Vec<Acc> = (0..nb).map(|_| Acc::new(p, basis, K::EXP)).collect();
     let mut scratch = Array2::<F>::zeros((nb, TILE));
-    let mut kw = vec![F::zero(); TILE];
+    // Kernel weights of the whole block for one tile; with many value columns they meet the
+    // values in one matrix product instead of one dot product per query and column.
+    let mut kwb = Array2::<F>::zeros((nb, TILE));
+    let wide = p > WIDE_VALUES;
+    let mut wide_out = Array2::<F>::zeros((if wide { nb } else { 0 }, p));
     let mut delta = vec![F::zero(); d];
     let qb = pb.queries.slice(s![b0..b1, ..]);
     let use_gemm = d >= GEMM_MIN_DIM;
@@ -343,7 +349,8 @@ fn block<F: Real, K: TileKernel>(
                 Bandwidth::PerQuery(h) => F::one() / (h[gi] * h[gi]),
                 Bandwidth::PerReference(_) => F::one(),
             };
-            let kw = &mut kw[..len];
+            let mut kw_row = kwb.row_mut(i);
+            let kw = &mut kw_row.as_slice_mut().expect("contiguous scratch")[..len];
             match &tiles.inv_h2 {
                 Some(ih) if !K::DOT => {
                     let ih = &ih[t0..t0 + len];
@@ -359,7 +366,7 @@ fn block<F: Real, K: TileKernel>(
                 }
             }
             let own = (opts.exclude_self && gi >= t0 && gi < t0 + len).then(|| gi - t0);
-            let first = if p > 0 { Some(&vals[..len]) } else { None };
+            let first = if p > 0 && !wide { Some(&vals[..len]) } else { None };
             let (s0, s1) = if K::EXP {
                 if let Some(o) = own {
                     kw[o] = F::neg_infinity();
@@ -375,6 +382,7 @@ fn block<F: Real, K: TileKernel>(
                 let tmax = lanes::max(kw).f64();
                 // Exact skip: every term of this tile underflows to zero relative to the running max.
                 if tmax == f64::NEG_INFINITY || (tmax - acc.log_scale < F::EXP_UNDERFLOW && basis.is_none()) {
+                    kw.iter_mut().for_each(|v| *v = F::zero());
                     continue;
                 }
                 acc.raise_scale(tmax);
@@ -386,11 +394,11 @@ fn block<F: Real, K: TileKernel>(
                 lanes::weigh::<F, false>(kw, w, first, F::zero())
             };
             acc.den += s0.f64();
-            if p > 0 {
+            if p > 0 && !wide {
                 acc.num[0] += s1.f64();
-            }
-            for cc in 1..p {
-                acc.num[cc] += lanes::dot(kw, &vals[cc * TILE..cc * TILE + len]).f64();
+                for cc in 1..p {
+                    acc.num[cc] += lanes::dot(kw, &vals[cc * TILE..cc * TILE + len]).f64();
+                }
             }
             if basis.is_some() {
                 let q = qb.row(i);
@@ -403,6 +411,14 @@ fn block<F: Real, K: TileKernel>(
                     }
                     let vj: Vec<F> = (0..p).map(|cc| vals[cc * TILE + j]).collect();
                     acc.add_moments(kw[j].f64(), &delta, &vj, opts.degree.unwrap_or(0));
+                }
+            }
+        }
+        if let (true, Some(v)) = (wide, &pb.values) {
+            general_mat_mul(F::one(), &kwb.slice(s![.., 0..len]), &v.slice(s![t0..t0 + len, ..]), F::zero(), &mut wide_out);
+            for (acc, row) in accs.iter_mut().zip(wide_out.rows()) {
+                for (a, &b) in acc.num.iter_mut().zip(row) {
+                    *a += b.f64();
                 }
             }
         }

@@ -49,7 +49,7 @@ fn engine_matches_naive_loop_for_every_profile_path_and_bandwidth() {
         let (n, m) = (1100, 70);
         let x = rand_mat(&mut rng, n, d);
         let q = rand_mat(&mut rng, m, d);
-        let v = rand_mat(&mut rng, n, 3);
+        let v = rand_mat(&mut rng, n, if d == 5 { 11 } else { 3 }); // 11 columns: the wide-values path
         let w: Vec<f64> = (0..n).map(|_| rng.random::<f64>() + 0.1).collect();
         let hq: Vec<f64> = (0..m).map(|_| 0.3 + rng.random::<f64>()).collect();
         let hr: Vec<f64> = (0..n).map(|_| 0.3 + rng.random::<f64>()).collect();
@@ -168,7 +168,7 @@ fn results_are_bit_identical_for_any_thread_count() {
     for &d in &[2usize, 30] {
         let x = rand_mat(&mut rng, 2000, d);
         let q = rand_mat(&mut rng, 333, d);
-        let v = rand_mat(&mut rng, 2000, 2);
+        let v = rand_mat(&mut rng, 2000, if d == 2 { 2 } else { 12 });
         for kernel in [Kernel::Radial(Profile::Gaussian), Kernel::Radial(Profile::Tricube), Kernel::Knn { k: 7, profile: Some(Profile::Epanechnikov) }] {
             let run = |t: usize| {
                 install(t, || {

@@ -1,6 +1,6 @@
 //! Per-query f64 accumulators shared by every path of the engine.
 
-use super::LocalSums;
+use super::{lanes, LocalSums};
 use crate::kernel::Real;
 use ndarray::{Array1, Array2, Array3};
 
@@ -75,6 +75,27 @@ impl Acc {
             }
             for c in 0..p {
                 self.cross[a * p + c] += wa * v[c].f64();
+            }
+        }
+    }
+
+    /// The same sums for a whole tile at once (vectorised): `phi` and `vals` are
+    /// basis-/column-major with row stride `stride`; `kw` the tile's weights.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    pub fn add_tile_moments<F: Real>(&mut self, phi: &[F], kw: &[F], vals: &[F], nb: usize, len: usize, stride: usize, wa: &mut [F]) {
+        let p = self.num.len();
+        for a in 0..nb {
+            let pa = &phi[a * stride..a * stride + len];
+            for j in 0..len {
+                wa[j] = kw[j] * pa[j];
+            }
+            let wa = &wa[..len];
+            for b in a..nb {
+                self.mom[a * nb + b] += lanes::dot(wa, &phi[b * stride..b * stride + len]).f64();
+            }
+            for c in 0..p {
+                self.cross[a * p + c] += lanes::dot(wa, &vals[c * stride..c * stride + len]).f64();
             }
         }
     }

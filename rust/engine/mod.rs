@@ -323,7 +323,9 @@ fn block<F: Real, K: TileKernel>(
     let mut kwb = Array2::<F>::zeros((nb, TILE));
     let wide = p > WIDE_VALUES;
     let mut wide_out = Array2::<F>::zeros((if wide { nb } else { 0 }, p));
-    let mut delta = vec![F::zero(); d];
+    // Local polynomial basis φ(x − q) over a tile, basis-major, and a scratch row.
+    let mut phi = vec![F::zero(); basis.unwrap_or(0) * TILE];
+    let mut wa = vec![F::zero(); TILE];
     let qb = pb.queries.slice(s![b0..b1, ..]);
     let use_gemm = d >= GEMM_MIN_DIM;
     for t0 in (0..n).step_by(TILE) {
@@ -400,18 +402,10 @@ fn block<F: Real, K: TileKernel>(
                     acc.num[cc] += lanes::dot(kw, &vals[cc * TILE..cc * TILE + len]).f64();
                 }
             }
-            if basis.is_some() {
+            if let Some(nbasis) = basis {
                 let q = qb.row(i);
-                for j in 0..len {
-                    if kw[j] == F::zero() {
-                        continue;
-                    }
-                    for k in 0..d {
-                        delta[k] = coords[k * TILE + j] - q[k];
-                    }
-                    let vj: Vec<F> = (0..p).map(|cc| vals[cc * TILE + j]).collect();
-                    acc.add_moments(kw[j].f64(), &delta, &vj, opts.degree.unwrap_or(0));
-                }
+                fill_basis(&mut phi, coords, q.as_slice().expect("C-contiguous queries"), len, opts.degree.unwrap_or(0));
+                acc.add_tile_moments(&phi, kw, vals, nbasis, len, TILE, &mut wa);
             }
         }
         if let (true, Some(v)) = (wide, &pb.values) {
@@ -424,6 +418,35 @@ fn block<F: Real, K: TileKernel>(
         }
     }
     accs
+}
+
+/// φ(x_j − q) for every reference of a tile: rows 1, δ_k, then δ_a δ_b (a ≤ b), each TILE long.
+#[inline(always)]
+fn fill_basis<F: Real>(phi: &mut [F], coords: &[F], q: &[F], len: usize, degree: usize) {
+    let d = q.len();
+    phi[..len].iter_mut().for_each(|v| *v = F::one());
+    if degree == 0 {
+        return;
+    }
+    for k in 0..d {
+        let (xs, out) = (&coords[k * TILE..k * TILE + len], &mut phi[(1 + k) * TILE..(1 + k) * TILE + len]);
+        for j in 0..len {
+            out[j] = xs[j] - q[k];
+        }
+    }
+    if degree >= 2 {
+        let mut at = 1 + d;
+        for a in 0..d {
+            for b in a..d {
+                let (lo, hi) = phi.split_at_mut(at * TILE);
+                let (da, db) = (&lo[(1 + a) * TILE..(1 + a) * TILE + len], &lo[(1 + b) * TILE..(1 + b) * TILE + len]);
+                for j in 0..len {
+                    hi[j] = da[j] * db[j];
+                }
+                at += 1;
+            }
+        }
+    }
 }
 
 /// Squared distances (or dot products) of one query against one tile, feature-major.

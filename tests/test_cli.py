@@ -21,3 +21,11 @@ def test_help_for_every_subcommand():
         args = [sys.executable, "-m", "localization.cli"] + ([name] if name else []) + ["--help"]
         res = subprocess.run(args, capture_output=True, text=True, timeout=120)
         assert res.returncode == 0 and "usage" in res.stdout
+
+
+def test_cluster_reports_bad_input_without_a_traceback(tmp_path, capsys):
+    assert main(["cluster", str(tmp_path / "missing.csv")]) == 2
+    assert "error" in capsys.readouterr().err
+    bad = tmp_path / "bad.csv"
+    bad.write_text("1,2\n3,nan\n")
+    assert main(["cluster", str(bad)]) == 2

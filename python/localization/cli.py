@@ -227,7 +227,7 @@ def _build_cluster(p):
     p.add_argument("--method", choices=("meanshift", "medoidshift", "quickshift"), default="meanshift")
     p.add_argument("--bandwidth", default="auto", help="a number, or 'auto' (estimate_bandwidth, see --quantile)")
     p.add_argument("--quantile", type=float, default=0.3, help="quantile for --bandwidth auto (default 0.3)")
-    p.add_argument("--kernel", default="flat", help="kernel profile (default flat)")
+    p.add_argument("--kernel", default=None, help="kernel profile (default: flat for meanshift, gaussian otherwise)")
     p.add_argument("--algorithm", choices=("auto", "exact", "grid"), default="auto", help="MeanShift evaluation")
     p.add_argument("--bin-seeding", action="store_true", help="MeanShift: seed from a grid of side h")
     p.add_argument("--n-samples", type=int, default=None,
@@ -268,6 +268,8 @@ def _read_points(path):
 
 def cmd_cluster(args):
     """Cluster points by mode seeking and report what was found."""
+    if args.kernel is None:
+        args.kernel = "flat" if args.method == "meanshift" else "gaussian"
     from .cluster import MeanShift, estimate_bandwidth
 
     if args.input is None:
@@ -298,20 +300,13 @@ def cmd_cluster(args):
         model = MeanShift(bandwidth=h, kernel=args.kernel, algorithm=args.algorithm, bin_seeding=args.bin_seeding,
                           n_jobs=args.n_jobs, verbose=not args.quiet)
     else:
-        try:
-            from . import modes
-        except ImportError as e:
-            print(f"error: --method {args.method} needs localization.modes, which is not available ({e})", file=sys.stderr)
-            return 2
-        cls = getattr(modes, "MedoidShift" if args.method == "medoidshift" else "QuickShift", None)
-        if cls is None:
-            print(f"error: localization.modes has no estimator for --method {args.method}", file=sys.stderr)
-            return 2
-        import inspect
+        from .modes import MedoidShift, QuickShift
 
-        accepted = inspect.signature(cls).parameters
-        kw = {k: v for k, v in (("bandwidth", h), ("kernel", args.kernel), ("n_jobs", args.n_jobs)) if k in accepted}
-        model = cls(**kw)
+        if args.method == "medoidshift":
+            # Iterated MedoidShift merges the spurious sample-point modes one pass leaves.
+            model = MedoidShift(bandwidth=h, kernel=args.kernel, max_iter=10, n_jobs=args.n_jobs)
+        else:
+            model = QuickShift(bandwidth=h, kernel=args.kernel, n_jobs=args.n_jobs)
     labels = np.asarray(model.fit(X).labels_)
     dt = time.perf_counter() - t0
     found = np.unique(labels[labels >= 0])
@@ -371,7 +366,11 @@ def main(argv=None):
     if args.command is None:
         parser.print_help()
         return 0
-    return COMMANDS[args.command][0](args)
+    try:
+        return COMMANDS[args.command][0](args)
+    except (OSError, ValueError, TypeError) as e:
+        print(f"localization {args.command}: error: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -131,6 +131,10 @@ fn validate<F: Real>(pb: &Problem<F>, kernel: &Kernel, bw: &Bandwidth<F>, opts: 
     if n == 0 {
         return Err(LocalizationError::EmptyInput { name: "X" });
     }
+    if !pb.queries.is_standard_layout() || !pb.x.is_standard_layout() {
+        // Rows are read as slices; the Python layer always passes C-contiguous arrays.
+        return Err(LocalizationError::param("X", "queries and samples must be C-contiguous (row-major)"));
+    }
     if pb.queries.ncols() != d {
         return Err(LocalizationError::shape("X_query", format!("{d} features"), format!("{} features", pb.queries.ncols())));
     }

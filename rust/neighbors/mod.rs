@@ -55,7 +55,7 @@ impl<F: Real> Index<F> {
         Ok(if use_tree {
             Index::Tree(KdTree::build(x, leaf_size)?)
         } else {
-            Index::Brute { x: x.to_owned(), norms: row_sq_norms(x) }
+            Index::Brute { x: x.as_standard_layout().into_owned(), norms: row_sq_norms(x) }
         })
     }
 
@@ -76,6 +76,9 @@ impl<F: Real> Index<F> {
     fn check_query(&self, q: &ArrayView2<F>) -> Result<()> {
         if q.ncols() != self.dim() {
             return Err(LocalizationError::shape("X", format!("{} features", self.dim()), format!("{} features", q.ncols())));
+        }
+        if !q.is_standard_layout() {
+            return Err(LocalizationError::param("X", "must be C-contiguous (row-major)"));
         }
         Ok(())
     }

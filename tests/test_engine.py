@@ -135,3 +135,16 @@ def test_kernel_objects_pickle():
 
     k = Kernel("cosine", bandwidth=0.3)
     assert pickle.loads(pickle.dumps(k)) == k
+
+
+@pytest.mark.parametrize("kernel", ["gaussian", "tricube", "knn"])
+def test_identity_13_normalised_laplacian_kills_constants(rng, kernel):
+    """L̃ = I − K̃ with K̃ = D⁻¹K row-stochastic: L̃·1 = 0, through the engine and the dense matrix."""
+    X = rng.random((120, 3))
+    ones = np.ones(120)
+    np.testing.assert_allclose(ones - local_mean(X, X, ones, kernel=kernel, bandwidth=0.6, n_neighbors=7), 0.0, atol=1e-14)
+    from localization import kernel_matrix
+
+    K = kernel_matrix(X, X, kernel=kernel, bandwidth=0.6, n_neighbors=7)
+    L = np.eye(120) - K / K.sum(1, keepdims=True)
+    np.testing.assert_allclose(L @ ones, 0.0, atol=1e-14)

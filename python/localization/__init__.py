@@ -8,13 +8,17 @@ under a localization kernel K (C. Song, "The General Theory of Localization Meth
 This package computes it with a multithreaded native engine and builds the methods on it.
 """
 
-from . import kernels
+from . import cluster, datasets, denoise, embedding, fuzzy, generative, kernels, memory, semi_supervised
 from ._core import __version__
 from ._validation import LocalizationWarning
 from .classification import LocalModeClassifier
-from .cluster import MeanShift, estimate_bandwidth, mean_shift
+from .cluster import LocalModeClustering, MeanShift, MedoidShift, PCShift, QuickShift, estimate_bandwidth, mean_shift
 from .denoise import NonLocalMeans, SelfLocalMean
 from .density import KernelDensity
+from .embedding import LocalPCA
+from .fuzzy import FuzzyInferenceRegressor
+from .generative import LocalMeanDenoiser, LocalMeanDiffusion
+from .memory import Hopfield, ModernHopfield
 from .engine import kernel_matrix, kernel_sum, local_mean
 from .kernels import Balloon, Kernel, SamplePoint
 from .neighbors import NearestNeighbors
@@ -25,43 +29,40 @@ __all__ = [
     "Balloon",
     "FuzzyInferenceRegressor",
     "Hopfield",
+    "Kernel",
+    "KernelDensity",
     "LabelPropagation",
     "LocalMeanDenoiser",
     "LocalMeanDiffusion",
+    "LocalMeanRegressor",
+    "LocalModeClassifier",
     "LocalModeClustering",
+    "LocalModel",
     "LocalPCA",
+    "LocalPolynomialRegressor",
+    "LocalizationWarning",
     "MeanShift",
     "MedoidShift",
     "ModernHopfield",
+    "NearestNeighbors",
     "NonLocalMeans",
-    "SelfLocalMean",
-    "denoise",
     "PCShift",
     "QuickShift",
+    "SamplePoint",
+    "SelfLocalMean",
     "cluster",
     "datasets",
+    "denoise",
     "embedding",
     "estimate_bandwidth",
     "fuzzy",
     "generative",
-    "mean_shift",
-    "memory",
-    "semi_supervised",
-    "Kernel",
-    "KernelDensity",
-    "LocalMeanRegressor",
-    "LocalModeClassifier",
-    "LocalModel",
-    "LocalPolynomialRegressor",
-    "LocalizationWarning",
-    "MeanShift",
-    "NearestNeighbors",
-    "SamplePoint",
-    "__version__",
-    "estimate_bandwidth",
     "kernel_matrix",
     "kernel_sum",
     "kernels",
     "local_mean",
     "mean_shift",
+    "memory",
+    "semi_supervised",
+    "__version__",
 ]

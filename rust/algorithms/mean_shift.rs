@@ -321,15 +321,7 @@ fn engine_shift<F: Real>(x: ArrayView2<F>, w: Option<ArrayView1<F>>, seeds: Arra
                 continue;
             }
             out.support[i] = den * sums.log_scale[a].f64().exp();
-            let mut delta2 = 0.0;
-            for k in 0..d {
-                let c = pos[(i, k)].f64();
-                let mk = sums.num[(a, k)].f64() / den;
-                let nf = F::of(if p.step == 1.0 { mk } else { c + p.step * (mk - c) });
-                let dk = nf.f64() - c;
-                delta2 += dk * dk;
-                pos[(i, k)] = nf;
-            }
+            let delta2 = move_towards(pos.row_mut(i), sums.num.row(a), den, p.step);
             if p.trajectories {
                 out.trajectories[i].extend(pos.row(i).iter().copied());
             }
@@ -346,6 +338,20 @@ fn engine_shift<F: Real>(x: ArrayView2<F>, w: Option<ArrayView1<F>>, seeds: Arra
     }
     out.modes = pos;
     Ok(out)
+}
+
+/// x ← x + α (m − x) with m = num / den (α = 1 lands exactly on m); returns ‖Δx‖².
+fn move_towards<F: Real>(mut x: ndarray::ArrayViewMut1<F>, num: ndarray::ArrayView1<F>, den: f64, step: f64) -> f64 {
+    let mut delta2 = 0.0;
+    for (xk, nk) in x.iter_mut().zip(num) {
+        let c = xk.f64();
+        let mk = nk.f64() / den;
+        let nf = F::of(if step == 1.0 { mk } else { c + step * (mk - c) });
+        let dk = nf.f64() - c;
+        delta2 += dk * dk;
+        *xk = nf;
+    }
+    delta2
 }
 
 /// Grid (MeanShift++-style) reduction: points binned into cells of side h / r, each cell
@@ -477,7 +483,7 @@ pub struct Diffused<F> {
 pub fn diffuse<F: Real>(x: ArrayView2<F>, w: Option<ArrayView1<F>>, p: &Params, blurring: bool, progress: Progress) -> Result<Diffused<F>> {
     p.validate()?;
     check_data(x, w, x)?;
-    let (n, d) = x.dim();
+    let n = x.nrows();
     let kernel = Kernel::Radial(p.profile);
     let bw = Bandwidth::Scalar(F::of(p.bandwidth));
     let thr = p.threshold();
@@ -501,15 +507,7 @@ pub fn diffuse<F: Real>(x: ArrayView2<F>, w: Option<ArrayView1<F>>, p: &Params, 
                 continue;
             }
             support[i] = den * sums.log_scale[i].f64().exp();
-            let mut delta2 = 0.0;
-            for k in 0..d {
-                let c = y[(i, k)].f64();
-                let mk = sums.num[(i, k)].f64() / den;
-                let nf = F::of(if p.step == 1.0 { mk } else { c + p.step * (mk - c) });
-                let dk = nf.f64() - c;
-                delta2 += dk * dk;
-                y[(i, k)] = nf;
-            }
+            let delta2 = move_towards(y.row_mut(i), sums.num.row(i), den, p.step);
             max_delta2 = max_delta2.max(delta2);
         }
         it += 1;

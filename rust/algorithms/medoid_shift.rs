@@ -158,16 +158,21 @@ pub fn knn_step_euclidean<F: Real>(
             }
             m.iter_mut().for_each(|v| *v /= total);
             let cost = |j: usize| x.row(j).iter().zip(&m).map(|(&v, &c)| (v.f64() - c) * (v.f64() - c)).sum::<f64>();
-            let mut best = (cost(i), i);
-            for &j in nb {
-                let c = cost(j);
-                if better(c, j, best) {
-                    best = (c, j);
-                }
-            }
-            best.1
+            cheapest(i, nb, cost)
         })
         .collect())
+}
+
+/// The candidate among i and its neighbours with the lowest cost (ties: `better`).
+fn cheapest(i: usize, nb: &[usize], cost: impl Fn(usize) -> f64) -> usize {
+    let mut best = (cost(i), i);
+    for &j in nb {
+        let c = cost(j);
+        if better(c, j, best) {
+            best = (c, j);
+        }
+    }
+    best.1
 }
 
 /// kNN-sparse next(i) from a precomputed distance matrix: weights K(x_i, x_k) for k ∈ N(i)
@@ -187,14 +192,7 @@ pub fn knn_step_precomputed<F: Real>(dm: ArrayView2<F>, idx: &[usize], k: usize,
             let mut w = Vec::with_capacity(k);
             row_weights(nb.iter().map(|&j| dm[(i, j)].f64()), profile, h, |c| weights.map_or(1.0, |sw| sw[nb[c]]), &mut w);
             let cost = |j: usize| nb.iter().zip(&w).map(|(&c, &wc)| wc * dm[(j, c)].f64() * dm[(j, c)].f64()).sum::<f64>();
-            let mut best = (cost(i), i);
-            for &j in nb {
-                let c = cost(j);
-                if better(c, j, best) {
-                    best = (c, j);
-                }
-            }
-            best.1
+            cheapest(i, nb, cost)
         })
         .collect())
 }

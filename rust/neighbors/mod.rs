@@ -93,7 +93,7 @@ impl<F: Real> Index<F> {
             ));
         }
         let rows: Vec<(Vec<usize>, Vec<F>)> = match self {
-            Index::Tree(t) => (0..q.nrows()).into_par_iter().map(|i| t.knn(q.row(i).as_slice().unwrap(), k)).collect(),
+            Index::Tree(t) => (0..q.nrows()).into_par_iter().map(|i| t.knn(q.row(i).as_slice().expect("row-major (checked on entry)"), k)).collect(),
             Index::Brute { x, norms } => brute_knn(q, x.view(), norms, k),
         };
         Ok(unzip(rows))
@@ -111,7 +111,7 @@ impl<F: Real> Index<F> {
                 .into_par_iter()
                 .map(|i| {
                     let mut hits = Vec::new();
-                    t.within(q.row(i).as_slice().unwrap(), r2, &mut hits);
+                    t.within(q.row(i).as_slice().expect("row-major (checked on entry)"), r2, &mut hits);
                     sorted(hits)
                 })
                 .collect(),
@@ -119,13 +119,13 @@ impl<F: Real> Index<F> {
                 .into_par_iter()
                 .map(|i| {
                     let qi = q.row(i);
-                    let qs = qi.as_slice().unwrap();
+                    let qs = qi.as_slice().expect("row-major (checked on entry)");
                     let hits = x
                         .rows()
                         .into_iter()
                         .enumerate()
                         .filter_map(|(j, xr)| {
-                            let d2 = sq_euclidean(qs, xr.as_slice().unwrap());
+                            let d2 = sq_euclidean(qs, xr.as_slice().expect("row-major (checked on entry)"));
                             (d2 <= r2).then_some((d2, j))
                         })
                         .collect();
@@ -174,9 +174,9 @@ fn brute_knn<F: Real>(q: ArrayView2<F>, x: ArrayView2<F>, xn: &[F], k: usize) ->
                 } else {
                     for (i, mut row) in tv.rows_mut().into_iter().enumerate() {
                         let qs = qb.row(i);
-                        let qs = qs.as_slice().unwrap();
+                        let qs = qs.as_slice().expect("row-major (checked on entry)");
                         for (j, v) in row.iter_mut().enumerate() {
-                            *v = sq_euclidean(qs, x.row(t0 + j).as_slice().unwrap());
+                            *v = sq_euclidean(qs, x.row(t0 + j).as_slice().expect("row-major (checked on entry)"));
                         }
                     }
                 }
@@ -188,7 +188,7 @@ fn brute_knn<F: Real>(q: ArrayView2<F>, x: ArrayView2<F>, xn: &[F], k: usize) ->
                         }
                     }
                     if cand.len() > k + REF_TILE / 2 || t1 == n {
-                        prune(cand, k, qb.row(i).as_slice().unwrap(), x, use_gemm && t1 == n);
+                        prune(cand, k, qb.row(i).as_slice().expect("row-major (checked on entry)"), x, use_gemm && t1 == n);
                     }
                 }
             }
@@ -203,7 +203,7 @@ fn prune<F: Real>(cand: &mut Vec<(F, usize)>, k: usize, q: &[F], x: ArrayView2<F
     if exact {
         // The product form can misorder near-ties by rounding; widen, recompute, re-select.
         for c in cand.iter_mut() {
-            c.0 = sq_euclidean(q, x.row(c.1).as_slice().unwrap());
+            c.0 = sq_euclidean(q, x.row(c.1).as_slice().expect("row-major (checked on entry)"));
         }
     }
     if cand.len() > k {

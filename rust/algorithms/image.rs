@@ -120,8 +120,9 @@ pub fn nl_means<F: Real>(padded: ArrayView3<F>, patch_weights: ArrayView2<F>, pa
 }
 
 /// The instruction set the row loops are compiled for, chosen once per call at run time.
-/// Wider vectors only: Rust never contracts a·b + c into an FMA on its own, so the arithmetic
-/// (and the scikit-image-compatible results) are identical on every path.
+/// Rust never contracts a·b + c into an FMA on its own, so the arithmetic (and the
+/// scikit-image-compatible results) is identical on every path, except that the exact
+/// exponential runs its polynomial in fused multiply-adds where the CPU has them.
 #[derive(Clone, Copy)]
 enum Simd {
     Baseline,
@@ -136,10 +137,10 @@ impl Simd {
         #[cfg(target_arch = "x86_64")]
         {
             use std::arch::is_x86_feature_detected as has;
-            if has!("avx512f") && has!("avx512dq") && has!("avx512vl") && has!("avx2") {
+            if has!("avx512f") && has!("avx512dq") && has!("avx512vl") && has!("avx2") && has!("fma") {
                 return Simd::Avx512;
             }
-            if has!("avx2") {
+            if has!("avx2") && has!("fma") {
                 return Simd::Avx2;
             }
         }
@@ -151,7 +152,7 @@ impl Simd {
     #[inline(always)]
     fn run<F, K: RowKernel<F>>(self, k: &K, orow: &mut [F], nc: usize) {
         match self {
-            Simd::Baseline => by_channels(k, orow, nc),
+            Simd::Baseline => by_channels::<F, K, false>(k, orow, nc),
             // SAFETY: the features were detected at run time in `detect`.
             #[cfg(target_arch = "x86_64")]
             Simd::Avx2 => unsafe { run_avx2(k, orow, nc) },
@@ -161,29 +162,30 @@ impl Simd {
     }
 }
 
+/// One output row; `FMA` as in `Real::exp_with`.
 trait RowKernel<F> {
-    fn run(&self, orow: &mut [F], nc: usize);
+    fn run<const FMA: bool>(&self, orow: &mut [F], nc: usize);
 }
 
 #[inline(always)]
-fn by_channels<F, K: RowKernel<F>>(k: &K, orow: &mut [F], nc: usize) {
+fn by_channels<F, K: RowKernel<F>, const FMA: bool>(k: &K, orow: &mut [F], nc: usize) {
     match nc {
-        1 => k.run(orow, 1),
-        3 => k.run(orow, 3),
-        _ => k.run(orow, nc),
+        1 => k.run::<FMA>(orow, 1),
+        3 => k.run::<FMA>(orow, 3),
+        _ => k.run::<FMA>(orow, nc),
     }
 }
 
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
+#[target_feature(enable = "avx2,fma")]
 unsafe fn run_avx2<F, K: RowKernel<F>>(k: &K, orow: &mut [F], nc: usize) {
-    by_channels(k, orow, nc)
+    by_channels::<F, K, true>(k, orow, nc)
 }
 
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,avx512f,avx512dq,avx512vl")]
+#[target_feature(enable = "avx2,fma,avx512f,avx512dq,avx512vl")]
 unsafe fn run_avx512<F, K: RowKernel<F>>(k: &K, orow: &mut [F], nc: usize) {
-    by_channels(k, orow, nc)
+    by_channels::<F, K, true>(k, orow, nc)
 }
 
 struct BilateralRow<'a, F> {
@@ -198,9 +200,9 @@ struct BilateralRow<'a, F> {
 
 impl<F: Real> RowKernel<F> for BilateralRow<'_, F> {
     #[inline(always)]
-    fn run(&self, orow: &mut [F], nc: usize) {
+    fn run<const FMA: bool>(&self, orow: &mut [F], nc: usize) {
         match self.range {
-            RangeWeight::Gaussian { inv_two_var } => self.gaussian(orow, nc, *inv_two_var),
+            RangeWeight::Gaussian { inv_two_var } => self.gaussian::<FMA>(orow, nc, *inv_two_var),
             RangeWeight::Table { lut, scale } => self.table(orow, nc, lut, *scale),
         }
     }
@@ -211,7 +213,7 @@ impl<F: Real> BilateralRow<'_, F> {
     /// contiguous pixels (long enough to vectorise, unlike a 13-wide window row), and every
     /// pixel still sums its window in the same fixed offset order.
     #[inline(always)]
-    fn gaussian(&self, orow: &mut [F], nc: usize, inv: F) {
+    fn gaussian<const FMA: bool>(&self, orow: &mut [F], nc: usize, inv: F) {
         let (img, wp, plane, k, row) = (self.img, self.wp, self.plane, self.k, self.row);
         let r = k / 2;
         let cols = orow.len() / nc;
@@ -227,7 +229,7 @@ impl<F: Real> BilateralRow<'_, F> {
                     // Gray: four plain zipped slices, the simplest shape for the vectoriser.
                     for (((dn, nm), &c), &v) in den.iter_mut().zip(num.iter_mut()).zip(centre(0)).zip(line(0)) {
                         let t = c - v;
-                        let w = spw * (-(t * t * inv)).exp_fast();
+                        let w = spw * (-(t * t * inv)).exp_with::<FMA>();
                         *dn = *dn + w;
                         *nm = *nm + w * v;
                     }
@@ -241,7 +243,7 @@ impl<F: Real> BilateralRow<'_, F> {
                     }
                 }
                 for (dd, dn) in d2.iter_mut().zip(den.iter_mut()) {
-                    *dd = spw * (-(*dd * inv)).exp_fast(); // now the weight
+                    *dd = spw * (-(*dd * inv)).exp_with::<FMA>(); // now the weight
                     *dn = *dn + *dd;
                 }
                 for ch in 0..nc {
@@ -309,10 +311,10 @@ struct NlRow<'a, F> {
 
 impl<F: Real> NlRow<'_, F> {
     #[inline(always)]
-    fn weight_of(&self, dist: F, cut: bool) -> F {
+    fn weight_of<const FMA: bool>(&self, dist: F, cut: bool) -> F {
         let dist = if dist > F::zero() { dist } else { F::zero() };
         if self.exact {
-            (-dist).exp_fast()
+            (-dist).exp_with::<FMA>()
         } else if cut {
             F::zero()
         } else {
@@ -330,7 +332,7 @@ impl<F: Real> RowKernel<F> for NlRow<'_, F> {
     /// scikit-image's order (i, then j ascending) and each patch distance is summed in its
     /// order (r, c, channel), with its cut-off test at the start of every patch row.
     #[inline(always)]
-    fn run(&self, orow: &mut [F], nc: usize) {
+    fn run<const FMA: bool>(&self, orow: &mut [F], nc: usize) {
         let (img, wp, plane, s, row, cols) = (self.img, self.wp, self.plane, self.s, self.row, self.cols);
         let (pw, var2, exact) = (self.pw, self.var2, self.exact);
         debug_assert_eq!(nc, self.nc);
@@ -381,7 +383,7 @@ impl<F: Real> RowKernel<F> for NlRow<'_, F> {
                 }
                 let centre = (i + off) * wp + j0 + off;
                 for (l, (&dv, &cv)) in dist.iter().zip(cut.iter()).enumerate() {
-                    let w = self.weight_of(dv, cv);
+                    let w = self.weight_of::<FMA>(dv, cv);
                     let col = c0 + l;
                     wsum[col] = wsum[col] + w;
                     for ch in 0..nc {

@@ -49,16 +49,17 @@ pub fn max<F: Real>(x: &[F]) -> F {
 }
 
 /// Turn log-kernel (EXP) or kernel values into weights k·w in place, returning (Σ k·w, Σ k·w·v)
-/// in one pass; `shift` is the running max subtracted before exponentiating.
+/// in one pass; `shift` is the running max subtracted before exponentiating. `FMA` as in
+/// `Real::exp_with`.
 #[inline(always)]
-pub fn weigh<F: Real, const EXP: bool>(kw: &mut [F], w: &[F], v: Option<&[F]>, shift: F) -> (F, F) {
+pub fn weigh<F: Real, const EXP: bool, const FMA: bool>(kw: &mut [F], w: &[F], v: Option<&[F]>, shift: F) -> (F, F) {
     let n = kw.len();
     let w = &w[..n];
     let v = v.map(|v| &v[..n]);
     let (mut a0, mut a1) = ([F::zero(); LANES], [F::zero(); LANES]);
     let (mut t0, mut t1) = (F::zero(), F::zero());
     let split = n - n % LANES;
-    let weight = |k: F, wj: F| if EXP { (k - shift).exp_fast() * wj } else { k * wj };
+    let weight = |k: F, wj: F| if EXP { (k - shift).exp_with::<FMA>() * wj } else { k * wj };
     match v {
         Some(v) => {
             for ((ck, cw), cv) in kw[..split].chunks_exact_mut(LANES).zip(w.chunks_exact(LANES)).zip(v.chunks_exact(LANES)) {
@@ -102,7 +103,7 @@ mod tests {
             let x: Vec<f64> = (0..n).map(|i| ((i * 37) % 11) as f64 - 4.5).collect();
             let y: Vec<f64> = (0..n).map(|i| ((i * 7) % 5) as f64 * 0.25).collect();
             let ones = vec![1.0; n];
-            assert_eq!(super::weigh::<f64, false>(&mut x.clone(), &ones, None, 0.0).0, x.iter().sum::<f64>());
+            assert_eq!(super::weigh::<f64, false, false>(&mut x.clone(), &ones, None, 0.0).0, x.iter().sum::<f64>());
             assert_eq!(super::dot(&x, &y), x.iter().zip(&y).map(|(a, b)| a * b).sum::<f64>());
             assert_eq!(super::max(&x), x.iter().cloned().fold(f64::NEG_INFINITY, f64::max));
         }

@@ -301,7 +301,7 @@ fn run_block<F: Real, K: TileKernel>(
             return unsafe { block_avx2::<F, K>(pb, tiles, bw, opts, basis, qn, b0, b1, c) };
         }
     }
-    block::<F, K>(pb, tiles, bw, opts, basis, qn, b0, b1, c)
+    block::<F, K, false>(pb, tiles, bw, opts, basis, qn, b0, b1, c)
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -310,12 +310,12 @@ fn run_block<F: Real, K: TileKernel>(
 unsafe fn block_avx2<F: Real, K: TileKernel>(
     pb: &Problem<F>, tiles: &Tiles<F>, bw: &Bandwidth<F>, opts: &Options, basis: Option<usize>, qn: &[F], b0: usize, b1: usize, c: F,
 ) -> Vec<Acc> {
-    block::<F, K>(pb, tiles, bw, opts, basis, qn, b0, b1, c)
+    block::<F, K, true>(pb, tiles, bw, opts, basis, qn, b0, b1, c)
 }
 
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-fn block<F: Real, K: TileKernel>(
+fn block<F: Real, K: TileKernel, const FMA: bool>(
     pb: &Problem<F>, tiles: &Tiles<F>, bw: &Bandwidth<F>, opts: &Options, basis: Option<usize>, qn: &[F], b0: usize, b1: usize, c: F,
 ) -> Vec<Acc> {
     let (d, p, n) = (tiles.d, tiles.p, tiles.n);
@@ -392,12 +392,12 @@ fn block<F: Real, K: TileKernel>(
                     continue;
                 }
                 acc.raise_scale(tmax);
-                lanes::weigh::<F, true>(kw, w, first, F::of(acc.log_scale))
+                lanes::weigh::<F, true, FMA>(kw, w, first, F::of(acc.log_scale))
             } else {
                 if let Some(o) = own {
                     kw[o] = F::zero();
                 }
-                lanes::weigh::<F, false>(kw, w, first, F::zero())
+                lanes::weigh::<F, false, FMA>(kw, w, first, F::zero())
             };
             acc.den += s0.f64();
             if p > 0 && !wide {

@@ -100,7 +100,9 @@ impl Acc {
         }
     }
 
-    pub fn finish<F: Real>(accs: Vec<Acc>, p: usize, basis: Option<usize>) -> LocalSums<F> {
+    /// Gather per-query accumulators into arrays; `order[i]` is the output row of `accs[i]`
+    /// (None: the same row).
+    pub fn finish<F: Real>(accs: Vec<Acc>, p: usize, basis: Option<usize>, order: Option<&[usize]>) -> LocalSums<F> {
         let m = accs.len();
         let mut num = Array2::<F>::zeros((m, p));
         let mut den = Array1::<F>::zeros(m);
@@ -108,7 +110,8 @@ impl Acc {
         let nb = basis.unwrap_or(0);
         let mut moments = basis.map(|_| Array3::<F>::zeros((m, nb, nb)));
         let mut cross = basis.map(|_| Array3::<F>::zeros((m, nb, p)));
-        for (i, a) in accs.into_iter().enumerate() {
+        for (k, a) in accs.into_iter().enumerate() {
+            let i = order.map_or(k, |o| o[k]);
             let ls = if a.log_scale.is_finite() { a.log_scale } else { 0.0 };
             log_scale[i] = F::of(ls);
             den[i] = F::of(a.den);

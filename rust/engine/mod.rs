@@ -21,12 +21,14 @@
 
 mod accumulate;
 mod lanes;
+mod tiles;
 
 use crate::distance::{row_sq_norms, GEMM_MIN_DIM};
 use crate::error::{LocalizationError, Result};
 use crate::kernel::{dispatch_profile, Profile, ProfileFn, Real};
 use crate::neighbors::{Algorithm, Index, KdTree};
 use accumulate::{n_basis, Acc};
+use tiles::{Blocks, Tiles};
 use ndarray::{linalg::general_mat_mul, s, Array1, Array2, Array3, ArrayView1, ArrayView2, ArrayViewMut2};
 use rayon::prelude::*;
 
@@ -198,6 +200,8 @@ fn validate<F: Real>(pb: &Problem<F>, kernel: &Kernel, bw: &Bandwidth<F>, opts: 
 trait TileKernel: Copy + Send + Sync {
     const EXP: bool;
     const DOT: bool;
+    /// Exactly zero beyond a finite distance.
+    const COMPACT: bool;
     /// `t` holds squared distances (times 1/h² already) or dot products; `c` is 1/τ.
     fn eval<F: Real>(t: F, c: F) -> F;
 }
@@ -205,8 +209,9 @@ trait TileKernel: Copy + Send + Sync {
 #[derive(Copy, Clone)]
 struct Radial<P>(P);
 impl<P: ProfileFn> TileKernel for Radial<P> {
-    const EXP: bool = matches!(P::PROFILE, Profile::Gaussian | Profile::Exponential);
+    const EXP: bool = P::PROFILE.is_exponential();
     const DOT: bool = false;
+    const COMPACT: bool = P::PROFILE.support().is_some();
     #[inline(always)]
     fn eval<F: Real>(u2: F, _c: F) -> F {
         if Self::EXP {
@@ -222,105 +227,119 @@ struct DotExp;
 impl TileKernel for DotExp {
     const EXP: bool = true;
     const DOT: bool = true;
+    const COMPACT: bool = false;
     #[inline(always)]
     fn eval<F: Real>(t: F, c: F) -> F {
         t * c
     }
 }
 
-/// References laid out tile by tile, feature-major inside a tile, so the pair loop
-/// streams contiguous memory and vectorises over references.
-struct Tiles<F> {
-    coords: Vec<F>,
-    weights: Vec<F>,
-    values: Vec<F>,
-    inv_h2: Option<Vec<F>>,
-    norms: Vec<F>,
-    has_zero_weight: bool,
-    d: usize,
-    p: usize,
-    n: usize,
-}
-
-impl<F: Real> Tiles<F> {
-    fn new(pb: &Problem<F>, bw: &Bandwidth<F>) -> Self {
-        let (n, d) = pb.x.dim();
-        let p = pb.values.as_ref().map_or(0, |v| v.ncols());
-        let n_tiles = n.div_ceil(TILE);
-        let mut coords = vec![F::zero(); n_tiles * TILE * d];
-        let mut values = vec![F::zero(); n_tiles * TILE * p];
-        for i in 0..n {
-            let (t, j) = (i / TILE, i % TILE);
-            for k in 0..d {
-                coords[(t * d + k) * TILE + j] = pb.x[(i, k)];
-            }
-            if let Some(v) = &pb.values {
-                for c in 0..p {
-                    values[(t * p + c) * TILE + j] = v[(i, c)];
-                }
-            }
-        }
-        let weights = pb.weights.as_ref().map_or_else(|| vec![F::one(); n], |w| w.to_vec());
-        let inv_h2 = match bw {
-            Bandwidth::PerReference(h) => Some(h.iter().map(|&h| F::one() / (h * h)).collect()),
-            _ => None,
-        };
-        let norms = if d >= GEMM_MIN_DIM { row_sq_norms(pb.x) } else { Vec::new() };
-        let has_zero_weight = weights.iter().any(|w| *w == F::zero());
-        Tiles { coords, weights, values, inv_h2, norms, has_zero_weight, d, p, n }
-    }
-}
-
 fn brute<F: Real, K: TileKernel>(pb: &Problem<F>, bw: &Bandwidth<F>, opts: &Options, c: F) -> Result<LocalSums<F>> {
-    let tiles = Tiles::new(pb, bw);
+    let d = pb.x.ncols();
+    // Bounding boxes prune in low dimensions only (and mean nothing to the dot kernel).
+    let spatial = !K::DOT && d < GEMM_MIN_DIM;
+    let tiles = Tiles::new(pb, bw, spatial);
+    let qblock = if d >= GEMM_MIN_DIM { QUERY_BLOCK_GEMM } else { QUERY_BLOCK };
+    let blocks = Blocks::new(pb.queries, qblock, spatial);
     let m = pb.queries.nrows();
-    let basis = opts.degree.map(|g| n_basis(tiles.d, g));
-    let q_norms = if tiles.d >= GEMM_MIN_DIM { row_sq_norms(pb.queries) } else { Vec::new() };
-    let qblock = if tiles.d >= GEMM_MIN_DIM { QUERY_BLOCK_GEMM } else { QUERY_BLOCK };
+    let basis = opts.degree.map(|g| n_basis(d, g));
+    let q_norms = if d >= GEMM_MIN_DIM { row_sq_norms(pb.queries) } else { Vec::new() };
     let accs: Vec<Acc> = (0..m)
         .step_by(qblock)
         .collect::<Vec<_>>()
         .into_par_iter()
-        .flat_map_iter(|b0| {
-            let b1 = (b0 + qblock).min(m);
-            run_block::<F, K>(pb, &tiles, bw, opts, basis, &q_norms, b0, b1, c)
-        })
+        .flat_map_iter(|b0| run_block::<F, K>(&Ctx { pb, tiles: &tiles, blocks: &blocks, bw, opts, basis, qn: &q_norms, c }, b0))
         .collect();
-    Ok(Acc::finish(accs, tiles.p, basis))
+    Ok(Acc::finish(accs, tiles.p, basis, blocks.order()))
+}
+
+/// Everything a query block needs.
+struct Ctx<'a, 'p, F> {
+    pb: &'a Problem<'p, F>,
+    tiles: &'a Tiles<F>,
+    blocks: &'a Blocks<'p, F>,
+    bw: &'a Bandwidth<F>,
+    opts: &'a Options,
+    basis: Option<usize>,
+    /// Squared norms of the queries (matrix-product path).
+    qn: &'a [F],
+    /// 1/τ of the dot kernel.
+    c: F,
 }
 
 /// One query block against all tiles, with the fastest instruction set available.
-#[allow(clippy::too_many_arguments)]
-fn run_block<F: Real, K: TileKernel>(
-    pb: &Problem<F>, tiles: &Tiles<F>, bw: &Bandwidth<F>, opts: &Options, basis: Option<usize>, qn: &[F], b0: usize, b1: usize, c: F,
-) -> Vec<Acc> {
+fn run_block<F: Real, K: TileKernel>(cx: &Ctx<'_, '_, F>, b0: usize) -> Vec<Acc> {
     #[cfg(target_arch = "x86_64")]
     {
         if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
             // SAFETY: the CPU supports the features the function is compiled for.
-            return unsafe { block_avx2::<F, K>(pb, tiles, bw, opts, basis, qn, b0, b1, c) };
+            return unsafe { block_avx2::<F, K>(cx, b0) };
         }
     }
-    block::<F, K, false>(pb, tiles, bw, opts, basis, qn, b0, b1, c)
+    block::<F, K, false>(cx, b0)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-#[allow(clippy::too_many_arguments)]
-unsafe fn block_avx2<F: Real, K: TileKernel>(
-    pb: &Problem<F>, tiles: &Tiles<F>, bw: &Bandwidth<F>, opts: &Options, basis: Option<usize>, qn: &[F], b0: usize, b1: usize, c: F,
-) -> Vec<Acc> {
-    block::<F, K, true>(pb, tiles, bw, opts, basis, qn, b0, b1, c)
+unsafe fn block_avx2<F: Real, K: TileKernel>(cx: &Ctx<'_, '_, F>, b0: usize) -> Vec<Acc> {
+    block::<F, K, true>(cx, b0)
+}
+
+/// True when a tile cannot contribute to a query: the kernel at the lower bound `u2` of
+/// their scaled squared distances is exactly zero, or (exponential kernels) underflows to
+/// zero against the query's running maximum `log_scale` with a margin of e.
+#[inline(always)]
+fn beyond_reach<F: Real, K: TileKernel>(u2: F, c: F, log_scale: f64) -> bool {
+    if K::EXP {
+        K::eval(u2, c).f64() - log_scale < F::EXP_UNDERFLOW - 1.0
+    } else {
+        K::COMPACT && K::eval(u2, c) == F::zero()
+    }
 }
 
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
-fn block<F: Real, K: TileKernel, const FMA: bool>(
-    pb: &Problem<F>, tiles: &Tiles<F>, bw: &Bandwidth<F>, opts: &Options, basis: Option<usize>, qn: &[F], b0: usize, b1: usize, c: F,
-) -> Vec<Acc> {
+fn block<F: Real, K: TileKernel, const FMA: bool>(cx: &Ctx<'_, '_, F>, b0: usize) -> Vec<Acc> {
+    let Ctx { pb, tiles, blocks, bw, opts, basis, qn, c } = *cx;
     let (d, p, n) = (tiles.d, tiles.p, tiles.n);
+    let m = blocks.queries.nrows();
+    let b1 = (b0 + blocks.size).min(m);
     let nb = b1 - b0;
     let mut accs: Vec<Acc> = (0..nb).map(|_| Acc::new(p, basis, K::EXP)).collect();
+    let qb = blocks.queries.slice(s![b0..b1, ..]);
+    let query_scale: Vec<F> = (b0..b1)
+        .map(|i| match bw {
+            Bandwidth::Scalar(h) => F::one() / (*h * *h),
+            Bandwidth::PerQuery(h) => {
+                let g = blocks.original(i);
+                F::one() / (h[g] * h[g])
+            }
+            Bandwidth::PerReference(_) => F::one(),
+        })
+        .collect();
+    let n_tiles = n.div_ceil(TILE);
+    let qbox = blocks.box_of(b0);
+    // Every query of the block out of reach of tile t, given the running maxima.
+    let out_of_reach = |t: usize, accs: &[Acc]| {
+        qbox.is_some_and(|qbox| {
+            let g2 = tiles.gap2(qbox, t);
+            query_scale.iter().zip(accs).all(|(&s, a)| beyond_reach::<F, K>(g2 * tiles.tile_scale(t, s), c, a.log_scale))
+        })
+    };
+    let mut visit: Vec<(f64, usize)> = match qbox {
+        // Compact kernels: only the tiles within reach. Exponential ones: all tiles, nearest
+        // first, so the running maximum is set early and far tiles underflow against it.
+        Some(qbox) => (0..n_tiles)
+            .filter(|&t| K::EXP || !out_of_reach(t, &accs))
+            .map(|t| (tiles.gap2(qbox, t).f64(), t))
+            .collect(),
+        None => (0..n_tiles).map(|t| (0.0, t)).collect(),
+    };
+    if K::EXP && qbox.is_some() {
+        visit.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    }
+    // With one h for all references the bound grows along `visit`: past the first tile out of
+    // reach, all are.
+    let monotone = tiles.inv_h2.is_none();
     let mut scratch = Array2::<F>::zeros((nb, TILE));
     // Kernel weights of the whole block for one tile; with many value columns they meet the
     // values in one matrix product instead of one dot product per query and column.
@@ -330,10 +349,15 @@ fn block<F: Real, K: TileKernel, const FMA: bool>(
     // Local polynomial basis φ(x − q) over a tile, basis-major, and a scratch row.
     let mut phi = vec![F::zero(); basis.unwrap_or(0) * TILE];
     let mut wa = vec![F::zero(); TILE];
-    let qb = pb.queries.slice(s![b0..b1, ..]);
     let use_gemm = d >= GEMM_MIN_DIM;
-    for t0 in (0..n).step_by(TILE) {
-        let t = t0 / TILE;
+    for &(_, t) in &visit {
+        if K::EXP && out_of_reach(t, &accs) {
+            if monotone {
+                break;
+            }
+            continue;
+        }
+        let t0 = t * TILE;
         let len = (n - t0).min(TILE);
         let coords = &tiles.coords[t * d * TILE..(t + 1) * d * TILE];
         let mut sv = scratch.slice_mut(s![.., 0..len]);
@@ -347,14 +371,9 @@ fn block<F: Real, K: TileKernel, const FMA: bool>(
         let w = &tiles.weights[t0..t0 + len];
         let vals = &tiles.values[t * p * TILE..(t + 1) * p * TILE];
         for (i, acc) in accs.iter_mut().enumerate() {
-            let gi = b0 + i;
+            let gi = blocks.original(b0 + i);
             let row = sv.row(i);
             let row = row.as_slice().expect("contiguous scratch");
-            let scale = match bw {
-                Bandwidth::Scalar(h) => F::one() / (*h * *h),
-                Bandwidth::PerQuery(h) => F::one() / (h[gi] * h[gi]),
-                Bandwidth::PerReference(_) => F::one(),
-            };
             let mut kw_row = kwb.row_mut(i);
             let kw = &mut kw_row.as_slice_mut().expect("contiguous scratch")[..len];
             match &tiles.inv_h2 {
@@ -365,13 +384,13 @@ fn block<F: Real, K: TileKernel, const FMA: bool>(
                     }
                 }
                 _ => {
-                    let s = if K::DOT { F::one() } else { scale };
+                    let s = if K::DOT { F::one() } else { query_scale[i] };
                     for j in 0..len {
                         kw[j] = K::eval(row[j] * s, c);
                     }
                 }
             }
-            let own = (opts.exclude_self && gi >= t0 && gi < t0 + len).then(|| gi - t0);
+            let own = if opts.exclude_self { Some(tiles.position(gi)).filter(|&q| q >= t0 && q < t0 + len).map(|q| q - t0) } else { None };
             let first = if p > 0 && !wide { Some(&vals[..len]) } else { None };
             let (s0, s1) = if K::EXP {
                 if let Some(o) = own {
@@ -412,8 +431,8 @@ fn block<F: Real, K: TileKernel, const FMA: bool>(
                 acc.add_tile_moments(&phi, kw, vals, nbasis, len, TILE, &mut wa);
             }
         }
-        if let (true, Some(v)) = (wide, &pb.values) {
-            general_mat_mul(F::one(), &kwb.slice(s![.., 0..len]), &v.slice(s![t0..t0 + len, ..]), F::zero(), &mut wide_out);
+        if let (true, Some(v)) = (wide, tiles.value_rows(pb, t0, len)) {
+            general_mat_mul(F::one(), &kwb.slice(s![.., 0..len]), &v, F::zero(), &mut wide_out);
             for (acc, row) in accs.iter_mut().zip(wide_out.rows()) {
                 for (a, &b) in acc.num.iter_mut().zip(row) {
                     *a += b.f64();
@@ -559,7 +578,7 @@ fn tree_sums<F: Real, P: ProfileFn>(pb: &Problem<F>, bw: &Bandwidth<F>, opts: &O
             acc
         })
         .collect();
-    Ok(Acc::finish(accs, p, basis))
+    Ok(Acc::finish(accs, p, basis, None))
 }
 
 /// The kNN kernel through the neighbour index.
@@ -611,7 +630,7 @@ fn knn_sums<F: Real>(pb: &Problem<F>, k: usize, profile: Option<Profile>, opts: 
             acc
         })
         .collect();
-    Ok(Acc::finish(accs, p, basis))
+    Ok(Acc::finish(accs, p, basis, None))
 }
 
 #[cfg(test)]

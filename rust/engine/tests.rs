@@ -241,3 +241,54 @@ fn bad_input_is_an_error_not_a_panic() {
     let pb = Problem { queries: q.view(), x: e.view(), values: None, weights: None };
     assert!(local_sums(&pb, &Kernel::Radial(Profile::Gaussian), &Bandwidth::Scalar(1.0), &Options::default()).is_err());
 }
+
+#[test]
+fn tile_skipping_by_bounding_boxes_is_exact() {
+    // Small bandwidths over many tiles and blocks: compact kernels visit only the tiles within
+    // reach and exponential ones stop once the rest underflow; both must equal the definition.
+    let mut rng = StdRng::seed_from_u64(11);
+    for &d in &[1usize, 2, 3] {
+        let n = 1500;
+        let mut x = rand_mat(&mut rng, n, d);
+        // a far cluster and exact duplicates: degenerate boxes must not break the bounds
+        for i in 0..100 {
+            x.row_mut(i).fill(50.0 + (i % 3) as f64);
+        }
+        let v = rand_mat(&mut rng, n, 2);
+        let w: Vec<f64> = (0..n).map(|i| if i % 17 == 0 { 0.0 } else { rng.random::<f64>() + 0.1 }).collect();
+        let hq: Vec<f64> = (0..n).map(|_| 0.02 + 0.05 * rng.random::<f64>()).collect();
+        let hr: Vec<f64> = (0..n).map(|_| 0.02 + 0.05 * rng.random::<f64>()).collect();
+        for profile in [Profile::Gaussian, Profile::Exponential, Profile::Epanechnikov, Profile::Tophat, Profile::Tricube] {
+            for (bi, bw) in [Bandwidth::Scalar(0.03), Bandwidth::PerQuery(hq.clone()), Bandwidth::PerReference(hr.clone())].iter().enumerate() {
+                let kf = |i: usize, j: usize, d2: f64| {
+                    let h = [0.03, hq[i], hr[j]][bi];
+                    profile.eval(d2.sqrt() / h)
+                };
+                for exclude_self in [false, true] {
+                    let (wn, wd) = naive(&x, &x, &v, &w, &kf, exclude_self);
+                    let pb = Problem { queries: x.view(), x: x.view(), values: Some(v.view()), weights: Some(ndarray::ArrayView1::from(&w)) };
+                    let opts = Options { exclude_self, neighborhood: Neighborhood::Brute, ..Options::default() };
+                    let s = local_sums(&pb, &Kernel::Radial(profile), bw, &opts).unwrap();
+                    let (gn, gd) = true_sums(&s);
+                    for i in 0..n {
+                        // relative to the query's own sums (tiny for isolated queries), plus an
+                        // absolute 1e-15: a compact kernel near its edge is ill-conditioned
+                        let tol = |want: f64| 1e-12 * want.abs() + 1e-15;
+                        assert!((gd[i] - wd[i]).abs() <= tol(wd[i]), "{profile:?} d={d} bw#{bi} loo={exclude_self} den[{i}]: {} vs {}", gd[i], wd[i]);
+                        for c in 0..2 {
+                            assert!((gn[(i, c)] - wn[(i, c)]).abs() <= tol(wd[i]), "{profile:?} d={d} bw#{bi} num[{i}]");
+                        }
+                    }
+                }
+            }
+        }
+        // the nearest-neighbour limit survives the tile order and the early stop
+        let pb = Problem { queries: x.view(), x: x.view(), values: Some(v.view()), weights: None };
+        let s = local_sums(&pb, &Kernel::Radial(Profile::Gaussian), &Bandwidth::Scalar(1e-9), &Options { exclude_self: true, ..Options::default() }).unwrap();
+        let nn = Index::build(x.view(), Algorithm::KdTree, 16).unwrap().knn(x.view(), 2).unwrap();
+        for i in 100..n {
+            let j = nn.indices[i][1];
+            assert!((s.num[(i, 0)] / s.den[i] - v[(j, 0)]).abs() < 1e-12, "d={d} query {i}");
+        }
+    }
+}

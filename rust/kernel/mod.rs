@@ -79,7 +79,7 @@ impl Profile {
     }
 
     /// Radius of the support in units of h (`None` = unbounded).
-    pub fn support(self) -> Option<f64> {
+    pub const fn support(self) -> Option<f64> {
         match self {
             Profile::Gaussian | Profile::Exponential | Profile::Cauchy => None,
             _ => Some(1.0),
@@ -87,7 +87,7 @@ impl Profile {
     }
 
     /// Exponential-type profiles are accumulated with a running max (online softmax).
-    pub fn is_exponential(self) -> bool {
+    pub const fn is_exponential(self) -> bool {
         matches!(self, Profile::Gaussian | Profile::Exponential)
     }
 

@@ -58,28 +58,15 @@ impl<F: Real> KdTree<F> {
     }
 
     fn split(&mut self, x: &ArrayView2<F>, idx: &mut [usize], start: usize, end: usize, leaf: usize) -> usize {
-        let d = self.d;
-        let mut lo = vec![F::infinity(); d];
-        let mut hi = vec![F::neg_infinity(); d];
-        for &i in &idx[start..end] {
-            for k in 0..d {
-                let v = x[(i, k)];
-                lo[k] = lo[k].min(v);
-                hi[k] = hi[k].max(v);
-            }
-        }
+        let (lo, hi) = bounds(x, &idx[start..end]);
         let id = self.nodes.len();
         self.nodes.push(Node { start, end, left: usize::MAX, right: usize::MAX });
         self.boxes.extend_from_slice(&lo);
         self.boxes.extend_from_slice(&hi);
-        let (dim, spread) = (0..d).map(|k| (k, hi[k] - lo[k])).fold((0, F::zero()), |a, b| if b.1 > a.1 { b } else { a });
-        if end - start <= leaf || spread <= F::zero() {
+        if end - start <= leaf || !split_widest(x, &mut idx[start..end], &lo, &hi, (end - start) / 2) {
             return id;
         }
         let mid = start + (end - start) / 2;
-        idx[start..end].select_nth_unstable_by(mid - start, |&a, &b| {
-            x[(a, dim)].partial_cmp(&x[(b, dim)]).unwrap_or(std::cmp::Ordering::Equal).then(a.cmp(&b))
-        });
         let left = self.split(x, idx, start, mid, leaf);
         let right = self.split(x, idx, mid, end, leaf);
         self.nodes[id].left = left;
@@ -180,6 +167,53 @@ impl<F: Real> KdTree<F> {
             }
         }
     }
+}
+
+/// Lower and upper corners of the box around the rows `idx` of `x`.
+fn bounds<F: Real>(x: &ArrayView2<F>, idx: &[usize]) -> (Vec<F>, Vec<F>) {
+    let d = x.ncols();
+    let mut lo = vec![F::infinity(); d];
+    let mut hi = vec![F::neg_infinity(); d];
+    for &i in idx {
+        for k in 0..d {
+            let v = x[(i, k)];
+            lo[k] = lo[k].min(v);
+            hi[k] = hi[k].max(v);
+        }
+    }
+    (lo, hi)
+}
+
+/// Partition `idx` so that its first `mid` rows come first along the widest dimension of the
+/// box (lo, hi), ties by index. False, and untouched, when the box is a single point.
+fn split_widest<F: Real>(x: &ArrayView2<F>, idx: &mut [usize], lo: &[F], hi: &[F], mid: usize) -> bool {
+    let (dim, spread) = (0..lo.len()).map(|k| (k, hi[k] - lo[k])).fold((0, F::zero()), |a, b| if b.1 > a.1 { b } else { a });
+    if spread <= F::zero() || mid == 0 || mid >= idx.len() {
+        return false;
+    }
+    idx.select_nth_unstable_by(mid, |&a, &b| x[(a, dim)].partial_cmp(&x[(b, dim)]).unwrap_or(std::cmp::Ordering::Equal).then(a.cmp(&b)));
+    true
+}
+
+/// An order of the rows of `x` whose consecutive runs of `chunk` rows are the leaves of a
+/// median kd split, so each run fills a compact box: the layout that lets the engine skip
+/// whole tiles of references (and blocks of queries) by their bounding boxes.
+pub fn chunked_order<F: Real>(x: ArrayView2<F>, chunk: usize) -> Vec<usize> {
+    fn rec<F: Real>(x: &ArrayView2<F>, idx: &mut [usize], chunk: usize) {
+        if idx.len() <= chunk {
+            return;
+        }
+        let (lo, hi) = bounds(x, idx);
+        let mid = idx.len().div_ceil(chunk) / 2 * chunk;
+        if split_widest(x, idx, &lo, &hi, mid) {
+            let (a, b) = idx.split_at_mut(mid);
+            rec(x, a, chunk);
+            rec(x, b, chunk);
+        }
+    }
+    let mut idx: Vec<usize> = (0..x.nrows()).collect();
+    rec(&x, &mut idx, chunk.max(1));
+    idx
 }
 
 /// A kd-tree whose nodes also carry their total weight and weighted coordinate sum, so a

@@ -25,9 +25,10 @@ print(f"{kernel:<13} h={h:<6} n=1e6 m={m:.0e} d=2: {{dt:6.1f}} s, peak RSS above
 
 
 def main():
-    # The exact Gaussian visits all n·m pairs, so it runs on fewer queries; the compact kernel
-    # goes through the kd-tree and takes all 10⁶ queries.
-    for kernel, h, m in [("epanechnikov", 0.005, 1_000_000), ("gaussian", 0.002, 20_000)]:
+    # The compact kernel goes through the kd-tree. The exact Gaussian evaluates every pair
+    # except the tiles that underflow as a whole (here beyond ≈ 38·h in float64): all 10⁶
+    # queries, and 2·10⁴ for the record of earlier runs.
+    for kernel, h, m in [("epanechnikov", 0.005, 1_000_000), ("gaussian", 0.002, 20_000), ("gaussian", 0.002, 1_000_000)]:
         res = subprocess.run([sys.executable, "-c", CASE.format(kernel=kernel, h=h, m=m)], capture_output=True, text=True)
         print(res.stdout.strip() or res.stderr[-2000:])
 

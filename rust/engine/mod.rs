@@ -112,16 +112,16 @@ pub fn local_sums<F: Real>(pb: &Problem<F>, kernel: &Kernel, bw: &Bandwidth<F>, 
         Kernel::Knn { k, profile } => knn_sums(pb, *k, *profile, opts),
         Kernel::Dot { temperature } => brute::<F, DotExp>(pb, bw, opts, F::of(1.0 / temperature)),
         Kernel::Radial(profile) => {
-            let use_tree = match opts.neighborhood {
-                Neighborhood::Brute => false,
-                Neighborhood::Tree => profile.support().is_some(),
-                Neighborhood::Auto => tree_is_cheaper(pb, *profile, bw)?,
+            let tree = match opts.neighborhood {
+                Neighborhood::Brute => None,
+                Neighborhood::Tree if profile.support().is_some() => Some(KdTree::build(pb.x, 32)?),
+                Neighborhood::Tree => None,
+                Neighborhood::Auto => cheaper_tree(pb, *profile, bw)?,
             };
             dispatch_profile!(*profile, P, {
-                if use_tree {
-                    tree_sums::<F, P>(pb, bw, opts)
-                } else {
-                    brute::<F, Radial<P>>(pb, bw, opts, F::one())
+                match tree {
+                    Some(tree) => tree_sums::<F, P>(pb, &tree, bw, opts),
+                    None => brute::<F, Radial<P>>(pb, bw, opts, F::one()),
                 }
             })
         }
@@ -501,14 +501,15 @@ fn fill_gemm<F: Real, K: TileKernel>(qb: ArrayView2<F>, qn: &[F], xt: ArrayView2
     }
 }
 
-/// Would a kd-tree be faster than the tiled brute force? The tree visits the points within
-/// the support one by one; the brute force evaluates whole tiles (vectorised, several times
-/// cheaper per pair) but every point of each tile within reach of a query block.
-fn tree_is_cheaper<F: Real>(pb: &Problem<F>, profile: Profile, bw: &Bandwidth<F>) -> Result<bool> {
+/// The kd-tree over the samples if it would be faster than the tiled brute force. The tree
+/// visits the points within the support one by one; the brute force evaluates whole tiles
+/// (vectorised, several times cheaper per pair) but every point of each tile within reach of a
+/// query block.
+fn cheaper_tree<F: Real>(pb: &Problem<F>, profile: Profile, bw: &Bandwidth<F>) -> Result<Option<KdTree<F>>> {
     let (n, d) = pb.x.dim();
     let m = pb.queries.nrows();
     if profile.support().is_none() || d >= GEMM_MIN_DIM || n < 512 || m < 16 {
-        return Ok(false);
+        return Ok(None);
     }
     let tree = KdTree::build(pb.x, 32)?;
     let probes = 32.min(m);
@@ -525,7 +526,7 @@ fn tree_is_cheaper<F: Real>(pb: &Problem<F>, profile: Profile, bw: &Bandwidth<F>
     let side = |points: usize| 2.0 * (points as f64 / v).powf(1.0 / d as f64);
     let (tile, blk) = (side(TILE), side(QUERY_BLOCK));
     let brute = (TILE as f64 * ((tile + blk + 2.0) / tile).powi(d as i32)).min(n as f64);
-    Ok(brute > TREE_PAIR_COST * v)
+    Ok((brute > TREE_PAIR_COST * v).then_some(tree))
 }
 
 /// Cost of one pair visited through the kd-tree in units of one pair of the tiled brute force.
@@ -542,8 +543,7 @@ fn support_radius<F: Real>(bw: &Bandwidth<F>, i: usize) -> F {
 }
 
 /// Compact kernels: visit only the references inside each query's support.
-fn tree_sums<F: Real, P: ProfileFn>(pb: &Problem<F>, bw: &Bandwidth<F>, opts: &Options) -> Result<LocalSums<F>> {
-    let tree = KdTree::build(pb.x, 32)?;
+fn tree_sums<F: Real, P: ProfileFn>(pb: &Problem<F>, tree: &KdTree<F>, bw: &Bandwidth<F>, opts: &Options) -> Result<LocalSums<F>> {
     let order = tree.order();
     let p = pb.values.as_ref().map_or(0, |v| v.ncols());
     // Tree-ordered copies so the visit streams memory.

@@ -5,6 +5,8 @@ use crate::distance::sq_euclidean;
 use crate::error::{LocalizationError, Result};
 use crate::kernel::Real;
 use ndarray::{ArrayView1, ArrayView2};
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
 
 #[derive(Clone, Debug)]
 struct Node {
@@ -106,34 +108,32 @@ impl<F: Real> KdTree<F> {
 
     /// The k nearest points (original indices, Euclidean distances), ascending, ties by index.
     pub fn knn(&self, q: &[F], k: usize) -> (Vec<usize>, Vec<F>) {
-        // Bounded candidate list kept sorted by (d², index): k is small in practice.
-        let mut best: Vec<(F, usize)> = Vec::with_capacity(k + 1);
-        self.knn_rec(0, q, k, &mut best);
-        best.into_iter().map(|(d2, j)| (j, d2.sqrt())).unzip()
+        // Max-heap of the best k so far by (d², index): O(log k) per candidate, for any k.
+        let mut best: BinaryHeap<Candidate<F>> = BinaryHeap::with_capacity(k + 1);
+        if k > 0 {
+            self.knn_rec(0, q, k, &mut best);
+        }
+        best.into_sorted_vec().into_iter().map(|c| (c.index, c.d2.sqrt())).unzip()
     }
 
-    fn knn_rec(&self, node: usize, q: &[F], k: usize, best: &mut Vec<(F, usize)>) {
+    fn knn_rec(&self, node: usize, q: &[F], k: usize, best: &mut BinaryHeap<Candidate<F>>) {
         let n = &self.nodes[node];
         if n.left == usize::MAX {
             for pos in n.start..n.end {
-                let d2 = sq_euclidean(q, self.point(pos));
-                let j = self.index[pos];
-                if best.len() == k {
-                    let w = best[k - 1];
-                    if d2 > w.0 || (d2 == w.0 && j > w.1) {
-                        continue;
-                    }
+                let c = Candidate { d2: sq_euclidean(q, self.point(pos)), index: self.index[pos] };
+                if best.len() < k {
+                    best.push(c);
+                } else if best.peek().is_some_and(|worst| c < *worst) {
+                    best.pop();
+                    best.push(c);
                 }
-                let at = best.partition_point(|&(bd, bj)| bd < d2 || (bd == d2 && bj < j));
-                best.insert(at, (d2, j));
-                best.truncate(k);
             }
             return;
         }
         let (dl, dr) = (self.box_dist2(n.left, q), self.box_dist2(n.right, q));
         let order = if dl <= dr { [(n.left, dl), (n.right, dr)] } else { [(n.right, dr), (n.left, dl)] };
         for (child, dist) in order {
-            if best.len() < k || dist <= best[k - 1].0 {
+            if best.len() < k || best.peek().is_some_and(|worst| dist <= worst.d2) {
                 self.knn_rec(child, q, k, best);
             }
         }
@@ -169,6 +169,31 @@ impl<F: Real> KdTree<F> {
     }
 }
 
+/// A k-NN candidate, ordered by (d², index) so that ties go to the smaller index.
+#[derive(Clone, Copy)]
+struct Candidate<F> {
+    d2: F,
+    index: usize,
+}
+
+impl<F: Real> PartialEq for Candidate<F> {
+    fn eq(&self, o: &Self) -> bool {
+        self.cmp(o) == Ordering::Equal
+    }
+}
+impl<F: Real> Eq for Candidate<F> {}
+impl<F: Real> PartialOrd for Candidate<F> {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl<F: Real> Ord for Candidate<F> {
+    fn cmp(&self, o: &Self) -> Ordering {
+        // Distances are never NaN (inputs are validated); Equal keeps the order total anyway.
+        self.d2.partial_cmp(&o.d2).unwrap_or(Ordering::Equal).then(self.index.cmp(&o.index))
+    }
+}
+
 /// Lower and upper corners of the box around the rows `idx` of `x`.
 fn bounds<F: Real>(x: &ArrayView2<F>, idx: &[usize]) -> (Vec<F>, Vec<F>) {
     let d = x.ncols();
@@ -191,7 +216,7 @@ fn split_widest<F: Real>(x: &ArrayView2<F>, idx: &mut [usize], lo: &[F], hi: &[F
     if spread <= F::zero() || mid == 0 || mid >= idx.len() {
         return false;
     }
-    idx.select_nth_unstable_by(mid, |&a, &b| x[(a, dim)].partial_cmp(&x[(b, dim)]).unwrap_or(std::cmp::Ordering::Equal).then(a.cmp(&b)));
+    idx.select_nth_unstable_by(mid, |&a, &b| x[(a, dim)].partial_cmp(&x[(b, dim)]).unwrap_or(Ordering::Equal).then(a.cmp(&b)));
     true
 }
 

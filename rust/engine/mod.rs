@@ -11,8 +11,11 @@
 //!   accumulate fused per tile, references re-laid out feature-major so the inner loops
 //!   vectorise (with AVX2 when the CPU has it, chosen at run time);
 //! * high dimensions get their tile of distances from a matrix product;
-//! * compact kernels visit only the references inside the support through a kd-tree when
-//!   that is cheaper; the kNN kernel goes through the neighbour index;
+//! * low dimensions lay references and queries out in compact boxes (`tiles`), and a tile
+//!   out of reach of a query block (kernel exactly zero, or every term underflowing against
+//!   the running maximum) is skipped whole; compact kernels go through a kd-tree instead
+//!   when a cost model says so; the kNN kernel goes through the neighbour index;
+//! * the exponential's polynomial runs in fused multiply-adds where the CPU has FMA;
 //! * exponential kernels accumulate with a running maximum (as online softmax), so a tiny
 //!   bandwidth gives the nearest-neighbour limit rather than 0/0; sums are reported as
 //!   `value · exp(log_scale)`;

@@ -2,7 +2,8 @@
 
 use super::{lanes, LocalSums};
 use crate::kernel::Real;
-use ndarray::{Array1, Array2, Array3};
+use ndarray::{Array1, Array2, Array3, Axis};
+use rayon::prelude::*;
 
 /// Number of local polynomial basis functions in d dimensions.
 pub fn n_basis(d: usize, degree: usize) -> usize {
@@ -100,9 +101,8 @@ impl Acc {
         }
     }
 
-    /// Gather per-query accumulators into arrays; `order[i]` is the output row of `accs[i]`
-    /// (None: the same row).
-    pub fn finish<F: Real>(accs: Vec<Acc>, p: usize, basis: Option<usize>, order: Option<&[usize]>) -> LocalSums<F> {
+    /// Gather per-query accumulators into arrays.
+    pub fn finish<F: Real>(accs: Vec<Acc>, p: usize, basis: Option<usize>) -> LocalSums<F> {
         let m = accs.len();
         let mut num = Array2::<F>::zeros((m, p));
         let mut den = Array1::<F>::zeros(m);
@@ -110,8 +110,7 @@ impl Acc {
         let nb = basis.unwrap_or(0);
         let mut moments = basis.map(|_| Array3::<F>::zeros((m, nb, nb)));
         let mut cross = basis.map(|_| Array3::<F>::zeros((m, nb, p)));
-        for (k, a) in accs.into_iter().enumerate() {
-            let i = order.map_or(k, |o| o[k]);
+        for (i, a) in accs.into_iter().enumerate() {
             let ls = if a.log_scale.is_finite() { a.log_scale } else { 0.0 };
             log_scale[i] = F::of(ls);
             den[i] = F::of(a.den);
@@ -133,4 +132,49 @@ impl Acc {
         }
         LocalSums { num, den, log_scale, moments, cross }
     }
+}
+
+/// `f(i)` for every query i in parallel, in chunks that are each gathered into arrays at once:
+/// no per-query accumulator outlives its chunk, so memory stays near the size of the output.
+pub fn per_query<F: Real>(m: usize, p: usize, basis: Option<usize>, f: impl Fn(usize) -> Acc + Sync) -> LocalSums<F> {
+    // Enough chunks to balance the threads when per-query costs differ, at most 256 queries each.
+    let chunk = (m / (16 * rayon::current_num_threads())).clamp(1, 256);
+    let parts: Vec<LocalSums<F>> = (0..m)
+        .step_by(chunk)
+        .collect::<Vec<_>>()
+        .into_par_iter()
+        .map(|c0| Acc::finish((c0..(c0 + chunk).min(m)).map(&f).collect(), p, basis))
+        .collect();
+    stack(parts, p, basis, None)
+}
+
+/// Concatenate sums computed in parts; row k of the concatenation goes to row `order[k]`
+/// (None: row k).
+pub fn stack<F: Real>(parts: Vec<LocalSums<F>>, p: usize, basis: Option<usize>, order: Option<&[usize]>) -> LocalSums<F> {
+    let m = parts.iter().map(|s| s.den.len()).sum();
+    let nb = basis.unwrap_or(0);
+    let mut out = LocalSums {
+        num: Array2::zeros((m, p)),
+        den: Array1::zeros(m),
+        log_scale: Array1::zeros(m),
+        moments: basis.map(|_| Array3::zeros((m, nb, nb))),
+        cross: basis.map(|_| Array3::zeros((m, nb, p))),
+    };
+    let mut k = 0;
+    for part in parts {
+        for r in 0..part.den.len() {
+            let i = order.map_or(k, |o| o[k]);
+            out.num.row_mut(i).assign(&part.num.row(r));
+            out.den[i] = part.den[r];
+            out.log_scale[i] = part.log_scale[r];
+            if let (Some(a), Some(b)) = (out.moments.as_mut(), &part.moments) {
+                a.index_axis_mut(Axis(0), i).assign(&b.index_axis(Axis(0), r));
+            }
+            if let (Some(a), Some(b)) = (out.cross.as_mut(), &part.cross) {
+                a.index_axis_mut(Axis(0), i).assign(&b.index_axis(Axis(0), r));
+            }
+            k += 1;
+        }
+    }
+    out
 }

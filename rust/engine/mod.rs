@@ -30,7 +30,7 @@ use crate::distance::{row_sq_norms, GEMM_MIN_DIM};
 use crate::error::{LocalizationError, Result};
 use crate::kernel::{dispatch_profile, Profile, ProfileFn, Real};
 use crate::neighbors::{Algorithm, Index, KdTree};
-use accumulate::{n_basis, Acc};
+use accumulate::{n_basis, per_query, stack, Acc};
 use tiles::{Blocks, Tiles};
 use ndarray::{linalg::general_mat_mul, s, Array1, Array2, Array3, ArrayView1, ArrayView2, ArrayViewMut2};
 use rayon::prelude::*;
@@ -247,13 +247,13 @@ fn brute<F: Real, K: TileKernel>(pb: &Problem<F>, bw: &Bandwidth<F>, opts: &Opti
     let m = pb.queries.nrows();
     let basis = opts.degree.map(|g| n_basis(d, g));
     let q_norms = if d >= GEMM_MIN_DIM { row_sq_norms(pb.queries) } else { Vec::new() };
-    let accs: Vec<Acc> = (0..m)
+    let parts: Vec<LocalSums<F>> = (0..m)
         .step_by(qblock)
         .collect::<Vec<_>>()
         .into_par_iter()
-        .flat_map_iter(|b0| run_block::<F, K>(&Ctx { pb, tiles: &tiles, blocks: &blocks, bw, opts, basis, qn: &q_norms, c }, b0))
+        .map(|b0| Acc::finish(run_block::<F, K>(&Ctx { pb, tiles: &tiles, blocks: &blocks, bw, opts, basis, qn: &q_norms, c }, b0), tiles.p, basis))
         .collect();
-    Ok(Acc::finish(accs, tiles.p, basis, blocks.order()))
+    Ok(stack(parts, tiles.p, basis, blocks.order()))
 }
 
 /// Everything a query block needs.
@@ -561,41 +561,37 @@ fn tree_sums<F: Real, P: ProfileFn>(pb: &Problem<F>, tree: &KdTree<F>, bw: &Band
     };
     let basis = opts.degree.map(|g| n_basis(pb.x.ncols(), g));
     let degree = opts.degree.unwrap_or(0);
-    let accs: Vec<Acc> = (0..pb.queries.nrows())
-        .into_par_iter()
-        .map(|i| {
-            let q = pb.queries.row(i);
-            let q = q.as_slice().expect("C-contiguous queries");
-            let mut acc = Acc::new(p, basis, false);
-            let r = support_radius(bw, i);
-            let scale = F::one() / (r * r);
-            let mut delta = vec![F::zero(); q.len()];
-            tree.visit_within(q, r * r, &mut |pos, d2| {
-                let u2 = match &inv_h2 {
-                    Some(ih) => d2 * ih[pos],
-                    None => d2 * scale,
-                };
-                let kw = P::k(u2) * w[pos];
-                if kw == F::zero() || (opts.exclude_self && order[pos] == i) {
-                    return;
+    Ok(per_query(pb.queries.nrows(), p, basis, |i| {
+        let q = pb.queries.row(i);
+        let q = q.as_slice().expect("C-contiguous queries");
+        let mut acc = Acc::new(p, basis, false);
+        let r = support_radius(bw, i);
+        let scale = F::one() / (r * r);
+        let mut delta = vec![F::zero(); q.len()];
+        tree.visit_within(q, r * r, &mut |pos, d2| {
+            let u2 = match &inv_h2 {
+                Some(ih) => d2 * ih[pos],
+                None => d2 * scale,
+            };
+            let kw = P::k(u2) * w[pos];
+            if kw == F::zero() || (opts.exclude_self && order[pos] == i) {
+                return;
+            }
+            let v = &vals[pos * p..(pos + 1) * p];
+            acc.den += kw.f64();
+            for (a, &b) in acc.num.iter_mut().zip(v) {
+                *a += (kw * b).f64();
+            }
+            if basis.is_some() {
+                let x = pb.x.row(order[pos]);
+                for (k, dk) in delta.iter_mut().enumerate() {
+                    *dk = x[k] - q[k];
                 }
-                let v = &vals[pos * p..(pos + 1) * p];
-                acc.den += kw.f64();
-                for (a, &b) in acc.num.iter_mut().zip(v) {
-                    *a += (kw * b).f64();
-                }
-                if basis.is_some() {
-                    let x = pb.x.row(order[pos]);
-                    for (k, dk) in delta.iter_mut().enumerate() {
-                        *dk = x[k] - q[k];
-                    }
-                    acc.add_moments(kw.f64(), &delta, v, degree);
-                }
-            });
-            acc
-        })
-        .collect();
-    Ok(Acc::finish(accs, p, basis, None))
+                acc.add_moments(kw.f64(), &delta, v, degree);
+            }
+        });
+        acc
+    }))
 }
 
 /// The kNN kernel through the neighbour index.
@@ -606,48 +602,44 @@ fn knn_sums<F: Real>(pb: &Problem<F>, k: usize, profile: Option<Profile>, opts: 
     let p = pb.values.as_ref().map_or(0, |v| v.ncols());
     let basis = opts.degree.map(|g| n_basis(pb.x.ncols(), g));
     let degree = opts.degree.unwrap_or(0);
-    let accs: Vec<Acc> = (0..pb.queries.nrows())
-        .into_par_iter()
-        .map(|i| {
-            let q = pb.queries.row(i);
-            let mut acc = Acc::new(p, basis, false);
-            // Leave-one-out drops the query's own index (wherever ties put it), else the farthest.
-            let mut pairs: Vec<(usize, F)> = nb.indices[i].iter().copied().zip(nb.distances[i].iter().copied()).collect();
-            if extra == 1 {
-                let at = pairs.iter().position(|&(j, _)| j == i).unwrap_or(pairs.len() - 1);
-                pairs.remove(at);
+    Ok(per_query(pb.queries.nrows(), p, basis, |i| {
+        let q = pb.queries.row(i);
+        let mut acc = Acc::new(p, basis, false);
+        // Leave-one-out drops the query's own index (wherever ties put it), else the farthest.
+        let mut pairs: Vec<(usize, F)> = nb.indices[i].iter().copied().zip(nb.distances[i].iter().copied()).collect();
+        if extra == 1 {
+            let at = pairs.iter().position(|&(j, _)| j == i).unwrap_or(pairs.len() - 1);
+            pairs.remove(at);
+        }
+        let hk = pairs.last().map_or(F::zero(), |t| t.1);
+        let mut delta = vec![F::zero(); q.len()];
+        let mut vj = vec![F::zero(); p];
+        for &(j, dist) in &pairs {
+            let kern = match profile {
+                None => F::one(),
+                Some(_) if hk == F::zero() => F::one(),
+                Some(pr) => dispatch_profile!(pr, P, P::k((dist / hk) * (dist / hk))),
+            };
+            let kw = kern * pb.weights.as_ref().map_or(F::one(), |w| w[j]);
+            if kw == F::zero() {
+                continue;
             }
-            let hk = pairs.last().map_or(F::zero(), |t| t.1);
-            let mut delta = vec![F::zero(); q.len()];
-            let mut vj = vec![F::zero(); p];
-            for &(j, dist) in &pairs {
-                let kern = match profile {
-                    None => F::one(),
-                    Some(_) if hk == F::zero() => F::one(),
-                    Some(pr) => dispatch_profile!(pr, P, P::k((dist / hk) * (dist / hk))),
-                };
-                let kw = kern * pb.weights.as_ref().map_or(F::one(), |w| w[j]);
-                if kw == F::zero() {
-                    continue;
-                }
-                acc.den += kw.f64();
-                if let Some(v) = &pb.values {
-                    for c in 0..p {
-                        vj[c] = v[(j, c)];
-                        acc.num[c] += (kw * vj[c]).f64();
-                    }
-                }
-                if basis.is_some() {
-                    for kk in 0..q.len() {
-                        delta[kk] = pb.x[(j, kk)] - q[kk];
-                    }
-                    acc.add_moments(kw.f64(), &delta, &vj, degree);
+            acc.den += kw.f64();
+            if let Some(v) = &pb.values {
+                for c in 0..p {
+                    vj[c] = v[(j, c)];
+                    acc.num[c] += (kw * vj[c]).f64();
                 }
             }
-            acc
-        })
-        .collect();
-    Ok(Acc::finish(accs, p, basis, None))
+            if basis.is_some() {
+                for kk in 0..q.len() {
+                    delta[kk] = pb.x[(j, kk)] - q[kk];
+                }
+                acc.add_moments(kw.f64(), &delta, &vj, degree);
+            }
+        }
+        acc
+    }))
 }
 
 #[cfg(test)]

@@ -87,11 +87,16 @@ impl Acc {
     pub fn add_tile_moments<F: Real>(&mut self, phi: &[F], kw: &[F], vals: &[F], nb: usize, len: usize, stride: usize, wa: &mut [F]) {
         let p = self.num.len();
         for a in 0..nb {
-            let pa = &phi[a * stride..a * stride + len];
-            for j in 0..len {
-                wa[j] = kw[j] * pa[j];
-            }
-            let wa = &wa[..len];
+            // φ₀ = 1: its row of weights is kw itself.
+            let wa = if a == 0 {
+                &kw[..len]
+            } else {
+                let pa = &phi[a * stride..a * stride + len];
+                for j in 0..len {
+                    wa[j] = kw[j] * pa[j];
+                }
+                &wa[..len]
+            };
             for b in a..nb {
                 self.mom[a * nb + b] += lanes::dot(wa, &phi[b * stride..b * stride + len]).f64();
             }

@@ -84,7 +84,7 @@ impl Acc {
     /// basis-/column-major with row stride `stride`; `kw` the tile's weights.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    pub fn add_tile_moments<F: Real>(&mut self, phi: &[F], kw: &[F], vals: &[F], nb: usize, len: usize, stride: usize, wa: &mut [F]) {
+    pub fn add_tile_moments<F: Real, const FMA: bool>(&mut self, phi: &[F], kw: &[F], vals: &[F], nb: usize, len: usize, stride: usize, wa: &mut [F]) {
         let p = self.num.len();
         for a in 0..nb {
             // φ₀ = 1: its row of weights is kw itself.
@@ -98,10 +98,10 @@ impl Acc {
                 &wa[..len]
             };
             for b in a..nb {
-                self.mom[a * nb + b] += lanes::dot(wa, &phi[b * stride..b * stride + len]).f64();
+                self.mom[a * nb + b] += lanes::dot::<F, FMA>(wa, &phi[b * stride..b * stride + len]).f64();
             }
             for c in 0..p {
-                self.cross[a * p + c] += lanes::dot(wa, &vals[c * stride..c * stride + len]).f64();
+                self.cross[a * p + c] += lanes::dot::<F, FMA>(wa, &vals[c * stride..c * stride + len]).f64();
             }
         }
     }

@@ -4,9 +4,9 @@
 //! reorder it, so it neither vectorises nor pipelines. Sixteen interleaved partial sums
 //! do both, and the order is still fixed, so results stay deterministic.
 
-use crate::kernel::Real;
+use crate::kernel::{madd, Real};
 
-const LANES: usize = 16;
+pub const LANES: usize = 16;
 
 #[inline(always)]
 fn combine<F: Real>(acc: [F; LANES], tail: F) -> F {
@@ -21,15 +21,16 @@ fn combine<F: Real>(acc: [F; LANES], tail: F) -> F {
     a[0] + tail
 }
 
+/// Σ x·y, in fused multiply-adds when `FMA` (as in `Real::exp_with`).
 #[inline(always)]
-pub fn dot<F: Real>(x: &[F], y: &[F]) -> F {
+pub fn dot<F: Real, const FMA: bool>(x: &[F], y: &[F]) -> F {
     let y = &y[..x.len()];
     let mut acc = [F::zero(); LANES];
     let (cx, cy) = (x.chunks_exact(LANES), y.chunks_exact(LANES));
-    let tail = cx.remainder().iter().zip(cy.remainder()).fold(F::zero(), |a, (&u, &v)| a + u * v);
+    let tail = cx.remainder().iter().zip(cy.remainder()).fold(F::zero(), |a, (&u, &v)| madd::<F, FMA>(u, v, a));
     for (a, b) in cx.zip(cy) {
         for l in 0..LANES {
-            acc[l] = acc[l] + a[l] * b[l];
+            acc[l] = madd::<F, FMA>(a[l], b[l], acc[l]);
         }
     }
     combine(acc, tail)
@@ -104,7 +105,7 @@ mod tests {
             let y: Vec<f64> = (0..n).map(|i| ((i * 7) % 5) as f64 * 0.25).collect();
             let ones = vec![1.0; n];
             assert_eq!(super::weigh::<f64, false, false>(&mut x.clone(), &ones, None, 0.0).0, x.iter().sum::<f64>());
-            assert_eq!(super::dot(&x, &y), x.iter().zip(&y).map(|(a, b)| a * b).sum::<f64>());
+            assert_eq!(super::dot::<f64, false>(&x, &y), x.iter().zip(&y).map(|(a, b)| a * b).sum::<f64>());
             assert_eq!(super::max(&x), x.iter().cloned().fold(f64::NEG_INFINITY, f64::max));
         }
     }

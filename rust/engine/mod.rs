@@ -23,6 +23,7 @@
 //!   results are bit-identical for any thread count. Tile sums are added in f64.
 
 mod accumulate;
+mod expansion;
 mod lanes;
 mod tiles;
 
@@ -64,6 +65,8 @@ pub enum Neighborhood {
     Auto,
     Brute,
     Tree,
+    /// The Gaussian's two-sided Taylor expansion when it applies (else as `Brute`).
+    Expansion,
 }
 
 #[derive(Clone, Debug)]
@@ -115,8 +118,11 @@ pub fn local_sums<F: Real>(pb: &Problem<F>, kernel: &Kernel, bw: &Bandwidth<F>, 
         Kernel::Knn { k, profile } => knn_sums(pb, *k, *profile, opts),
         Kernel::Dot { temperature } => brute::<F, DotExp>(pb, bw, opts, F::of(1.0 / temperature)),
         Kernel::Radial(profile) => {
+            if let Some(e) = expansion(pb, *profile, bw, opts) {
+                return Ok(e.sums());
+            }
             let tree = match opts.neighborhood {
-                Neighborhood::Brute => None,
+                Neighborhood::Brute | Neighborhood::Expansion => None,
                 Neighborhood::Tree if profile.support().is_some() => Some(KdTree::build(pb.x, 32)?),
                 Neighborhood::Tree => None,
                 Neighborhood::Auto => cheaper_tree(pb, *profile, bw)?,
@@ -425,13 +431,13 @@ fn block<F: Real, K: TileKernel, const FMA: bool>(cx: &Ctx<'_, '_, F>, b0: usize
             if p > 0 && !wide {
                 acc.num[0] += s1.f64();
                 for cc in 1..p {
-                    acc.num[cc] += lanes::dot(kw, &vals[cc * TILE..cc * TILE + len]).f64();
+                    acc.num[cc] += lanes::dot::<F, FMA>(kw, &vals[cc * TILE..cc * TILE + len]).f64();
                 }
             }
             if let Some(nbasis) = basis {
                 let q = qb.row(i);
                 fill_basis(&mut phi, coords, q.as_slice().expect("C-contiguous queries"), len, opts.degree.unwrap_or(0));
-                acc.add_tile_moments(&phi, kw, vals, nbasis, len, TILE, &mut wa);
+                acc.add_tile_moments::<F, FMA>(&phi, kw, vals, nbasis, len, TILE, &mut wa);
             }
         }
         if let (true, Some(v)) = (wide, tiles.value_rows(pb, t0, len)) {
@@ -530,6 +536,28 @@ fn cheaper_tree<F: Real>(pb: &Problem<F>, profile: Profile, bw: &Bandwidth<F>) -
     let (tile, blk) = (side(TILE), side(QUERY_BLOCK));
     let brute = (TILE as f64 * ((tile + blk + 2.0) / tile).powi(d as i32)).min(n as f64);
     Ok((brute > TREE_PAIR_COST * v).then_some(tree))
+}
+
+/// The Gaussian's series expansion, when it applies (one scalar bandwidth, no leave-one-out,
+/// low dimension) and is asked for or modelled cheaper than the direct pair loop.
+fn expansion<F: Real>(pb: &Problem<F>, profile: Profile, bw: &Bandwidth<F>, opts: &Options) -> Option<expansion::Expansion> {
+    let h = match bw {
+        Bandwidth::Scalar(h) => *h,
+        _ => return None,
+    };
+    let (n, d) = pb.x.dim();
+    let m = pb.queries.nrows();
+    if profile != Profile::Gaussian || opts.exclude_self || d > expansion::MAX_DIM || m == 0 {
+        return None;
+    }
+    match opts.neighborhood {
+        Neighborhood::Expansion => Some(expansion::Expansion::new(pb, h, opts)),
+        Neighborhood::Auto if n >= 64 && m >= 64 => {
+            let e = expansion::Expansion::new(pb, h, opts);
+            (e.relative_cost::<F>() < 1.0).then_some(e)
+        }
+        _ => None,
+    }
 }
 
 /// Cost of one pair visited through the kd-tree in units of one pair of the tiled brute force.

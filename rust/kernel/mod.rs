@@ -8,7 +8,7 @@
 pub mod real;
 
 use crate::error::{LocalizationError, Result};
-pub use real::Real;
+pub use real::{madd, Real};
 use std::f64::consts::PI;
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]

@@ -9,7 +9,7 @@ use crate::error::{LocalizationError, Result};
 use crate::kernel::Real;
 use ndarray::{s, Array2, ArrayView2};
 use rayon::prelude::*;
-pub use kdtree::{chunked_order, BallSums, KdTree};
+pub use kdtree::{chunked_order, radius_leaves, BallSums, KdTree};
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum Algorithm {

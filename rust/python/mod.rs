@@ -100,7 +100,8 @@ fn neighborhood(s: &str) -> PyResult<Neighborhood> {
         "auto" => Ok(Neighborhood::Auto),
         "brute" => Ok(Neighborhood::Brute),
         "tree" | "kd_tree" => Ok(Neighborhood::Tree),
-        o => Err(PyValueError::new_err(format!("`algorithm` must be 'auto', 'brute' or 'kd_tree', got {o:?}"))),
+        "expansion" => Ok(Neighborhood::Expansion),
+        o => Err(PyValueError::new_err(format!("`algorithm` must be 'auto', 'brute', 'kd_tree' or 'expansion', got {o:?}"))),
     }
 }
 

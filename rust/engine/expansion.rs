@@ -1,0 +1,507 @@
+//! Gaussian sums through a two-sided Taylor expansion: exact to rounding, and for moderate
+//! and large bandwidths in low dimensions far cheaper than visiting every pair.
+//!
+//! Queries and references are cut into clusters of radius at most `RHO` bandwidths. For a
+//! query q = a + u of cluster A (centre a) and a reference x = b + w of cluster B (centre b),
+//! with Δ = a − b and lengths in bandwidths,
+//!
+//!   exp(−|q − x|²/2) = exp(−|Δ + u|²/2) · exp(Δ·w − |w|²/2) · exp(u·w),
+//!
+//! the first factor belongs to the query, the second to the reference, and
+//! exp(u·w) = Σ_α u^α w^α / α! converges fast because |u·w| ≤ ρ_A ρ_B ≤ RHO². The series is
+//! cut where its remainder is below 2⁻⁵⁴ of the term (the number of terms is chosen per pair of
+//! clusters), so a pair costs O(T·(|A| + |B|)) instead of O(|A|·|B|). Nothing is lost to
+//! cancellation: Δ stays inside the exact exponentials and only the small u·w is expanded, so
+//! the rounding error of every term is within e^{2ρ_A ρ_B} of direct summation's.
+//!
+//! Sums are stabilised as in the direct path: each query keeps a running maximum, raised to
+//! the pair's leading log-term (exact up to ±ρ_A ρ_B), and a pair whose every term underflows
+//! against it is skipped. Design moments Σ K (x − q)^γ are summed about the query cluster's
+//! centre and moved to each query by the binomial theorem (a shift of at most `RHO`).
+
+use super::accumulate::{n_basis, stack};
+use super::{lanes, LocalSums, Options, Problem};
+use crate::kernel::{madd, Real};
+use crate::neighbors::radius_leaves;
+use ndarray::{Array1, Array2, Array3};
+use rayon::prelude::*;
+
+/// Largest cluster radius, in bandwidths. At 1 the series needs at most 19 terms per
+/// dimension's degree and rounding can grow by e² at worst: the balance of cluster size,
+/// terms and accuracy measured best in one and two dimensions.
+const RHO: f64 = 1.0;
+
+/// Beyond this many features the series has too many terms to pay off.
+pub(super) const MAX_DIM: usize = 4;
+
+/// Multi-indices α of d variables ordered by total degree, each with a parent α − e_k.
+struct MultiIndex {
+    exps: Vec<Vec<u32>>,
+    parent: Vec<(usize, usize)>,
+    /// Number of multi-indices of total degree ≤ g, for g = 0, 1, …
+    upto: Vec<usize>,
+}
+
+impl MultiIndex {
+    fn new(d: usize, max_degree: usize) -> Self {
+        let (mut exps, mut parent, mut upto) = (vec![vec![0u32; d]], vec![(0, 0)], vec![1]);
+        let mut start = 0;
+        for _ in 0..max_degree {
+            let end = exps.len();
+            for i in start..end {
+                // Raising only variables from the last non-zero one on makes each child unique.
+                let last = exps[i].iter().rposition(|&e| e > 0).unwrap_or(0);
+                for k in last..d {
+                    let mut e = exps[i].clone();
+                    e[k] += 1;
+                    exps.push(e);
+                    parent.push((i, k));
+                }
+            }
+            start = end;
+            upto.push(exps.len());
+        }
+        MultiIndex { exps, parent, upto }
+    }
+
+    fn find(&self, e: &[u32]) -> usize {
+        self.exps.iter().position(|x| x == e).expect("multi-index within the table")
+    }
+
+    /// Row α (stride `stride`) = z^α, or z^α/α! with `factorial`, for the first `count`
+    /// multi-indices; `z[k]` holds variable k for `len` points.
+    fn monomials(&self, count: usize, z: &[&[f64]], len: usize, stride: usize, factorial: bool, out: &mut [f64]) {
+        out[..len].fill(1.0);
+        for a in 1..count {
+            let (p, k) = self.parent[a];
+            let c = if factorial { 1.0 / self.exps[a][k] as f64 } else { 1.0 };
+            let (lo, hi) = out.split_at_mut(a * stride);
+            let (src, zk) = (&lo[p * stride..p * stride + len], &z[k][..len]);
+            for (o, (&s, &v)) in hi[..len].iter_mut().zip(src.iter().zip(zk)) {
+                *o = s * v * c;
+            }
+        }
+    }
+}
+
+/// Terms the series of exp(z), |z| ≤ r, needs for a remainder below 2⁻⁵⁴ relative to e^z.
+fn n_terms(r: f64) -> usize {
+    let mut bound = (2.0 * r).exp();
+    let mut p = 0;
+    while bound > f64::EPSILON / 4.0 {
+        p += 1;
+        bound *= r / p as f64;
+    }
+    p.max(1)
+}
+
+/// Points cut into clusters, in scaled coordinates (bandwidth units).
+struct Side {
+    n: usize,
+    order: Vec<usize>,
+    starts: Vec<usize>,
+    centre: Vec<f64>,
+    lo: Vec<f64>,
+    hi: Vec<f64>,
+    radius: Vec<f64>,
+    /// Offsets from the cluster centre, feature-major: `off[k * n + position]`.
+    off: Vec<f64>,
+}
+
+impl Side {
+    fn new<F: Real>(x: ndarray::ArrayView2<F>, inv_h: f64) -> Self {
+        let (n, d) = x.dim();
+        let z = Array2::from_shape_fn((n, d), |(i, k)| x[(i, k)].f64() * inv_h);
+        let (order, starts) = radius_leaves(z.view(), RHO);
+        let nc = starts.len() - 1;
+        let (mut centre, mut lo, mut hi, mut radius) = (vec![0.0; nc * d], vec![0.0; nc * d], vec![0.0; nc * d], vec![0.0; nc]);
+        let mut off = vec![0.0; n * d];
+        for c in 0..nc {
+            let rows = &order[starts[c]..starts[c + 1]];
+            for k in 0..d {
+                let (l, h) = rows.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), &i| (l.min(z[(i, k)]), h.max(z[(i, k)])));
+                lo[c * d + k] = l;
+                hi[c * d + k] = h;
+                centre[c * d + k] = 0.5 * (l + h);
+            }
+            for (j, &i) in rows.iter().enumerate() {
+                let mut r2 = 0.0;
+                for k in 0..d {
+                    let o = z[(i, k)] - centre[c * d + k];
+                    off[k * n + starts[c] + j] = o;
+                    r2 += o * o;
+                }
+                radius[c] = f64::max(radius[c], r2.sqrt());
+            }
+        }
+        Side { n, order, starts, centre, lo, hi, radius, off }
+    }
+
+    fn len(&self) -> usize {
+        self.starts.len() - 1
+    }
+
+    fn size(&self, c: usize) -> usize {
+        self.starts[c + 1] - self.starts[c]
+    }
+
+    fn offsets(&self, c: usize, d: usize) -> Vec<&[f64]> {
+        (0..d).map(|k| &self.off[k * self.n + self.starts[c]..k * self.n + self.starts[c + 1]]).collect()
+    }
+
+    /// Squared distance between the boxes of cluster `a` here and cluster `b` of `other`.
+    fn gap2(&self, a: usize, other: &Side, b: usize, d: usize) -> f64 {
+        (0..d)
+            .map(|k| {
+                let g = (other.lo[b * d + k] - self.hi[a * d + k]).max(self.lo[a * d + k] - other.hi[b * d + k]).max(0.0);
+                g * g
+            })
+            .sum()
+    }
+}
+
+/// Everything the expansion needs, built once per call.
+pub(super) struct Expansion {
+    d: usize,
+    p: usize,
+    degree: Option<usize>,
+    queries: Side,
+    refs: Side,
+    /// Reference weights, values (column-major) and |w|²/2, in cluster order.
+    weights: Vec<f64>,
+    values: Vec<f64>,
+    half_norm2: Vec<f64>,
+    /// Per reference cluster: holds a zero weight (which must not set the running maximum).
+    zero_weight: Vec<bool>,
+    mi: MultiIndex,
+    /// Multi-indices γ of the moments Σ K y^γ (|γ| ≤ 2·degree) and of Σ K y^γ v (|γ| ≤ degree).
+    n_mom: usize,
+    n_cross: usize,
+    /// Series terms for the largest clusters.
+    t_max: usize,
+    /// Per moment γ: (δ, γ − δ, (−1)^|γ−δ| C(γ, δ) (γ − δ)!) for every δ ≤ γ (the binomial shift).
+    shift: Vec<Vec<(usize, usize, f64)>>,
+    /// h^|γ| per moment: the sums run in bandwidth units, the moments are reported in the data's.
+    unit: Vec<f64>,
+    /// Moment index of γ_a + γ_b for basis functions a ≤ b, and of γ_a.
+    mom_of: Vec<usize>,
+    cross_of: Vec<usize>,
+}
+
+impl Expansion {
+    /// Applies to the Gaussian with one scalar bandwidth `h` and no leave-one-out.
+    pub fn new<F: Real>(pb: &Problem<F>, h: F, opts: &Options) -> Self {
+        let (n, d) = pb.x.dim();
+        let p = pb.values.as_ref().map_or(0, |v| v.ncols());
+        let inv_h = 1.0 / h.f64();
+        let queries = Side::new(pb.queries, inv_h);
+        let refs = Side::new(pb.x, inv_h);
+        let weights: Vec<f64> = refs.order.iter().map(|&i| pb.weights.as_ref().map_or(1.0, |w| w[i].f64())).collect();
+        let values: Vec<f64> = match &pb.values {
+            Some(v) => (0..p).flat_map(|c| refs.order.iter().map(move |&i| v[(i, c)].f64())).collect(),
+            None => Vec::new(),
+        };
+        let zero_weight = (0..refs.len()).map(|b| weights[refs.starts[b]..refs.starts[b + 1]].contains(&0.0)).collect();
+        let half_norm2 = (0..n).map(|j| 0.5 * (0..d).map(|k| refs.off[k * n + j] * refs.off[k * n + j]).sum::<f64>()).collect();
+        let degree = opts.degree;
+        let g = degree.unwrap_or(0);
+        let p_max = n_terms(RHO * RHO);
+        let mi = MultiIndex::new(d, (p_max - 1).max(2 * g));
+        let (n_mom, n_cross, t_max) = (mi.upto[2 * g], mi.upto[g], mi.upto[p_max - 1]);
+        let shift = (0..n_mom)
+            .map(|c| {
+                let gamma = &mi.exps[c];
+                (0..=c)
+                    .filter(|&e| mi.exps[e].iter().zip(gamma).all(|(a, b)| a <= b))
+                    .map(|e| {
+                        let diff: Vec<u32> = gamma.iter().zip(&mi.exps[e]).map(|(a, b)| a - b).collect();
+                        let coef = gamma.iter().zip(&mi.exps[e]).fold(1.0, |s, (&a, &b)| s * binomial(a, b) * factorial(a - b));
+                        let sign = if diff.iter().sum::<u32>() % 2 == 1 { -1.0 } else { 1.0 };
+                        (e, mi.find(&diff), sign * coef)
+                    })
+                    .collect()
+            })
+            .collect();
+        let basis: Vec<Vec<u32>> = match degree {
+            None => Vec::new(),
+            Some(g) => {
+                let mut b = vec![vec![0u32; d]];
+                if g >= 1 {
+                    b.extend((0..d).map(|k| (0..d).map(|l| (l == k) as u32).collect()));
+                }
+                if g >= 2 {
+                    for a in 0..d {
+                        for c in a..d {
+                            b.push((0..d).map(|l| (l == a) as u32 + (l == c) as u32).collect());
+                        }
+                    }
+                }
+                b
+            }
+        };
+        let nb = basis.len();
+        let mut mom_of = vec![0; nb * nb];
+        for a in 0..nb {
+            for b in a..nb {
+                let sum: Vec<u32> = basis[a].iter().zip(&basis[b]).map(|(x, y)| x + y).collect();
+                mom_of[a * nb + b] = mi.find(&sum);
+            }
+        }
+        let cross_of = basis.iter().map(|e| mi.find(e)).collect();
+        let unit = mi.exps[..n_mom].iter().map(|e| h.f64().powi(e.iter().sum::<u32>() as i32)).collect();
+        Expansion { d, p, degree, queries, refs, weights, values, half_norm2, zero_weight, mi, n_mom, n_cross, t_max, shift, unit, mom_of, cross_of }
+    }
+
+    /// Sums per query: Σ K y^γ for the moments, then Σ K y^γ v_c for the cross terms.
+    fn n_cols(&self) -> usize {
+        self.n_mom + self.n_cross * self.p
+    }
+
+    /// Terms and reference-cluster visits of a query cluster, nearest first: (gap², cluster).
+    fn visits(&self, a: usize) -> Vec<(f64, usize)> {
+        let mut v: Vec<(f64, usize)> = (0..self.refs.len()).map(|b| (self.queries.gap2(a, &self.refs, b, self.d), b)).collect();
+        v.sort_by(|x, y| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)));
+        v
+    }
+
+    /// Estimated cost of the expansion over that of the direct pair loop (below 1: faster),
+    /// from the cluster pairs within reach of a sample of query clusters. A direct pair costs
+    /// an exponential and its sums; an expanded one the series for both sides.
+    pub fn relative_cost<F: Real>(&self) -> f64 {
+        let reach2 = -2.0 * F::EXP_UNDERFLOW;
+        let na = self.queries.len();
+        let sample = 64.min(na);
+        let (ncol, nb) = (self.n_cols() as f64, self.degree.map_or(0, |g| n_basis(self.d, g)) as f64);
+        let direct_per_pair = 12.0 + self.d as f64 + self.p as f64 + nb * (nb + 1.0) / 2.0 + nb * self.p as f64;
+        let (mut direct, mut expanded) = (0.0, 0.0);
+        for s in 0..sample {
+            let a = s * na / sample;
+            let qa = self.queries.size(a) as f64;
+            for b in 0..self.refs.len() {
+                if self.queries.gap2(a, &self.refs, b, self.d) > reach2 {
+                    continue;
+                }
+                let rb = self.refs.size(b) as f64;
+                let t = self.mi.upto[n_terms(self.queries.radius[a] * self.refs.radius[b]) - 1] as f64;
+                direct += qa * rb * direct_per_pair;
+                expanded += 100.0 + (qa + rb) * (12.0 + self.d as f64) + (t * (ncol + 1.0) + ncol) * rb + t * ncol * qa;
+            }
+        }
+        expanded / direct.max(1.0)
+    }
+
+    pub fn sums<F: Real>(&self) -> LocalSums<F> {
+        let parts: Vec<LocalSums<F>> = (0..self.queries.len()).collect::<Vec<_>>().into_par_iter().map(|a| self.run_cluster::<F>(a)).collect();
+        stack(parts, self.p, self.degree.map(|g| n_basis(self.d, g)), Some(&self.queries.order))
+    }
+
+    fn run_cluster<F: Real>(&self, a: usize) -> LocalSums<F> {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+                // SAFETY: the CPU supports the features the function is compiled for.
+                return unsafe { self.cluster_avx2::<F>(a) };
+            }
+        }
+        self.cluster::<F, false>(a)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn cluster_avx2<F: Real>(&self, a: usize) -> LocalSums<F> {
+        self.cluster::<F, true>(a)
+    }
+
+    /// All sums of the queries of cluster `a`.
+    #[inline(always)]
+    fn cluster<F: Real, const FMA: bool>(&self, a: usize) -> LocalSums<F> {
+        let (d, p, n) = (self.d, self.p, self.refs.n);
+        let (qs, rs) = (&self.queries, &self.refs);
+        let na = qs.size(a);
+        let ncol = self.n_cols();
+        let (t_max, n_mom, n_cross) = (self.t_max, self.n_mom, self.n_cross);
+        let u = qs.offsets(a, d);
+        // u^α/α! of every query, α-major.
+        let mut upow = vec![0.0; t_max * na];
+        self.mi.monomials(t_max, &u, na, na, true, &mut upow);
+        // Column-major sums about the cluster centre, divided by exp(running max) per query.
+        let mut sums = vec![0.0; ncol * na];
+        let mut run_max = vec![f64::NEG_INFINITY; na];
+        // Rows padded to whole lane groups with zero columns, so the dot products have no tail.
+        let stride = (0..rs.len()).map(|b| rs.size(b)).max().unwrap_or(0).next_multiple_of(lanes::LANES);
+        let mut wpow = vec![0.0; t_max * stride];
+        let mut ypow = vec![0.0; n_mom * stride];
+        let mut cols = vec![0.0; ncol * stride];
+        let mut y = vec![0.0; d * stride];
+        let mut bw = vec![0.0; stride];
+        let mut mom = vec![0.0; t_max * ncol];
+        let mut series = vec![0.0; ncol * na];
+        let (mut lead, mut factor) = (vec![0.0; na], vec![0.0; na]);
+        let mut delta = vec![0.0; d];
+        let margin = F::EXP_UNDERFLOW - 1.0;
+        for (g2, b) in self.visits(a) {
+            // Sorted by gap: once every query is out of reach, so are the remaining clusters.
+            if run_max.iter().all(|&l| -0.5 * 0.9999 * g2 - l < margin) {
+                break;
+            }
+            let (b0, nb) = (rs.starts[b], rs.size(b));
+            for k in 0..d {
+                delta[k] = qs.centre[a * d + k] - rs.centre[b * d + k];
+            }
+            let r = qs.radius[a] * rs.radius[b];
+            let t = self.mi.upto[n_terms(r) - 1];
+            let w = rs.offsets(b, d);
+            // exp(Δ·w − |w|²/2) relative to its largest value over positive weights.
+            let (bw, weights) = (&mut bw[..nb], &self.weights[b0..b0 + nb]);
+            bw.copy_from_slice(&self.half_norm2[b0..b0 + nb]);
+            bw.iter_mut().for_each(|e| *e = -*e);
+            for k in 0..d {
+                for (e, &wk) in bw.iter_mut().zip(w[k]) {
+                    *e = madd::<f64, FMA>(delta[k], wk, *e);
+                }
+            }
+            let top = if self.zero_weight[b] {
+                bw.iter().zip(weights).filter(|(_, &wt)| wt > 0.0).fold(f64::NEG_INFINITY, |m, (&e, _)| m.max(e))
+            } else {
+                lanes::max(bw)
+            };
+            if top == f64::NEG_INFINITY {
+                continue;
+            }
+            for (e, &wt) in bw.iter_mut().zip(weights) {
+                *e = (*e - top).exp_with::<FMA>() * wt;
+            }
+            // Columns b·y^γ and b·y^γ·v with y = x − a = w − Δ.
+            for k in 0..d {
+                for (yj, &wk) in y[k * stride..k * stride + nb].iter_mut().zip(w[k]) {
+                    *yj = wk - delta[k];
+                }
+            }
+            let yk: Vec<&[f64]> = (0..d).map(|k| &y[k * stride..k * stride + nb]).collect();
+            self.mi.monomials(n_mom, &yk, nb, stride, false, &mut ypow);
+            for g in 0..n_mom {
+                for (c, (&e, &yg)) in cols[g * stride..g * stride + nb].iter_mut().zip(bw.iter().zip(&ypow[g * stride..])) {
+                    *c = e * yg;
+                }
+            }
+            for g in 0..n_cross {
+                for c in 0..p {
+                    let (lo, hi) = cols.split_at_mut((n_mom + g * p + c) * stride);
+                    for ((o, &e), &v) in hi[..nb].iter_mut().zip(&lo[g * stride..g * stride + nb]).zip(&self.values[c * n + b0..]) {
+                        *o = e * v;
+                    }
+                }
+            }
+            let padded = nb.next_multiple_of(lanes::LANES);
+            for c in 0..ncol {
+                cols[c * stride + nb..c * stride + padded].fill(0.0);
+            }
+            // Reference side of the series: Σ_j w^α · column.
+            self.mi.monomials(t, &w, nb, stride, false, &mut wpow);
+            for al in 0..t {
+                for c in 0..ncol {
+                    mom[al * ncol + c] = lanes::dot::<f64, FMA>(&wpow[al * stride..al * stride + padded], &cols[c * stride..c * stride + padded]);
+                }
+            }
+            // Query side: Σ_α u^α/α! · that, vectorised over the queries.
+            series.fill(0.0);
+            for al in 0..t {
+                let ua = &upow[al * na..(al + 1) * na];
+                for c in 0..ncol {
+                    let m = mom[al * ncol + c];
+                    for (s, &ui) in series[c * na..(c + 1) * na].iter_mut().zip(ua) {
+                        *s = madd::<f64, FMA>(ui, m, *s);
+                    }
+                }
+            }
+            // Leading log-term of the pair per query: top − |Δ + u|²/2.
+            lead.fill(top);
+            for k in 0..d {
+                for (l, &uk) in lead.iter_mut().zip(u[k]) {
+                    let e = delta[k] + uk;
+                    *l -= 0.5 * e * e;
+                }
+            }
+            for i in 0..na {
+                if lead[i] + r - run_max[i] < margin {
+                    factor[i] = f64::NEG_INFINITY;
+                    continue;
+                }
+                if lead[i] > run_max[i] {
+                    let f = (run_max[i] - lead[i]).exp();
+                    for c in 0..ncol {
+                        sums[c * na + i] *= f;
+                    }
+                    run_max[i] = lead[i];
+                }
+                factor[i] = lead[i] - run_max[i];
+            }
+            for f in factor.iter_mut() {
+                *f = if *f == f64::NEG_INFINITY { 0.0 } else { f.exp_with::<FMA>() };
+            }
+            for c in 0..ncol {
+                for ((s, &v), &f) in sums[c * na..(c + 1) * na].iter_mut().zip(&series[c * na..]).zip(&factor) {
+                    *s = madd::<f64, FMA>(f, v, *s);
+                }
+            }
+        }
+        self.finish(&sums, &run_max, &upow, na)
+    }
+
+    /// Move each query's sums from its cluster centre to the query itself (binomial shift)
+    /// and lay them out as the engine reports them.
+    fn finish<F: Real>(&self, sums: &[f64], run_max: &[f64], upow: &[f64], na: usize) -> LocalSums<F> {
+        let p = self.p;
+        let basis = self.degree.map(|g| n_basis(self.d, g));
+        let nb = basis.unwrap_or(0);
+        let mut out = LocalSums {
+            num: Array2::zeros((na, p)),
+            den: Array1::zeros(na),
+            log_scale: Array1::zeros(na),
+            moments: basis.map(|_| Array3::zeros((na, nb, nb))),
+            cross: basis.map(|_| Array3::zeros((na, nb, p))),
+        };
+        // Σ K (y − u)^γ·(column) from the sums of y^δ·(column) at `base + δ·step`.
+        let shifted = |g: usize, base: usize, step: usize, i: usize| -> f64 {
+            self.unit[g] * self.shift[g].iter().map(|&(e, diff, coef)| coef * upow[diff * na + i] * sums[(base + e * step) * na + i]).sum::<f64>()
+        };
+        let mut moments = vec![0.0; self.n_mom];
+        let mut cross = vec![0.0; self.n_cross * p];
+        for i in 0..na {
+            for (g, m) in moments.iter_mut().enumerate() {
+                *m = shifted(g, 0, 1, i);
+            }
+            for g in 0..self.n_cross {
+                for c in 0..p {
+                    cross[g * p + c] = shifted(g, self.n_mom + c, p, i);
+                }
+            }
+            out.log_scale[i] = F::of(if run_max[i].is_finite() { run_max[i] } else { 0.0 });
+            out.den[i] = F::of(moments[0]);
+            for c in 0..p {
+                out.num[(i, c)] = F::of(cross[c]);
+            }
+            if let (Some(mo), Some(cr)) = (out.moments.as_mut(), out.cross.as_mut()) {
+                for a in 0..nb {
+                    for b in a..nb {
+                        let v = F::of(moments[self.mom_of[a * nb + b]]);
+                        mo[(i, a, b)] = v;
+                        mo[(i, b, a)] = v;
+                    }
+                    for c in 0..p {
+                        cr[(i, a, c)] = F::of(cross[self.cross_of[a] * p + c]);
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+fn factorial(k: u32) -> f64 {
+    (1..=k).fold(1.0, |s, i| s * i as f64)
+}
+
+fn binomial(n: u32, k: u32) -> f64 {
+    factorial(n) / (factorial(k) * factorial(n - k))
+}

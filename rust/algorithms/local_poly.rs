@@ -51,31 +51,43 @@ pub fn solve_in_place(a: &mut [f64], b: &mut [f64], n: usize, nrhs: usize) -> bo
     true
 }
 
-/// Per-query local polynomial coefficients: returns β (m × D × p flattened per query) and,
-/// per query, whether the local design was singular (then β is NaN).
-fn coefficients<F: Real>(sums: &LocalSums<F>, ridge: f64, rhs: Rhs) -> (Vec<Vec<f64>>, Vec<bool>) {
+/// Per-query local polynomial coefficients: row i holds β (D × nrhs, row-major) and
+/// `singular[i]` whether the local design was singular (then β is NaN).
+fn coefficients<F: Real>(sums: &LocalSums<F>, ridge: f64, rhs: Rhs) -> (Array2<f64>, Vec<bool>) {
     let mom = sums.moments.as_ref().expect("engine called with a degree");
     let cross = sums.cross.as_ref().expect("engine called with a degree");
     let (m, nb, _) = mom.dim();
     let p = cross.dim().2;
-    (0..m)
-        .into_par_iter()
-        .map(|i| {
-            let mut a: Vec<f64> = mom.slice(ndarray::s![i, .., ..]).iter().map(|v| v.f64()).collect();
-            for k in 0..nb {
-                a[k * nb + k] += ridge * (-sums.log_scale[i].f64()).exp();
+    let nrhs = match rhs {
+        Rhs::Values => p,
+        Rhs::FirstUnit => 1,
+    };
+    let (mom, cross) = (mom.as_slice().expect("engine output is contiguous"), cross.as_slice().expect("engine output is contiguous"));
+    let mut beta = Array2::zeros((m, nb * nrhs));
+    let mut singular = vec![false; m];
+    let rows = beta.as_slice_mut().expect("new array").par_chunks_mut((nb * nrhs).max(1));
+    rows.zip(singular.par_iter_mut()).enumerate().for_each_init(
+        || vec![0.0; nb * nb],
+        |a, (i, (b, singular))| {
+            for (x, v) in a.iter_mut().zip(&mom[i * nb * nb..]) {
+                *x = v.f64();
             }
-            let (mut b, nrhs) = match rhs {
-                Rhs::Values => (cross.slice(ndarray::s![i, .., ..]).iter().map(|v| v.f64()).collect::<Vec<_>>(), p),
-                Rhs::FirstUnit => ((0..nb).map(|k| if k == 0 { 1.0 } else { 0.0 }).collect(), 1),
-            };
-            let ok = sums.den[i] > F::zero() && solve_in_place(&mut a, &mut b, nb, nrhs);
-            if !ok {
-                b.iter_mut().for_each(|v| *v = f64::NAN);
+            if ridge > 0.0 {
+                // The moments are scaled by exp(−log_scale); so is the ridge.
+                let r = ridge * (-sums.log_scale[i].f64()).exp();
+                (0..nb).for_each(|k| a[k * nb + k] += r);
             }
-            (b, !ok)
-        })
-        .unzip()
+            match rhs {
+                Rhs::Values => b.iter_mut().zip(&cross[i * nb * p..]).for_each(|(x, v)| *x = v.f64()),
+                Rhs::FirstUnit => b.iter_mut().enumerate().for_each(|(k, x)| *x = if k == 0 { 1.0 } else { 0.0 }),
+            }
+            *singular = !(sums.den[i] > F::zero() && solve_in_place(a, b, nb, nrhs));
+            if *singular {
+                b.fill(f64::NAN);
+            }
+        },
+    );
+    (beta, singular)
 }
 
 #[derive(Copy, Clone)]
@@ -90,7 +102,7 @@ pub fn predict<F: Real>(pb: &Problem<F>, kernel: &Kernel, bw: &Bandwidth<F>, deg
     let sums = local_sums(pb, kernel, bw, &opts)?;
     let p = sums.num.ncols();
     let (beta, singular) = coefficients(&sums, ridge, Rhs::Values);
-    let pred = Array2::from_shape_fn((beta.len(), p), |(i, c)| F::of(beta[i][c]));
+    let pred = Array2::from_shape_fn((beta.nrows(), p), |(i, c)| F::of(beta[(i, c)]));
     Ok((pred, singular))
 }
 
@@ -104,7 +116,7 @@ pub fn equivalent_kernel<F: Real>(q: ArrayView2<F>, x: ArrayView2<F>, kernel: &K
     let mut ell = kernel_matrix(q, x, kernel, bw, Some(&shift))?;
     let d = x.ncols();
     ell.axis_iter_mut(ndarray::Axis(0)).into_par_iter().enumerate().for_each(|(i, mut row)| {
-        let ai = &a[i];
+        let ai = a.row(i);
         for (j, v) in row.iter_mut().enumerate() {
             // aᵀφ(xⱼ − q) with φ = [1, δ, δδᵀ upper]
             let mut s = ai[0];

@@ -64,8 +64,18 @@ impl MultiIndex {
         MultiIndex { exps, parent, upto }
     }
 
-    fn find(&self, e: &[u32]) -> usize {
-        self.exps.iter().position(|x| x == e).expect("multi-index within the table")
+    /// Position of multi-index `e` in the table. Within one total degree the order is
+    /// descending lexicographic, so the position counts the indices that agree with `e` on
+    /// its first i exponents and exceed it at the next.
+    fn index(&self, e: &[u32]) -> usize {
+        let degree: u32 = e.iter().sum();
+        let mut at = if degree == 0 { 0 } else { self.upto[degree as usize - 1] };
+        let mut rest = degree;
+        for (i, &ei) in e.iter().enumerate().take(e.len().saturating_sub(1)) {
+            at += (ei + 1..=rest).map(|larger| with_degree(rest - larger, e.len() - i - 1)).sum::<usize>();
+            rest -= ei;
+        }
+        at
     }
 
     /// Row α (stride `stride`) = z^α, or z^α/α! with `factorial`, for the first `count`
@@ -96,6 +106,7 @@ fn n_terms(r: f64) -> usize {
 }
 
 /// Points cut into clusters, in scaled coordinates (bandwidth units).
+#[derive(Clone)]
 struct Side {
     n: usize,
     order: Vec<usize>,
@@ -179,8 +190,12 @@ pub(super) struct Expansion {
     n_cross: usize,
     /// Series terms for the largest clusters.
     t_max: usize,
-    /// Per moment γ: (δ, γ − δ, (−1)^|γ−δ| C(γ, δ) (γ − δ)!) for every δ ≤ γ (the binomial shift).
-    shift: Vec<Vec<(usize, usize, f64)>>,
+    /// Per moment γ: (δ, γ − δ, C(γ, δ)) for every δ ≤ γ, the terms of the binomial theorem.
+    binom: Vec<Vec<(usize, usize, f64)>>,
+    /// (−1)^|e| e! per moment index e: turns the query side's u^e/e! into (−u)^e.
+    sign_fact: Vec<f64>,
+    /// Index of α + δ, at `plus[α * n_mom + δ]`, for series terms α and moments δ.
+    plus: Vec<usize>,
     /// h^|γ| per moment: the sums run in bandwidth units, the moments are reported in the data's.
     unit: Vec<f64>,
     /// Moment index of γ_a + γ_b for basis functions a ≤ b, and of γ_a.
@@ -188,14 +203,20 @@ pub(super) struct Expansion {
     cross_of: Vec<usize>,
 }
 
+/// Queries per block of the query side's register-blocked product, and columns per block.
+const QB: usize = 8;
+const CB: usize = 4;
+
 impl Expansion {
     /// Applies to the Gaussian with one scalar bandwidth `h` and no leave-one-out.
     pub fn new<F: Real>(pb: &Problem<F>, h: F, opts: &Options) -> Self {
         let (n, d) = pb.x.dim();
         let p = pb.values.as_ref().map_or(0, |v| v.ncols());
         let inv_h = 1.0 / h.f64();
-        let queries = Side::new(pb.queries, inv_h);
         let refs = Side::new(pb.x, inv_h);
+        // Fitted values (queries = the sample itself) need the clustering once.
+        let same = pb.queries.as_ptr() == pb.x.as_ptr() && pb.queries.dim() == pb.x.dim();
+        let queries = if same { refs.clone() } else { Side::new(pb.queries, inv_h) };
         let weights: Vec<f64> = refs.order.iter().map(|&i| pb.weights.as_ref().map_or(1.0, |w| w[i].f64())).collect();
         let values: Vec<f64> = match &pb.values {
             Some(v) => (0..p).flat_map(|c| refs.order.iter().map(move |&i| v[(i, c)].f64())).collect(),
@@ -206,20 +227,28 @@ impl Expansion {
         let degree = opts.degree;
         let g = degree.unwrap_or(0);
         let p_max = n_terms(RHO * RHO);
-        let mi = MultiIndex::new(d, (p_max - 1).max(2 * g));
+        let mi = MultiIndex::new(d, p_max - 1 + 2 * g);
         let (n_mom, n_cross, t_max) = (mi.upto[2 * g], mi.upto[g], mi.upto[p_max - 1]);
-        let shift = (0..n_mom)
+        let binom = (0..n_mom)
             .map(|c| {
                 let gamma = &mi.exps[c];
                 (0..=c)
                     .filter(|&e| mi.exps[e].iter().zip(gamma).all(|(a, b)| a <= b))
                     .map(|e| {
                         let diff: Vec<u32> = gamma.iter().zip(&mi.exps[e]).map(|(a, b)| a - b).collect();
-                        let coef = gamma.iter().zip(&mi.exps[e]).fold(1.0, |s, (&a, &b)| s * binomial(a, b) * factorial(a - b));
-                        let sign = if diff.iter().sum::<u32>() % 2 == 1 { -1.0 } else { 1.0 };
-                        (e, mi.find(&diff), sign * coef)
+                        (e, mi.index(&diff), gamma.iter().zip(&mi.exps[e]).fold(1.0, |s, (&a, &b)| s * binomial(a, b)))
                     })
                     .collect()
+            })
+            .collect();
+        let sign_fact = mi.exps[..n_mom]
+            .iter()
+            .map(|e| e.iter().fold(1.0, |s, &k| s * factorial(k)) * if e.iter().sum::<u32>() % 2 == 1 { -1.0 } else { 1.0 })
+            .collect();
+        let plus = (0..t_max * n_mom)
+            .map(|at| {
+                let sum: Vec<u32> = mi.exps[at / n_mom].iter().zip(&mi.exps[at % n_mom]).map(|(a, b)| a + b).collect();
+                mi.index(&sum)
             })
             .collect();
         let basis: Vec<Vec<u32>> = match degree {
@@ -244,12 +273,32 @@ impl Expansion {
         for a in 0..nb {
             for b in a..nb {
                 let sum: Vec<u32> = basis[a].iter().zip(&basis[b]).map(|(x, y)| x + y).collect();
-                mom_of[a * nb + b] = mi.find(&sum);
+                mom_of[a * nb + b] = mi.index(&sum);
             }
         }
-        let cross_of = basis.iter().map(|e| mi.find(e)).collect();
+        let cross_of = basis.iter().map(|e| mi.index(e)).collect();
         let unit = mi.exps[..n_mom].iter().map(|e| h.f64().powi(e.iter().sum::<u32>() as i32)).collect();
-        Expansion { d, p, degree, queries, refs, weights, values, half_norm2, zero_weight, mi, n_mom, n_cross, t_max, shift, unit, mom_of, cross_of }
+        Expansion {
+            d,
+            p,
+            degree,
+            queries,
+            refs,
+            weights,
+            values,
+            half_norm2,
+            zero_weight,
+            mi,
+            n_mom,
+            n_cross,
+            t_max,
+            binom,
+            sign_fact,
+            plus,
+            unit,
+            mom_of,
+            cross_of,
+        }
     }
 
     /// Sums per query: Σ K y^γ for the moments, then Σ K y^γ v_c for the cross terms.
@@ -257,22 +306,35 @@ impl Expansion {
         self.n_mom + self.n_cross * self.p
     }
 
-    /// Terms and reference-cluster visits of a query cluster, nearest first: (gap², cluster).
+    /// Series degree of a pair of clusters, and the numbers of reference power sums it needs:
+    /// Σ b·w^β up to that degree plus 2·degree, and Σ b·v·w^β up to it plus the degree.
+    fn degrees(&self, a: usize, b: usize) -> (usize, usize, usize) {
+        let deg = n_terms(self.queries.radius[a] * self.refs.radius[b]) - 1;
+        let g = self.degree.unwrap_or(0);
+        (deg, self.mi.upto[deg + 2 * g], self.mi.upto[deg + g])
+    }
+
+    /// Reference clusters in reach of query cluster `a` (by the gap between their boxes),
+    /// nearest first: (gap², cluster).
     fn visits(&self, a: usize) -> Vec<(f64, usize)> {
-        let mut v: Vec<(f64, usize)> = (0..self.refs.len()).map(|b| (self.queries.gap2(a, &self.refs, b, self.d), b)).collect();
+        let reach2 = -2.0 * f64::EXP_UNDERFLOW;
+        let mut v: Vec<(f64, usize)> =
+            (0..self.refs.len()).map(|b| (self.queries.gap2(a, &self.refs, b, self.d), b)).filter(|&(g2, _)| g2 <= reach2).collect();
         v.sort_by(|x, y| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)));
         v
     }
 
     /// Estimated cost of the expansion over that of the direct pair loop (below 1: faster),
     /// from the cluster pairs within reach of a sample of query clusters. A direct pair costs
-    /// an exponential and its sums; an expanded one the series for both sides.
+    /// an exponential and its sums; an expanded pair its power sums per reference and its
+    /// series per query.
     pub fn relative_cost<F: Real>(&self) -> f64 {
         let reach2 = -2.0 * F::EXP_UNDERFLOW;
         let na = self.queries.len();
         let sample = 64.min(na);
-        let (ncol, nb) = (self.n_cols() as f64, self.degree.map_or(0, |g| n_basis(self.d, g)) as f64);
-        let direct_per_pair = 12.0 + self.d as f64 + self.p as f64 + nb * (nb + 1.0) / 2.0 + nb * self.p as f64;
+        let (ncol, p) = (self.n_cols() as f64, self.p as f64);
+        let nb = self.degree.map_or(0, |g| n_basis(self.d, g)) as f64;
+        let direct_per_pair = 12.0 + self.d as f64 + p + nb * (nb + 1.0) / 2.0 + nb * p;
         let (mut direct, mut expanded) = (0.0, 0.0);
         for s in 0..sample {
             let a = s * na / sample;
@@ -282,9 +344,10 @@ impl Expansion {
                     continue;
                 }
                 let rb = self.refs.size(b) as f64;
-                let t = self.mi.upto[n_terms(self.queries.radius[a] * self.refs.radius[b]) - 1] as f64;
+                let (deg, s_all, s_val) = self.degrees(a, b);
+                let t = self.mi.upto[deg] as f64;
                 direct += qa * rb * direct_per_pair;
-                expanded += 100.0 + (qa + rb) * (12.0 + self.d as f64) + (t * (ncol + 1.0) + ncol) * rb + t * ncol * qa;
+                expanded += 200.0 + rb * (12.0 + self.d as f64 + p + s_all as f64 * 2.0 + s_val as f64 * p) + qa * (12.0 + self.d as f64 + 0.5 * t * ncol);
             }
         }
         expanded / direct.max(1.0)
@@ -318,25 +381,26 @@ impl Expansion {
         let (d, p, n) = (self.d, self.p, self.refs.n);
         let (qs, rs) = (&self.queries, &self.refs);
         let na = qs.size(a);
+        let (n_mom, n_cross) = (self.n_mom, self.n_cross);
         let ncol = self.n_cols();
-        let (t_max, n_mom, n_cross) = (self.t_max, self.n_mom, self.n_cross);
+        // Padding (zero queries) lets the series run over whole blocks of QB.
+        let na_pad = na.next_multiple_of(QB);
         let u = qs.offsets(a, d);
         // u^α/α! of every query, α-major.
-        let mut upow = vec![0.0; t_max * na];
-        self.mi.monomials(t_max, &u, na, na, true, &mut upow);
+        let mut upow = vec![0.0; self.t_max * na_pad];
+        self.mi.monomials(self.t_max, &u, na, na_pad, true, &mut upow);
         // Column-major sums about the cluster centre, divided by exp(running max) per query.
-        let mut sums = vec![0.0; ncol * na];
+        let mut sums = vec![0.0; ncol * na_pad];
         let mut run_max = vec![f64::NEG_INFINITY; na];
-        // Rows padded to whole lane groups with zero columns, so the dot products have no tail.
         let stride = (0..rs.len()).map(|b| rs.size(b)).max().unwrap_or(0).next_multiple_of(lanes::LANES);
-        let mut wpow = vec![0.0; t_max * stride];
-        let mut ypow = vec![0.0; n_mom * stride];
-        let mut cols = vec![0.0; ncol * stride];
-        let mut y = vec![0.0; d * stride];
-        let mut bw = vec![0.0; stride];
-        let mut mom = vec![0.0; t_max * ncol];
-        let mut series = vec![0.0; ncol * na];
-        let (mut lead, mut factor) = (vec![0.0; na], vec![0.0; na]);
+        let s_max = self.mi.exps.len();
+        let mut wpow = vec![0.0; s_max * stride];
+        // Row 0: the reference factors b = w·exp(Δ·w − |w|²/2 − top); row 1 + c: b·v_c.
+        let mut cols = vec![0.0; (1 + p) * stride];
+        let mut power = vec![0.0; s_max * (1 + p)];
+        let mut dpow = vec![0.0; n_mom];
+        let mut mom = vec![0.0; self.t_max * ncol];
+        let (mut lead, mut factor) = (vec![0.0; na], vec![0.0; na_pad]);
         let mut delta = vec![0.0; d];
         let margin = F::EXP_UNDERFLOW - 1.0;
         for (g2, b) in self.visits(a) {
@@ -349,10 +413,10 @@ impl Expansion {
                 delta[k] = qs.centre[a * d + k] - rs.centre[b * d + k];
             }
             let r = qs.radius[a] * rs.radius[b];
-            let t = self.mi.upto[n_terms(r) - 1];
+            let (deg, s_all, s_val) = self.degrees(a, b);
+            let t = self.mi.upto[deg];
             let w = rs.offsets(b, d);
-            // exp(Δ·w − |w|²/2) relative to its largest value over positive weights.
-            let (bw, weights) = (&mut bw[..nb], &self.weights[b0..b0 + nb]);
+            let (bw, weights) = (&mut cols[..nb], &self.weights[b0..b0 + nb]);
             bw.copy_from_slice(&self.half_norm2[b0..b0 + nb]);
             bw.iter_mut().for_each(|e| *e = -*e);
             for k in 0..d {
@@ -371,46 +435,35 @@ impl Expansion {
             for (e, &wt) in bw.iter_mut().zip(weights) {
                 *e = (*e - top).exp_with::<FMA>() * wt;
             }
-            // Columns b·y^γ and b·y^γ·v with y = x − a = w − Δ.
-            for k in 0..d {
-                for (yj, &wk) in y[k * stride..k * stride + nb].iter_mut().zip(w[k]) {
-                    *yj = wk - delta[k];
-                }
-            }
-            let yk: Vec<&[f64]> = (0..d).map(|k| &y[k * stride..k * stride + nb]).collect();
-            self.mi.monomials(n_mom, &yk, nb, stride, false, &mut ypow);
-            for g in 0..n_mom {
-                for (c, (&e, &yg)) in cols[g * stride..g * stride + nb].iter_mut().zip(bw.iter().zip(&ypow[g * stride..])) {
-                    *c = e * yg;
-                }
-            }
-            for g in 0..n_cross {
-                for c in 0..p {
-                    let (lo, hi) = cols.split_at_mut((n_mom + g * p + c) * stride);
-                    for ((o, &e), &v) in hi[..nb].iter_mut().zip(&lo[g * stride..g * stride + nb]).zip(&self.values[c * n + b0..]) {
-                        *o = e * v;
-                    }
-                }
-            }
             let padded = nb.next_multiple_of(lanes::LANES);
-            for c in 0..ncol {
-                cols[c * stride + nb..c * stride + padded].fill(0.0);
+            cols[nb..padded].fill(0.0);
+            for c in 0..p {
+                let (lo, hi) = cols.split_at_mut((1 + c) * stride);
+                for ((o, &e), &v) in hi[..nb].iter_mut().zip(&lo[..nb]).zip(&self.values[c * n + b0..]) {
+                    *o = e * v;
+                }
+                hi[nb..padded].fill(0.0);
             }
-            // Reference side of the series: Σ_j w^α · column.
-            self.mi.monomials(t, &w, nb, stride, false, &mut wpow);
-            for al in 0..t {
-                for c in 0..ncol {
-                    mom[al * ncol + c] = lanes::dot::<f64, FMA>(&wpow[al * stride..al * stride + padded], &cols[c * stride..c * stride + padded]);
+            // Power sums Σ b·w^β and Σ b·v·w^β over the cluster.
+            self.mi.monomials(s_all, &w, nb, stride, false, &mut wpow);
+            let (wpow, cols) = (Block { data: &wpow, stride }, Block { data: &cols, stride });
+            power_sums::<FMA>(wpow, cols, padded, (s_all, s_val), &mut power);
+            // Series coefficients Σ_j w^α b_j (w_j − Δ)^γ (·v) by the binomial theorem on w − Δ.
+            let centre_gap: Vec<&[f64]> = delta.iter().map(std::slice::from_ref).collect();
+            self.mi.monomials(n_mom, &centre_gap, 1, 1, false, &mut dpow);
+            for (e, k) in dpow.iter_mut().zip(&self.mi.exps) {
+                if k.iter().sum::<u32>() % 2 == 1 {
+                    *e = -*e;
                 }
             }
-            // Query side: Σ_α u^α/α! · that, vectorised over the queries.
-            series.fill(0.0);
             for al in 0..t {
-                let ua = &upow[al * na..(al + 1) * na];
-                for c in 0..ncol {
-                    let m = mom[al * ncol + c];
-                    for (s, &ui) in series[c * na..(c + 1) * na].iter_mut().zip(ua) {
-                        *s = madd::<f64, FMA>(ui, m, *s);
+                let (row, plus) = (&mut mom[al * ncol..(al + 1) * ncol], &self.plus[al * n_mom..(al + 1) * n_mom]);
+                for gm in 0..n_mom {
+                    row[gm] = self.binom[gm].iter().map(|&(dl, e, c)| c * dpow[e] * power[plus[dl] * (1 + p)]).sum();
+                }
+                for gm in 0..n_cross {
+                    for c in 0..p {
+                        row[n_mom + gm * p + c] = self.binom[gm].iter().map(|&(dl, e, cf)| cf * dpow[e] * power[plus[dl] * (1 + p) + 1 + c]).sum();
                     }
                 }
             }
@@ -430,27 +483,24 @@ impl Expansion {
                 if lead[i] > run_max[i] {
                     let f = (run_max[i] - lead[i]).exp();
                     for c in 0..ncol {
-                        sums[c * na + i] *= f;
+                        sums[c * na_pad + i] *= f;
                     }
                     run_max[i] = lead[i];
                 }
                 factor[i] = lead[i] - run_max[i];
             }
-            for f in factor.iter_mut() {
+            for f in factor[..na].iter_mut() {
                 *f = if *f == f64::NEG_INFINITY { 0.0 } else { f.exp_with::<FMA>() };
             }
-            for c in 0..ncol {
-                for ((s, &v), &f) in sums[c * na..(c + 1) * na].iter_mut().zip(&series[c * na..]).zip(&factor) {
-                    *s = madd::<f64, FMA>(f, v, *s);
-                }
-            }
+            let (up, mo) = (Block { data: &upow, stride: na_pad }, Block { data: &mom, stride: ncol });
+            add_series::<FMA>(t, up, mo, &factor, &mut sums);
         }
-        self.finish(&sums, &run_max, &upow, na)
+        self.finish(&sums, &run_max, &upow, na, na_pad)
     }
 
     /// Move each query's sums from its cluster centre to the query itself (binomial shift)
     /// and lay them out as the engine reports them.
-    fn finish<F: Real>(&self, sums: &[f64], run_max: &[f64], upow: &[f64], na: usize) -> LocalSums<F> {
+    fn finish<F: Real>(&self, sums: &[f64], run_max: &[f64], upow: &[f64], na: usize, na_pad: usize) -> LocalSums<F> {
         let p = self.p;
         let basis = self.degree.map(|g| n_basis(self.d, g));
         let nb = basis.unwrap_or(0);
@@ -461,9 +511,10 @@ impl Expansion {
             moments: basis.map(|_| Array3::zeros((na, nb, nb))),
             cross: basis.map(|_| Array3::zeros((na, nb, p))),
         };
-        // Σ K (y − u)^γ·(column) from the sums of y^δ·(column) at `base + δ·step`.
+        // Σ K (y − u)^γ·(column) = Σ_δ C(γ, δ) (−u)^{γ−δ} Σ K y^δ·(column), the latter at `base + δ·step`.
         let shifted = |g: usize, base: usize, step: usize, i: usize| -> f64 {
-            self.unit[g] * self.shift[g].iter().map(|&(e, diff, coef)| coef * upow[diff * na + i] * sums[(base + e * step) * na + i]).sum::<f64>()
+            self.unit[g]
+                * self.binom[g].iter().map(|&(dl, e, c)| c * self.sign_fact[e] * upow[e * na_pad + i] * sums[(base + dl * step) * na_pad + i]).sum::<f64>()
         };
         let mut moments = vec![0.0; self.n_mom];
         let mut cross = vec![0.0; self.n_cross * p];
@@ -498,10 +549,120 @@ impl Expansion {
     }
 }
 
+/// Rows of `stride` values each, in one slice.
+#[derive(Clone, Copy)]
+struct Block<'a> {
+    data: &'a [f64],
+    stride: usize,
+}
+
+impl Block<'_> {
+    #[inline(always)]
+    fn row(&self, r: usize, len: usize) -> &[f64] {
+        &self.data[r * self.stride..r * self.stride + len]
+    }
+}
+
+// The two kernels below run once per pair of clusters. Inlined into the large cluster loop
+// they stay scalar with spilled accumulators (measured 2× slower), so with FMA each calls a
+// copy compiled on its own for AVX2 + FMA, where they are vectorised.
+
+/// power[β·(1 + p) + c] = Σ_j wpow[β][j]·cols[c][j] over `len` values, for β below
+/// `counts.0` with column 0 and below `counts.1` with every column (1 + p of them).
+#[inline(always)]
+fn power_sums<const FMA: bool>(wpow: Block, cols: Block, len: usize, counts: (usize, usize), power: &mut [f64]) {
+    #[cfg(target_arch = "x86_64")]
+    if FMA {
+        #[target_feature(enable = "avx2,fma")]
+        #[inline(never)]
+        unsafe fn apart(wpow: Block, cols: Block, len: usize, counts: (usize, usize), power: &mut [f64]) {
+            power_sums_with::<true>(wpow, cols, len, counts, power)
+        }
+        // SAFETY: `FMA` is set only inside `cluster_avx2`, after the features were detected.
+        return unsafe { apart(wpow, cols, len, counts, power) };
+    }
+    power_sums_with::<FMA>(wpow, cols, len, counts, power)
+}
+
+#[inline(always)]
+fn power_sums_with<const FMA: bool>(wpow: Block, cols: Block, len: usize, (s_all, s_val): (usize, usize), power: &mut [f64]) {
+    let n_cols = cols.data.len() / cols.stride;
+    for beta in 0..s_all {
+        let row = wpow.row(beta, len);
+        for c in 0..if beta < s_val { n_cols } else { 1 } {
+            power[beta * n_cols + c] = lanes::dot::<f64, FMA>(row, cols.row(c, len));
+        }
+    }
+}
+
+/// sums[c][i] += factor[i] · Σ_{α<t} upow[α][i] · mom[α][c] for every query i (the stride of
+/// `upow`) and column c (the stride of `mom`): a small matrix product per pair, in register
+/// blocks of QB queries by up to CB columns.
+#[inline(always)]
+fn add_series<const FMA: bool>(t: usize, upow: Block, mom: Block, factor: &[f64], sums: &mut [f64]) {
+    #[cfg(target_arch = "x86_64")]
+    if FMA {
+        #[target_feature(enable = "avx2,fma")]
+        #[inline(never)]
+        unsafe fn apart(t: usize, upow: Block, mom: Block, factor: &[f64], sums: &mut [f64]) {
+            add_series_with::<true>(t, upow, mom, factor, sums)
+        }
+        // SAFETY: as in `power_sums`.
+        return unsafe { apart(t, upow, mom, factor, sums) };
+    }
+    add_series_with::<FMA>(t, upow, mom, factor, sums)
+}
+
+#[inline(always)]
+fn add_series_with<const FMA: bool>(t: usize, upow: Block, mom: Block, factor: &[f64], sums: &mut [f64]) {
+    // Whole blocks of CB columns, then the remaining columns one at a time.
+    let full = mom.stride / CB * CB;
+    for c0 in (0..full).step_by(CB) {
+        column_block::<FMA, CB>(t, upow, mom, c0, factor, sums);
+    }
+    for c0 in full..mom.stride {
+        column_block::<FMA, 1>(t, upow, mom, c0, factor, sums);
+    }
+}
+
+/// `add_series` for the W columns from `c0`. Fixed trip counts keep the accumulators in
+/// registers.
+#[inline(always)]
+fn column_block<const FMA: bool, const W: usize>(t: usize, upow: Block, mom: Block, c0: usize, factor: &[f64], sums: &mut [f64]) {
+    let na = upow.stride;
+    for i0 in (0..na).step_by(QB) {
+        let f: &[f64; QB] = factor[i0..i0 + QB].try_into().expect("block of QB");
+        if f.iter().all(|&v| v == 0.0) {
+            continue;
+        }
+        let mut acc = [[0.0; QB]; W];
+        for al in 0..t {
+            let ua: &[f64; QB] = upow.row(al, na)[i0..i0 + QB].try_into().expect("block of QB");
+            let mr: &[f64; W] = mom.row(al, mom.stride)[c0..c0 + W].try_into().expect("block of W");
+            for c in 0..W {
+                for q in 0..QB {
+                    acc[c][q] = madd::<f64, FMA>(ua[q], mr[c], acc[c][q]);
+                }
+            }
+        }
+        for (c, accc) in acc.iter().enumerate() {
+            let s: &mut [f64; QB] = (&mut sums[(c0 + c) * na + i0..(c0 + c) * na + i0 + QB]).try_into().expect("block of QB");
+            for q in 0..QB {
+                s[q] = madd::<f64, FMA>(f[q], accc[q], s[q]);
+            }
+        }
+    }
+}
+
 fn factorial(k: u32) -> f64 {
     (1..=k).fold(1.0, |s, i| s * i as f64)
 }
 
 fn binomial(n: u32, k: u32) -> f64 {
     factorial(n) / (factorial(k) * factorial(n - k))
+}
+
+/// Number of multi-indices of total degree `s` in `m` variables, C(s + m − 1, m − 1).
+fn with_degree(s: u32, m: usize) -> usize {
+    (1..m).fold(1usize, |c, j| c * (s as usize + j) / j)
 }

@@ -15,4 +15,4 @@ def best_time(fn, repeat=3):
 
 
 def report(name, ours, peer, peer_name):
-    print(f"{name:<46} ours {ours:9.3f} s   {peer_name} {peer:9.3f} s   ratio {peer / ours:7.1f}x")
+    print(f"{name:<46} ours {ours:9.4f} s   {peer_name} {peer:9.4f} s   ratio {peer / ours:7.1f}x")

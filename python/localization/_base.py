@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 from sklearn.base import BaseEstimator
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
-from ._validation import FLOAT_DTYPES, check_sample_weight
+from ._validation import FLOAT_DTYPES, check_sample_weight, validate_data
 from .engine import BoundKernel
 from .kernels import as_kernel
 

@@ -11,8 +11,43 @@ import warnings
 
 import numpy as np
 from sklearn.utils.validation import check_array
+from sklearn.utils.validation import validate_data as _sklearn_validate_data
 
 FLOAT_DTYPES = (np.float64, np.float32)
+
+
+def _ready(A, dtype):
+    """A finite C-contiguous ndarray that scikit-learn would return unchanged."""
+    if type(A) is not np.ndarray or not A.flags.c_contiguous or A.size == 0:
+        return False
+    if dtype is not None and A.dtype not in (dtype if isinstance(dtype, tuple) else (dtype,)):
+        return False
+    if A.dtype.kind in "iub":
+        return True
+    # A finite sum proves every entry finite; otherwise let scikit-learn name the problem.
+    return A.dtype.kind == "f" and bool(np.isfinite(A.sum()))
+
+
+def validate_data(est, X="no_validation", y="no_validation", *, reset=True, **kwargs):
+    """scikit-learn's ``validate_data``, short-cut when it would change nothing.
+
+    Checking input that is already right (a finite, C-contiguous float array with the
+    fitted width and no feature names) costs scikit-learn ~0.1 ms per call, as much as a
+    whole small prediction. Any other input takes scikit-learn's path, so conversions,
+    warnings and error messages stay exactly its own.
+    """
+    dtype = kwargs.get("dtype")
+    fast = isinstance(X, np.ndarray) and X.ndim == 2 and _ready(X, dtype) and getattr(est, "feature_names_in_", None) is None
+    if fast and not reset:
+        fast = getattr(est, "n_features_in_", None) == X.shape[1]
+    if fast and not (isinstance(y, str) and y == "no_validation"):
+        max_ndim = 2 if kwargs.get("multi_output") else 1
+        fast = isinstance(y, np.ndarray) and 1 <= y.ndim <= max_ndim and len(y) == len(X) and _ready(y, None)
+    if not fast:
+        return _sklearn_validate_data(est, X, y, reset=reset, **kwargs)
+    if reset:
+        est.n_features_in_ = X.shape[1]
+    return X if isinstance(y, str) else (X, y)
 
 
 class LocalizationWarning(UserWarning):

@@ -7,10 +7,10 @@ import warnings
 import numpy as np
 from sklearn.base import ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from ._base import LocalEstimator
-from ._validation import FLOAT_DTYPES, LocalizationWarning
+from ._validation import FLOAT_DTYPES, LocalizationWarning, validate_data
 
 
 class LocalModeClassifier(ClassifierMixin, LocalEstimator):

@@ -19,10 +19,10 @@ import warnings
 import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin
 from sklearn.utils import check_random_state
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from . import _core
-from ._validation import FLOAT_DTYPES, as_float_array, check_positive_int, check_sample_weight
+from ._validation import FLOAT_DTYPES, as_float_array, check_positive_int, check_sample_weight, validate_data
 from .kernels import SPECIAL, canonical_name
 from .modes import MedoidShift, PCShift, QuickShift, medoid_shift, pc_shift, quick_shift
 from .semi_supervised import LocalModeClustering

@@ -19,10 +19,10 @@ import warnings
 
 import numpy as np
 from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin, TransformerMixin
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from . import _core
-from ._validation import FLOAT_DTYPES, LocalizationWarning, check_positive_int
+from ._validation import FLOAT_DTYPES, LocalizationWarning, check_positive_int, validate_data
 from .engine import bind, ratio
 
 __all__ = ["NonLocalMeans", "SelfLocalMean", "bilateral", "nl_means", "self_local_mean"]

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 from sklearn.utils import check_random_state
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from ._base import LocalEstimator
-from ._validation import FLOAT_DTYPES, check_positive_int
+from ._validation import FLOAT_DTYPES, check_positive_int, validate_data
 from .kernels import Balloon, SamplePoint, canonical_name, log_normalization
 
 # Shadow profiles: -k'(u)/u = c · shadow(u), so ∇ log p̂ = c Σ shadow·w·(xᵢ − x) / (h² Σ k·w).

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
-from ._validation import FLOAT_DTYPES, as_float_array, warn_zero_weight
+from ._validation import FLOAT_DTYPES, as_float_array, validate_data, warn_zero_weight
 from .engine import bind
 from ._validation import check_sample_weight
 from .modes import _check_components, _check_n_jobs, _knn_k, _local_frames

@@ -17,9 +17,9 @@ import numpy as np
 from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
-from ._validation import FLOAT_DTYPES, check_positive_int, check_sample_weight
+from ._validation import FLOAT_DTYPES, check_positive_int, check_sample_weight, validate_data
 from .engine import BoundKernel, ratio
 from .kernels import Kernel, canonical_name
 

@@ -18,9 +18,9 @@ import numbers
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils import check_random_state
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
-from ._validation import FLOAT_DTYPES, check_positive_int, check_sample_weight
+from ._validation import FLOAT_DTYPES, check_positive_int, check_sample_weight, validate_data
 from .engine import BoundKernel, ratio
 from .kernels import Kernel
 

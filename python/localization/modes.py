@@ -22,10 +22,10 @@ import warnings
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin, TransformerMixin
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from . import _core
-from ._validation import FLOAT_DTYPES, LocalizationWarning, as_float_array, check_positive_int, check_sample_weight
+from ._validation import FLOAT_DTYPES, LocalizationWarning, as_float_array, check_positive_int, check_sample_weight, validate_data
 from ._base import DEFAULT_N_NEIGHBORS
 from .engine import bind
 from .kernels import canonical_name, check_scalar_bandwidth

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 from sklearn.base import BaseEstimator
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from . import _core
-from ._validation import FLOAT_DTYPES, check_positive_int
+from ._validation import FLOAT_DTYPES, check_positive_int, validate_data
 
 
 class NearestNeighbors(BaseEstimator):

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import numpy as np
 from sklearn.base import MultiOutputMixin, RegressorMixin, clone, is_classifier
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from . import _core
 from ._base import LocalEstimator
-from ._validation import FLOAT_DTYPES, check_positive_int, warn_zero_weight
+from ._validation import FLOAT_DTYPES, check_positive_int, validate_data, warn_zero_weight
 from .engine import ratio
 
 

@@ -18,10 +18,10 @@ from sklearn.base import ClassifierMixin, ClusterMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from ._base import LocalEstimator
-from ._validation import FLOAT_DTYPES, check_positive_int
+from ._validation import FLOAT_DTYPES, check_positive_int, validate_data
 
 
 def _check_tol(tol):

@@ -25,7 +25,7 @@ class LocalModeClassifier(ClassifierMixin, LocalEstimator):
     bandwidth : float, array, "scott", "silverman", Balloon or SamplePoint, default=1.0
     n_neighbors : int, optional
         k of the ``"knn"`` kernel (default 5).
-    algorithm : {"auto", "brute", "kd_tree"}, default="auto"
+    algorithm : {"auto", "brute", "kd_tree", "expansion"}, default="auto"
     n_jobs : int, optional
 
     Attributes

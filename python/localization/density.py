@@ -27,7 +27,7 @@ class KernelDensity(LocalEstimator):
     bandwidth : float, array, "scott", "silverman", Balloon or SamplePoint, default=1.0
         Per-feature arrays and the rules divide by ∏ⱼ hⱼ; adaptive rules by h(x)^d or hᵢ^d.
     kernel : str or Kernel, default="gaussian"
-    algorithm : {"auto", "brute", "kd_tree"}, default="auto"
+    algorithm : {"auto", "brute", "kd_tree", "expansion"}, default="auto"
     n_jobs : int, optional
 
     Examples

@@ -41,7 +41,7 @@ class LocalPCA(TransformerMixin, BaseEstimator):
         Any kernel with design moments (radial profiles and ``"knn"``).
     n_neighbors : int, optional
         k of ``kernel="knn"`` (default 5): PCA of the k nearest samples of each target.
-    algorithm : {"auto", "brute", "kd_tree"}, default="auto"
+    algorithm : {"auto", "brute", "kd_tree", "expansion"}, default="auto"
     n_jobs : int, optional
         Threads; results do not depend on it.
 

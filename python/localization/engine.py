@@ -25,7 +25,12 @@ from ._validation import (
 )
 from .kernels import Balloon, Kernel, SamplePoint, as_kernel, check_adaptive, check_scalar_bandwidth, rule_of_thumb
 
-_ALGORITHMS = ("auto", "brute", "kd_tree")
+_ALGORITHMS = ("auto", "brute", "kd_tree", "expansion")
+
+
+def check_algorithm(algorithm):
+    if algorithm not in _ALGORITHMS:
+        raise ValueError(f"`algorithm` must be one of {_ALGORITHMS}, got {algorithm!r}")
 
 
 class BoundKernel:
@@ -110,8 +115,7 @@ class BoundKernel:
 
     def sums(self, Q, values=None, sample_weight=None, *, degree=None, exclude_self=False, algorithm="auto", n_jobs=None):
         """Native local sums for validated queries: (num, den, log_scale, moments, cross)."""
-        if algorithm not in _ALGORITHMS:
-            raise ValueError(f"`algorithm` must be one of {_ALGORITHMS}, got {algorithm!r}")
+        check_algorithm(algorithm)
         Qs = self._scale(Q)
         if self.callable:
             if degree is not None:
@@ -203,8 +207,14 @@ def local_mean(
         Leave-one-out ("hollow" kernel): query i ignores sample i (needs X_query is X).
     return_weight : bool, default=False
         Also return the total weight Σ K wᵢ per query.
-    algorithm : {"auto", "brute", "kd_tree"}, default="auto"
-        How compact kernels find the samples inside their support.
+    algorithm : {"auto", "brute", "kd_tree", "expansion"}, default="auto"
+        How the sums are computed; the results agree to rounding. ``"brute"`` visits every
+        pair in tiles; ``"kd_tree"`` finds the samples inside a compact kernel's support
+        through a kd-tree; ``"expansion"`` sums the Gaussian with one scalar bandwidth in at
+        most 4 features through a two-sided Taylor series between clusters of queries and
+        samples, far cheaper than the pairs when the bandwidth is wide relative to the
+        spacing of the points. ``"auto"`` picks by a cost model. A choice that does not
+        apply (e.g. ``"expansion"`` with a compact kernel) falls back to ``"brute"``.
     n_jobs : int, optional
         Threads (None: ``LOCALIZATION_NUM_THREADS`` or all cores). Results do not depend on it.
 

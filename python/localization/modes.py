@@ -284,7 +284,7 @@ class QuickShift(ClusterMixin, BaseEstimator):
     threshold : float, optional
         Links longer than this are cut (default: ``max_dist``, i.e. nothing more is cut).
         Lowering it explores the QuickShift hierarchy without a new search.
-    algorithm : {"auto", "brute", "kd_tree"}, default="auto"
+    algorithm : {"auto", "brute", "kd_tree", "expansion"}, default="auto"
         How the engine computes the densities.
     n_jobs : int, optional
 
@@ -513,7 +513,7 @@ class PCShift(TransformerMixin, BaseEstimator):
     tol : float, default=1e-4
         A point stops when its step is shorter than ``tol`` (in data units) or after
         ``max_iter`` steps.
-    algorithm : {"auto", "brute", "kd_tree"}, default="auto"
+    algorithm : {"auto", "brute", "kd_tree", "expansion"}, default="auto"
     n_jobs : int, optional
         Threads; results do not depend on it.
     verbose : bool, default=False

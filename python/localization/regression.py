@@ -11,7 +11,7 @@ from sklearn.utils.validation import check_is_fitted
 from . import _core
 from ._base import LocalEstimator
 from ._validation import FLOAT_DTYPES, check_positive_int, validate_data, warn_zero_weight
-from .engine import ratio
+from .engine import check_algorithm, ratio
 
 
 SINGULAR = "a singular local design (too few samples in the window for the polynomial basis, or none)"
@@ -46,7 +46,7 @@ class LocalMeanRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator):
     bandwidth_grid : array-like, optional
         Candidates for ``bandwidth="loo"``; default 30 values spaced geometrically between
         the median nearest-neighbour distance and the data diameter.
-    algorithm : {"auto", "brute", "kd_tree"}, default="auto"
+    algorithm : {"auto", "brute", "kd_tree", "expansion"}, default="auto"
     n_jobs : int, optional
         Threads; results do not depend on it.
 
@@ -185,6 +185,7 @@ class LocalPolynomialRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator)
             raise ValueError(f"`degree` must be 0, 1 or 2, got {self.degree!r}")
         if not (np.isscalar(self.ridge) and np.isfinite(self.ridge) and self.ridge >= 0):
             raise ValueError(f"`ridge` must be a finite non-negative number, got {self.ridge!r}")
+        check_algorithm(self.algorithm)
         X, Y = _fit_xy(self, X, y)
         self.y_fit_ = Y
         self._store(X, sample_weight)
@@ -206,7 +207,8 @@ class LocalPolynomialRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator)
         """Local polynomial fits at X; NaN (with a warning) where the local design is singular."""
         bk, Qs, kw = self._core_args(X)
         pred, singular = _core.local_polynomial(
-            Qs, bk.Xs, self.y_fit_, self.sample_weight_, degree=self.degree, ridge=float(self.ridge), n_jobs=self.n_jobs, **kw
+            Qs, bk.Xs, self.y_fit_, self.sample_weight_, degree=self.degree, ridge=float(self.ridge),
+            algorithm=self.algorithm, n_jobs=self.n_jobs, **kw,
         )
         warn_zero_weight(singular, "local polynomial fit", SINGULAR)
         return _out(self, pred)
@@ -221,7 +223,9 @@ class LocalPolynomialRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator)
         bk, Qs, kw = self._core_args(X)
         if self.sample_weight_ is not None:
             raise ValueError("equivalent_kernel is defined for unweighted fits; refit without sample_weight")
-        ell, singular = _core.equivalent_kernel(Qs, bk.Xs, degree=self.degree, ridge=float(self.ridge), n_jobs=self.n_jobs, **kw)
+        ell, singular = _core.equivalent_kernel(
+            Qs, bk.Xs, degree=self.degree, ridge=float(self.ridge), algorithm=self.algorithm, n_jobs=self.n_jobs, **kw
+        )
         warn_zero_weight(singular, "equivalent kernel", SINGULAR)
         return ell
 

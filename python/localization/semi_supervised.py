@@ -59,7 +59,7 @@ class LabelPropagation(ClassifierMixin, LocalEstimator):
         k of the ``"knn"`` kernel (default 7, as scikit-learn).
     max_iter : int, default=1000
     tol : float, default=1e-3
-    algorithm : {"auto", "brute", "kd_tree"}, default="auto"
+    algorithm : {"auto", "brute", "kd_tree", "expansion"}, default="auto"
     n_jobs : int, optional
         Threads; results do not depend on it.
 
@@ -173,7 +173,7 @@ class LocalModeClustering(ClusterMixin, LocalEstimator):
     exclude_self : bool, default=False
         Leave each sample's own vote out (hollow kernel).
     max_iter : int, default=100
-    algorithm : {"auto", "brute", "kd_tree"}, default="auto"
+    algorithm : {"auto", "brute", "kd_tree", "expansion"}, default="auto"
     random_state : int, RandomState or None
         Seed of the k-means initialisation.
     n_jobs : int, optional

@@ -2,7 +2,7 @@
 //! per query solve (ΦᵀWΦ + λI) β = ΦᵀWy and predict β₀; and the equivalent kernel ℓ(x*)
 //! with ŷ(x*) = Σᵢ ℓᵢ(x*) yᵢ.
 
-use crate::engine::{kernel_matrix, local_sums, Bandwidth, Kernel, LocalSums, Options, Problem};
+use crate::engine::{kernel_matrix, local_sums, Bandwidth, Kernel, LocalSums, Neighborhood, Options, Problem};
 use crate::error::Result;
 use crate::kernel::Real;
 use ndarray::{Array2, ArrayView2};
@@ -97,8 +97,8 @@ enum Rhs {
 }
 
 /// Local polynomial predictions (m × p) and the singular-design mask.
-pub fn predict<F: Real>(pb: &Problem<F>, kernel: &Kernel, bw: &Bandwidth<F>, degree: usize, ridge: f64) -> Result<(Array2<F>, Vec<bool>)> {
-    let opts = Options { degree: Some(degree), ..Options::default() };
+pub fn predict<F: Real>(pb: &Problem<F>, kernel: &Kernel, bw: &Bandwidth<F>, degree: usize, ridge: f64, neighborhood: Neighborhood) -> Result<(Array2<F>, Vec<bool>)> {
+    let opts = Options { degree: Some(degree), neighborhood, ..Options::default() };
     let sums = local_sums(pb, kernel, bw, &opts)?;
     let p = sums.num.ncols();
     let (beta, singular) = coefficients(&sums, ridge, Rhs::Values);
@@ -107,9 +107,12 @@ pub fn predict<F: Real>(pb: &Problem<F>, kernel: &Kernel, bw: &Bandwidth<F>, deg
 }
 
 /// The equivalent kernel ℓ (m × n): ŷ(q) = Σᵢ ℓᵢ(q) yᵢ for any y. Dense by nature.
-pub fn equivalent_kernel<F: Real>(q: ArrayView2<F>, x: ArrayView2<F>, kernel: &Kernel, bw: &Bandwidth<F>, degree: usize, ridge: f64) -> Result<(Array2<F>, Vec<bool>)> {
+#[allow(clippy::too_many_arguments)]
+pub fn equivalent_kernel<F: Real>(
+    q: ArrayView2<F>, x: ArrayView2<F>, kernel: &Kernel, bw: &Bandwidth<F>, degree: usize, ridge: f64, neighborhood: Neighborhood,
+) -> Result<(Array2<F>, Vec<bool>)> {
     let pb = Problem { queries: q, x, values: None, weights: None };
-    let opts = Options { degree: Some(degree), ..Options::default() };
+    let opts = Options { degree: Some(degree), neighborhood, ..Options::default() };
     let sums = local_sums(&pb, kernel, bw, &opts)?;
     let (a, singular) = coefficients(&sums, ridge, Rhs::FirstUnit);
     let shift: Vec<F> = sums.log_scale.to_vec();

@@ -38,6 +38,8 @@ pub(super) const MAX_DIM: usize = 4;
 struct MultiIndex {
     exps: Vec<Vec<u32>>,
     parent: Vec<(usize, usize)>,
+    /// Index of α + e_k at `child[α·d + k]` (`usize::MAX` past the largest degree).
+    child: Vec<usize>,
     /// Number of multi-indices of total degree ≤ g, for g = 0, 1, …
     upto: Vec<usize>,
 }
@@ -45,6 +47,7 @@ struct MultiIndex {
 impl MultiIndex {
     fn new(d: usize, max_degree: usize) -> Self {
         let (mut exps, mut parent, mut upto) = (vec![vec![0u32; d]], vec![(0, 0)], vec![1]);
+        let mut child = vec![usize::MAX; d];
         let mut start = 0;
         for _ in 0..max_degree {
             let end = exps.len();
@@ -54,28 +57,31 @@ impl MultiIndex {
                 for k in last..d {
                     let mut e = exps[i].clone();
                     e[k] += 1;
+                    child[i * d + k] = exps.len();
                     exps.push(e);
                     parent.push((i, k));
+                    child.extend(std::iter::repeat_n(usize::MAX, d));
                 }
             }
             start = end;
             upto.push(exps.len());
         }
-        MultiIndex { exps, parent, upto }
+        // The other children: α = π + e_l with l its last variable, so for k < l
+        // α + e_k = (π + e_k) + e_l, and π (of lower degree) is already complete.
+        for i in 1..exps.len() {
+            let (pi, l) = parent[i];
+            for k in 0..l {
+                let via = child[pi * d + k];
+                child[i * d + k] = if via == usize::MAX { usize::MAX } else { child[via * d + l] };
+            }
+        }
+        MultiIndex { exps, parent, child, upto }
     }
 
-    /// Position of multi-index `e` in the table. Within one total degree the order is
-    /// descending lexicographic, so the position counts the indices that agree with `e` on
-    /// its first i exponents and exceed it at the next.
-    fn index(&self, e: &[u32]) -> usize {
-        let degree: u32 = e.iter().sum();
-        let mut at = if degree == 0 { 0 } else { self.upto[degree as usize - 1] };
-        let mut rest = degree;
-        for (i, &ei) in e.iter().enumerate().take(e.len().saturating_sub(1)) {
-            at += (ei + 1..=rest).map(|larger| with_degree(rest - larger, e.len() - i - 1)).sum::<usize>();
-            rest -= ei;
-        }
-        at
+    /// Index of α + e for the multi-index at `a` and exponents `e`.
+    fn add(&self, a: usize, e: &[u32]) -> usize {
+        let d = e.len();
+        e.iter().enumerate().fold(a, |at, (k, &ek)| (0..ek).fold(at, |at, _| self.child[at * d + k]))
     }
 
     /// Row α (stride `stride`) = z^α, or z^α/α! with `factorial`, for the first `count`
@@ -120,10 +126,11 @@ struct Side {
 }
 
 impl Side {
-    fn new<F: Real>(x: ndarray::ArrayView2<F>, inv_h: f64) -> Self {
+    /// Clusters of radius at most `max_radius` (in bandwidths).
+    fn new<F: Real>(x: ndarray::ArrayView2<F>, inv_h: f64, max_radius: f64) -> Self {
         let (n, d) = x.dim();
         let z = Array2::from_shape_fn((n, d), |(i, k)| x[(i, k)].f64() * inv_h);
-        let (order, starts) = radius_leaves(z.view(), RHO);
+        let (order, starts) = radius_leaves(z.view(), max_radius);
         let nc = starts.len() - 1;
         let (mut centre, mut lo, mut hi, mut radius) = (vec![0.0; nc * d], vec![0.0; nc * d], vec![0.0; nc * d], vec![0.0; nc]);
         let mut off = vec![0.0; n * d];
@@ -209,14 +216,25 @@ const CB: usize = 4;
 
 impl Expansion {
     /// Applies to the Gaussian with one scalar bandwidth `h` and no leave-one-out.
-    pub fn new<F: Real>(pb: &Problem<F>, h: F, opts: &Options) -> Self {
+    /// With `auto`, None when the cost model expects the direct sums to be cheaper (decided
+    /// from the clusters alone, before the tables are built).
+    pub fn new<F: Real>(pb: &Problem<F>, h: F, opts: &Options, auto: bool) -> Option<Self> {
         let (n, d) = pb.x.dim();
         let p = pb.values.as_ref().map_or(0, |v| v.ncols());
         let inv_h = 1.0 / h.f64();
-        let refs = Side::new(pb.x, inv_h);
+        let refs = Side::new(pb.x, inv_h, RHO);
+        // Moving a moment Σ K (x − a)^γ from the cluster centre a to a query q = a + u loses
+        // about ((|u| + s)/s)^|γ| ulps, s the typical |x − q|. Query clusters no wider than
+        // the reference clusters keep that small even when the bandwidth dwarfs the data
+        // (then the clusters, not the bandwidth, set the scale).
+        let query_radius = max_radius(&refs).min(RHO);
         // Fitted values (queries = the sample itself) need the clustering once.
         let same = pb.queries.as_ptr() == pb.x.as_ptr() && pb.queries.dim() == pb.x.dim();
-        let queries = if same { refs.clone() } else { Side::new(pb.queries, inv_h) };
+        let queries = if same { refs.clone() } else { Side::new(pb.queries, inv_h, query_radius) };
+        let degree = opts.degree;
+        if auto && relative_cost::<F>(&queries, &refs, d, p, degree) >= 1.0 {
+            return None;
+        }
         let weights: Vec<f64> = refs.order.iter().map(|&i| pb.weights.as_ref().map_or(1.0, |w| w[i].f64())).collect();
         let values: Vec<f64> = match &pb.values {
             Some(v) => (0..p).flat_map(|c| refs.order.iter().map(move |&i| v[(i, c)].f64())).collect(),
@@ -224,11 +242,10 @@ impl Expansion {
         };
         let zero_weight = (0..refs.len()).map(|b| weights[refs.starts[b]..refs.starts[b + 1]].contains(&0.0)).collect();
         let half_norm2 = (0..n).map(|j| 0.5 * (0..d).map(|k| refs.off[k * n + j] * refs.off[k * n + j]).sum::<f64>()).collect();
-        let degree = opts.degree;
         let g = degree.unwrap_or(0);
-        let p_max = n_terms(RHO * RHO);
-        let mi = MultiIndex::new(d, p_max - 1 + 2 * g);
-        let (n_mom, n_cross, t_max) = (mi.upto[2 * g], mi.upto[g], mi.upto[p_max - 1]);
+        let deg_max = n_terms(max_radius(&queries) * max_radius(&refs)) - 1;
+        let mi = MultiIndex::new(d, deg_max + 2 * g);
+        let (n_mom, n_cross, t_max) = (mi.upto[2 * g], mi.upto[g], mi.upto[deg_max]);
         let binom = (0..n_mom)
             .map(|c| {
                 let gamma = &mi.exps[c];
@@ -236,7 +253,7 @@ impl Expansion {
                     .filter(|&e| mi.exps[e].iter().zip(gamma).all(|(a, b)| a <= b))
                     .map(|e| {
                         let diff: Vec<u32> = gamma.iter().zip(&mi.exps[e]).map(|(a, b)| a - b).collect();
-                        (e, mi.index(&diff), gamma.iter().zip(&mi.exps[e]).fold(1.0, |s, (&a, &b)| s * binomial(a, b)))
+                        (e, mi.add(0, &diff), gamma.iter().zip(&mi.exps[e]).fold(1.0, |s, (&a, &b)| s * binomial(a, b)))
                     })
                     .collect()
             })
@@ -248,7 +265,7 @@ impl Expansion {
         let plus = (0..t_max * n_mom)
             .map(|at| {
                 let sum: Vec<u32> = mi.exps[at / n_mom].iter().zip(&mi.exps[at % n_mom]).map(|(a, b)| a + b).collect();
-                mi.index(&sum)
+                mi.add(0, &sum)
             })
             .collect();
         let basis: Vec<Vec<u32>> = match degree {
@@ -273,12 +290,12 @@ impl Expansion {
         for a in 0..nb {
             for b in a..nb {
                 let sum: Vec<u32> = basis[a].iter().zip(&basis[b]).map(|(x, y)| x + y).collect();
-                mom_of[a * nb + b] = mi.index(&sum);
+                mom_of[a * nb + b] = mi.add(0, &sum);
             }
         }
-        let cross_of = basis.iter().map(|e| mi.index(e)).collect();
+        let cross_of = basis.iter().map(|e| mi.add(0, e)).collect();
         let unit = mi.exps[..n_mom].iter().map(|e| h.f64().powi(e.iter().sum::<u32>() as i32)).collect();
-        Expansion {
+        Some(Expansion {
             d,
             p,
             degree,
@@ -298,7 +315,7 @@ impl Expansion {
             unit,
             mom_of,
             cross_of,
-        }
+        })
     }
 
     /// Sums per query: Σ K y^γ for the moments, then Σ K y^γ v_c for the cross terms.
@@ -314,43 +331,12 @@ impl Expansion {
         (deg, self.mi.upto[deg + 2 * g], self.mi.upto[deg + g])
     }
 
-    /// Reference clusters in reach of query cluster `a` (by the gap between their boxes),
+    /// Reference clusters by the gap between their boxes and that of query cluster `a`,
     /// nearest first: (gap², cluster).
     fn visits(&self, a: usize) -> Vec<(f64, usize)> {
-        let reach2 = -2.0 * f64::EXP_UNDERFLOW;
-        let mut v: Vec<(f64, usize)> =
-            (0..self.refs.len()).map(|b| (self.queries.gap2(a, &self.refs, b, self.d), b)).filter(|&(g2, _)| g2 <= reach2).collect();
+        let mut v: Vec<(f64, usize)> = (0..self.refs.len()).map(|b| (self.queries.gap2(a, &self.refs, b, self.d), b)).collect();
         v.sort_by(|x, y| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)));
         v
-    }
-
-    /// Estimated cost of the expansion over that of the direct pair loop (below 1: faster),
-    /// from the cluster pairs within reach of a sample of query clusters. A direct pair costs
-    /// an exponential and its sums; an expanded pair its power sums per reference and its
-    /// series per query.
-    pub fn relative_cost<F: Real>(&self) -> f64 {
-        let reach2 = -2.0 * F::EXP_UNDERFLOW;
-        let na = self.queries.len();
-        let sample = 64.min(na);
-        let (ncol, p) = (self.n_cols() as f64, self.p as f64);
-        let nb = self.degree.map_or(0, |g| n_basis(self.d, g)) as f64;
-        let direct_per_pair = 12.0 + self.d as f64 + p + nb * (nb + 1.0) / 2.0 + nb * p;
-        let (mut direct, mut expanded) = (0.0, 0.0);
-        for s in 0..sample {
-            let a = s * na / sample;
-            let qa = self.queries.size(a) as f64;
-            for b in 0..self.refs.len() {
-                if self.queries.gap2(a, &self.refs, b, self.d) > reach2 {
-                    continue;
-                }
-                let rb = self.refs.size(b) as f64;
-                let (deg, s_all, s_val) = self.degrees(a, b);
-                let t = self.mi.upto[deg] as f64;
-                direct += qa * rb * direct_per_pair;
-                expanded += 200.0 + rb * (12.0 + self.d as f64 + p + s_all as f64 * 2.0 + s_val as f64 * p) + qa * (12.0 + self.d as f64 + 0.5 * t * ncol);
-            }
-        }
-        expanded / direct.max(1.0)
     }
 
     pub fn sums<F: Real>(&self) -> LocalSums<F> {
@@ -386,9 +372,10 @@ impl Expansion {
         // Padding (zero queries) lets the series run over whole blocks of QB.
         let na_pad = na.next_multiple_of(QB);
         let u = qs.offsets(a, d);
-        // u^α/α! of every query, α-major.
-        let mut upow = vec![0.0; self.t_max * na_pad];
-        self.mi.monomials(self.t_max, &u, na, na_pad, true, &mut upow);
+        // u^α/α! for the series terms and for the final shift of the moments.
+        let u_rows = self.t_max.max(self.n_mom);
+        let mut upow = vec![0.0; u_rows * na_pad];
+        self.mi.monomials(u_rows, &u, na, na_pad, true, &mut upow);
         // Column-major sums about the cluster centre, divided by exp(running max) per query.
         let mut sums = vec![0.0; ncol * na_pad];
         let mut run_max = vec![f64::NEG_INFINITY; na];
@@ -549,6 +536,46 @@ impl Expansion {
     }
 }
 
+/// Estimated cost of the expansion over that of the direct pair loop (below 1: faster), from
+/// the cluster pairs within reach of a sample of query clusters. A direct pair costs an
+/// exponential and its sums; an expanded pair its power sums per reference and its series
+/// per query.
+fn relative_cost<F: Real>(queries: &Side, refs: &Side, d: usize, p: usize, degree: Option<usize>) -> f64 {
+    let reach2 = -2.0 * F::EXP_UNDERFLOW;
+    let na = queries.len();
+    let sample = 64.min(na);
+    let g = degree.unwrap_or(0);
+    let pf = p as f64;
+    let ncol = (upto(d, 2 * g) + upto(d, g) * p) as f64;
+    let nb = degree.map_or(0, |g| n_basis(d, g)) as f64;
+    let direct_per_pair = 12.0 + d as f64 + pf + nb * (nb + 1.0) / 2.0 + nb * pf;
+    let (mut direct, mut expanded) = (0.0, 0.0);
+    for s in 0..sample {
+        let a = s * na / sample;
+        let qa = queries.size(a) as f64;
+        for b in 0..refs.len() {
+            if queries.gap2(a, refs, b, d) > reach2 {
+                continue;
+            }
+            let rb = refs.size(b) as f64;
+            let deg = n_terms(queries.radius[a] * refs.radius[b]) - 1;
+            let (t, s_all, s_val) = (upto(d, deg) as f64, upto(d, deg + 2 * g) as f64, upto(d, deg + g) as f64);
+            direct += qa * rb * direct_per_pair;
+            expanded += 200.0 + rb * (12.0 + d as f64 + pf + s_all * 2.0 + s_val * pf) + qa * (12.0 + d as f64 + 0.5 * t * ncol);
+        }
+    }
+    expanded / direct.max(1.0)
+}
+
+fn max_radius(side: &Side) -> f64 {
+    side.radius.iter().fold(0.0, |r: f64, &x| r.max(x))
+}
+
+/// Number of multi-indices of total degree at most g in d variables, C(g + d, d).
+fn upto(d: usize, g: usize) -> usize {
+    (1..=d).fold(1usize, |c, j| c * (g + j) / j)
+}
+
 /// Rows of `stride` values each, in one slice.
 #[derive(Clone, Copy)]
 struct Block<'a> {
@@ -660,9 +687,4 @@ fn factorial(k: u32) -> f64 {
 
 fn binomial(n: u32, k: u32) -> f64 {
     factorial(n) / (factorial(k) * factorial(n - k))
-}
-
-/// Number of multi-indices of total degree `s` in `m` variables, C(s + m − 1, m − 1).
-fn with_degree(s: u32, m: usize) -> usize {
-    (1..m).fold(1usize, |c, j| c * (s as usize + j) / j)
 }

@@ -551,11 +551,8 @@ fn expansion<F: Real>(pb: &Problem<F>, profile: Profile, bw: &Bandwidth<F>, opts
         return None;
     }
     match opts.neighborhood {
-        Neighborhood::Expansion => Some(expansion::Expansion::new(pb, h, opts)),
-        Neighborhood::Auto if n >= 64 && m >= 64 => {
-            let e = expansion::Expansion::new(pb, h, opts);
-            (e.relative_cost::<F>() < 1.0).then_some(e)
-        }
+        Neighborhood::Expansion => expansion::Expansion::new(pb, h, opts, false),
+        Neighborhood::Auto if n >= 64 && m >= 64 => expansion::Expansion::new(pb, h, opts, true),
         _ => None,
     }
 }

@@ -1,6 +1,7 @@
 use super::*;
 use crate::kernel::ALL_PROFILES;
 use crate::parallel::install;
+use ndarray::Axis;
 use rand::{rngs::StdRng, Rng, SeedableRng};
 
 fn rand_mat(rng: &mut StdRng, n: usize, d: usize) -> Array2<f64> {
@@ -64,7 +65,9 @@ fn engine_matches_naive_loop_for_every_profile_path_and_bandwidth() {
                     profile.eval(d2.sqrt() / h)
                 };
                 let (wn, wd) = naive(&q, &x, &v, &w, &kf, false);
-                for nh in [Neighborhood::Brute, Neighborhood::Tree, Neighborhood::Auto] {
+                // Expansion applies to the Gaussian with a scalar bandwidth in d ≤ 4; elsewhere it
+                // must fall back to the direct sums.
+                for nh in [Neighborhood::Brute, Neighborhood::Tree, Neighborhood::Auto, Neighborhood::Expansion] {
                     let pb = Problem { queries: q.view(), x: x.view(), values: Some(v.view()), weights: Some(ndarray::ArrayView1::from(&w)) };
                     let s = local_sums(&pb, &Kernel::Radial(profile), bw, &Options { neighborhood: nh, ..Options::default() }).unwrap();
                     let (gn, gd) = true_sums(&s);
@@ -144,22 +147,84 @@ fn tiny_bandwidth_gives_the_nearest_neighbour_not_nan() {
     let x = ndarray::array![[0.0], [1.0], [3.0]];
     let v = ndarray::array![[10.0], [20.0], [30.0]];
     let q = ndarray::array![[0.9], [2.2]];
-    for bw in [1e-3, 1e-8] {
-        let pb = Problem { queries: q.view(), x: x.view(), values: Some(v.view()), weights: None };
-        let s = local_sums(&pb, &Kernel::Radial(Profile::Gaussian), &Bandwidth::Scalar(bw), &Options::default()).unwrap();
+    for nh in [Neighborhood::Auto, Neighborhood::Expansion] {
+        let opts = Options { neighborhood: nh, ..Options::default() };
+        for bw in [1e-3, 1e-8] {
+            let pb = Problem { queries: q.view(), x: x.view(), values: Some(v.view()), weights: None };
+            let s = local_sums(&pb, &Kernel::Radial(Profile::Gaussian), &Bandwidth::Scalar(bw), &opts).unwrap();
+            assert_eq!(s.num[(0, 0)] / s.den[0], 20.0);
+            assert_eq!(s.num[(1, 0)] / s.den[1], 30.0);
+            assert!(s.log_scale[0] < -1000.0);
+        }
+        // a zero-weight sample nearest to the query must not hide the others
+        let w = ndarray::array![0.0, 1.0, 1.0];
+        let pb = Problem { queries: q.view(), x: x.view(), values: Some(v.view()), weights: Some(w.view()) };
+        let s = local_sums(&pb, &Kernel::Radial(Profile::Gaussian), &Bandwidth::Scalar(0.01), &opts).unwrap();
         assert_eq!(s.num[(0, 0)] / s.den[0], 20.0);
-        assert_eq!(s.num[(1, 0)] / s.den[1], 30.0);
-        assert!(s.log_scale[0] < -1000.0);
     }
-    // a zero-weight sample nearest to the query must not hide the others
-    let w = ndarray::array![0.0, 1.0, 1.0];
-    let pb = Problem { queries: q.view(), x: x.view(), values: Some(v.view()), weights: Some(w.view()) };
-    let s = local_sums(&pb, &Kernel::Radial(Profile::Gaussian), &Bandwidth::Scalar(0.01), &Options::default()).unwrap();
-    assert_eq!(s.num[(0, 0)] / s.den[0], 20.0);
     // compact kernel with nothing in range: den = 0 reported, no NaN invented here
     let pb = Problem { queries: q.view(), x: x.view(), values: Some(v.view()), weights: None };
     let s = local_sums(&pb, &Kernel::Radial(Profile::Epanechnikov), &Bandwidth::Scalar(0.01), &Options::default()).unwrap();
     assert_eq!(s.den[0], 0.0);
+}
+
+/// Per query: the local means of the values, moments and cross terms (num/den, …), which do
+/// not depend on the stabilising scale.
+fn means(s: &LocalSums<f64>) -> Vec<Vec<f64>> {
+    (0..s.den.len())
+        .map(|i| {
+            let mut r: Vec<f64> = s.num.row(i).to_vec();
+            for a in s.moments.iter().chain(&s.cross) {
+                r.extend(a.index_axis(Axis(0), i).iter());
+            }
+            r.iter().map(|v| v / s.den[i]).collect()
+        })
+        .collect()
+}
+
+#[test]
+fn expansion_matches_direct_sums_with_moments_zero_weights_and_far_queries() {
+    let mut rng = StdRng::seed_from_u64(21);
+    for d in 1..=4 {
+        let (n, m) = (500, 160);
+        let x = rand_mat(&mut rng, n, d);
+        let mut q = rand_mat(&mut rng, m, d);
+        // Queries far outside the data (the stabilised sums must still find their neighbours).
+        for (i, shift) in [(0, 20.0), (1, -20.0), (2, 200.0), (3, 1e4)] {
+            q[(i, 0)] += shift;
+        }
+        let v = rand_mat(&mut rng, n, 2);
+        let w: Vec<f64> = (0..n).map(|j| if j % 7 == 0 { 0.0 } else { rng.random::<f64>() + 0.1 }).collect();
+        let pb = Problem { queries: q.view(), x: x.view(), values: Some(v.view()), weights: Some(ndarray::ArrayView1::from(&w)) };
+        // (Forced at h = 0.3 in 3 or 4 dimensions the expansion is right but slow: thousands
+        // of series terms per pair of small clusters. The cost model never picks it there.)
+        for h in [0.02, 0.3, 3.0, 1e3].into_iter().filter(|&h| d <= 2 || h != 0.3) {
+            for degree in [None, Some(0), Some(1), Some(2)] {
+                let run = |nh| means(&local_sums(&pb, &Kernel::Radial(Profile::Gaussian), &Bandwidth::Scalar(h), &Options { degree, neighborhood: nh, ..Options::default() }).unwrap());
+                let (a, b) = (run(Neighborhood::Expansion), run(Neighborhood::Brute));
+                for i in 0..m {
+                    // Both round the log-kernel, whose size grows with the squared distance in
+                    // bandwidths; the tolerance follows it.
+                    let far = (0..d).map(|k| (q[(i, k)].abs() - 1.0).max(0.0).powi(2)).sum::<f64>() / (h * h);
+                    let tol = 1e-12 * (1.0 + far);
+                    let scale = b[i].iter().fold(0.0f64, |s, v| s.max(v.abs()));
+                    for (x, y) in a[i].iter().zip(&b[i]) {
+                        assert!((x - y).abs() <= tol * scale, "d={d} h={h} degree={degree:?} query {i}: {x} vs {y}");
+                    }
+                }
+            }
+        }
+    }
+    // f32 input: sums in f64 inside, reported in f32.
+    let x = rand_mat(&mut rng, 3000, 2);
+    let v = rand_mat(&mut rng, 3000, 1);
+    let (x32, v32) = (x.mapv(|a| a as f32), v.mapv(|a| a as f32));
+    let opts = Options { neighborhood: Neighborhood::Expansion, ..Options::default() };
+    let a = local_sums(&Problem { queries: x32.view(), x: x32.view(), values: Some(v32.view()), weights: None }, &Kernel::Radial(Profile::Gaussian), &Bandwidth::Scalar(0.5f32), &opts).unwrap();
+    let b = local_sums(&Problem { queries: x.view(), x: x.view(), values: Some(v.view()), weights: None }, &Kernel::Radial(Profile::Gaussian), &Bandwidth::Scalar(0.5), &Options::default()).unwrap();
+    for i in 0..3000 {
+        assert!(((a.num[(i, 0)] / a.den[i]) as f64 - b.num[(i, 0)] / b.den[i]).abs() < 1e-5);
+    }
 }
 
 #[test]
@@ -169,11 +234,17 @@ fn results_are_bit_identical_for_any_thread_count() {
         let x = rand_mat(&mut rng, 2000, d);
         let q = rand_mat(&mut rng, 333, d);
         let v = rand_mat(&mut rng, 2000, if d == 2 { 2 } else { 12 });
-        for kernel in [Kernel::Radial(Profile::Gaussian), Kernel::Radial(Profile::Tricube), Kernel::Knn { k: 7, profile: Some(Profile::Epanechnikov) }] {
+        let cases = [
+            (Kernel::Radial(Profile::Gaussian), Neighborhood::Brute),
+            (Kernel::Radial(Profile::Gaussian), Neighborhood::Expansion),
+            (Kernel::Radial(Profile::Tricube), Neighborhood::Auto),
+            (Kernel::Knn { k: 7, profile: Some(Profile::Epanechnikov) }, Neighborhood::Auto),
+        ];
+        for (kernel, neighborhood) in cases {
             let run = |t: usize| {
                 install(t, || {
                     let pb = Problem { queries: q.view(), x: x.view(), values: Some(v.view()), weights: None };
-                    local_sums(&pb, &kernel, &Bandwidth::Scalar(0.9), &Options { degree: Some(1), ..Options::default() }).unwrap()
+                    local_sums(&pb, &kernel, &Bandwidth::Scalar(0.9), &Options { degree: Some(1), neighborhood, ..Options::default() }).unwrap()
                 })
                 .unwrap()
             };

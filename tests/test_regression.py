@@ -9,35 +9,71 @@ from localization import LocalMeanRegressor, LocalModel, LocalPolynomialRegresso
 from localization.datasets import make_curve
 
 
-def test_local_mean_regressor_matches_statsmodels_local_constant():
+ALGORITHMS = ["auto", "brute", "expansion"]
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_local_mean_regressor_matches_statsmodels_local_constant(algorithm):
     from statsmodels.nonparametric.kernel_regression import KernelReg
 
     X, y = make_curve(150, random_state=1)
     Q = np.linspace(0, 1, 37)[:, None]
     want = KernelReg(y, X, var_type="c", reg_type="lc", bw=[0.07]).fit(Q)[0]
-    got = LocalMeanRegressor(bandwidth=0.07).fit(X, y).predict(Q)
+    got = LocalMeanRegressor(bandwidth=0.07, algorithm=algorithm).fit(X, y).predict(Q)
     np.testing.assert_allclose(got, want, rtol=1e-10)
 
 
-def test_local_linear_matches_statsmodels_local_linear():
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_local_linear_matches_statsmodels_local_linear(algorithm):
     from statsmodels.nonparametric.kernel_regression import KernelReg
 
     X, y = make_curve(150, random_state=2)
     Q = np.linspace(0, 1, 37)[:, None]
     want = KernelReg(y, X, var_type="c", reg_type="ll", bw=[0.07]).fit(Q)[0]
-    got = LocalPolynomialRegressor(degree=1, bandwidth=0.07).fit(X, y).predict(Q)
+    got = LocalPolynomialRegressor(degree=1, bandwidth=0.07, algorithm=algorithm).fit(X, y).predict(Q)
     np.testing.assert_allclose(got, want, rtol=1e-9)
 
 
-def test_local_linear_matches_statsmodels_in_two_dimensions(rng):
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_local_linear_matches_statsmodels_in_two_dimensions(rng, algorithm):
     from statsmodels.nonparametric.kernel_regression import KernelReg
 
     X = rng.random((120, 2))
     y = np.sin(3 * X[:, 0]) + X[:, 1] ** 2
     Q = rng.random((15, 2))
     want = KernelReg(y, X, var_type="cc", reg_type="ll", bw=[0.2, 0.2]).fit(Q)[0]
-    got = LocalPolynomialRegressor(degree=1, bandwidth=0.2).fit(X, y).predict(Q)
+    got = LocalPolynomialRegressor(degree=1, bandwidth=0.2, algorithm=algorithm).fit(X, y).predict(Q)
     np.testing.assert_allclose(got, want, rtol=1e-9)
+
+
+@pytest.mark.parametrize("d", [1, 2])
+@pytest.mark.parametrize("h", [0.01, 0.1, 2.0, 1e3])
+def test_series_expansion_agrees_with_direct_sums(rng, d, h):
+    # Fitted values at the samples and fits at fresh points, degree 0-2; local means also
+    # far outside the data. (Linear or quadratic fits extrapolated 30 units out are
+    # ill-conditioned: both paths are then only ~1e-7 from a long-double solution; so are
+    # local designs with a handful of samples per window, as at h = 0.01 in two dimensions.)
+    X = rng.random((700, d))
+    y = np.sin(5 * X.sum(1)) + 0.1 * rng.standard_normal(700)
+    Q = rng.random((300, d))
+    far = np.vstack([Q, rng.random((5, d)) + 30.0])
+    cases = [(0, far)] + ([(1, Q), (2, Q), (1, X), (2, X)] if d == 1 or h > 0.01 else [])
+    for degree, queries in cases:
+        fits = [LocalPolynomialRegressor(degree=degree, bandwidth=h, algorithm=a).fit(X, y).predict(queries) for a in ("brute", "expansion")]
+        np.testing.assert_allclose(fits[1], fits[0], rtol=1e-9, atol=1e-11)
+    means = [local_mean(far, X, y, bandwidth=h, algorithm=a) for a in ("brute", "expansion")]
+    np.testing.assert_allclose(means[1], means[0], rtol=1e-11, atol=1e-13)
+
+
+def test_series_expansion_is_chosen_and_thread_count_invariant(rng):
+    X = rng.random((5000, 1))
+    y = np.cos(4 * X[:, 0])
+    runs = [LocalPolynomialRegressor(bandwidth=0.05, n_jobs=t).fit(X, y).predict(X) for t in (1, 2, 5)]
+    assert np.array_equal(runs[0], runs[1]) and np.array_equal(runs[0], runs[2])
+    brute = LocalPolynomialRegressor(bandwidth=0.05, algorithm="brute").fit(X, y).predict(X)
+    np.testing.assert_allclose(runs[0], brute, rtol=1e-12, atol=1e-13)
+    with pytest.raises(ValueError, match="algorithm"):
+        LocalPolynomialRegressor(algorithm="fast").fit(X, y)
 
 
 @pytest.mark.parametrize("k", [1, 5, 12])

@@ -31,8 +31,15 @@ use rayon::prelude::*;
 /// terms and accuracy measured best in one and two dimensions.
 const RHO: f64 = 1.0;
 
-/// Beyond this many features the series has too many terms to pay off.
-pub(super) const MAX_DIM: usize = 4;
+/// Beyond this many features the series has too many terms to pay off: in three, 1,540 per
+/// pair of clusters, and clusters that large (see `TABLE_VALUES`) beat the direct sums only
+/// when the bandwidth spans the data (measured 2× at n = 2·10⁴, h = the data's width).
+pub(super) const MAX_DIM: usize = 2;
+
+/// Largest table of monomials per cluster (values, 16 MB): clusters hold at most this many
+/// over the number of series terms points, so memory stays bounded for any n and work
+/// spreads over the threads even when one cluster would cover all the data.
+const TABLE_VALUES: usize = 1 << 21;
 
 /// Multi-indices α of d variables ordered by total degree, each with a parent α − e_k.
 struct MultiIndex {
@@ -126,11 +133,11 @@ struct Side {
 }
 
 impl Side {
-    /// Clusters of radius at most `max_radius` (in bandwidths).
-    fn new<F: Real>(x: ndarray::ArrayView2<F>, inv_h: f64, max_radius: f64) -> Self {
+    /// Clusters of radius at most `max_radius` (in bandwidths) and at most `max_size` points.
+    fn new<F: Real>(x: ndarray::ArrayView2<F>, inv_h: f64, max_radius: f64, max_size: usize) -> Self {
         let (n, d) = x.dim();
         let z = Array2::from_shape_fn((n, d), |(i, k)| x[(i, k)].f64() * inv_h);
-        let (order, starts) = radius_leaves(z.view(), max_radius);
+        let (order, starts) = radius_leaves(z.view(), max_radius, max_size);
         let nc = starts.len() - 1;
         let (mut centre, mut lo, mut hi, mut radius) = (vec![0.0; nc * d], vec![0.0; nc * d], vec![0.0; nc * d], vec![0.0; nc]);
         let mut off = vec![0.0; n * d];
@@ -222,7 +229,15 @@ impl Expansion {
         let (n, d) = pb.x.dim();
         let p = pb.values.as_ref().map_or(0, |v| v.ncols());
         let inv_h = 1.0 / h.f64();
-        let refs = Side::new(pb.x, inv_h, RHO);
+        let degree = opts.degree;
+        let g = degree.unwrap_or(0);
+        // Monomials per point, for clusters of the largest radius.
+        let rows = upto(d, n_terms(RHO * RHO) - 1 + 2 * g);
+        if auto && too_sparse(pb.x, inv_h, rows) {
+            return None;
+        }
+        let max_size = (TABLE_VALUES / rows).max(lanes::LANES);
+        let refs = Side::new(pb.x, inv_h, RHO, max_size);
         // Moving a moment Σ K (x − a)^γ from the cluster centre a to a query q = a + u loses
         // about ((|u| + s)/s)^|γ| ulps, s the typical |x − q|. Query clusters no wider than
         // the reference clusters keep that small even when the bandwidth dwarfs the data
@@ -230,8 +245,7 @@ impl Expansion {
         let query_radius = max_radius(&refs).min(RHO);
         // Fitted values (queries = the sample itself) need the clustering once.
         let same = pb.queries.as_ptr() == pb.x.as_ptr() && pb.queries.dim() == pb.x.dim();
-        let queries = if same { refs.clone() } else { Side::new(pb.queries, inv_h, query_radius) };
-        let degree = opts.degree;
+        let queries = if same { refs.clone() } else { Side::new(pb.queries, inv_h, query_radius, max_size) };
         if auto && relative_cost::<F>(&queries, &refs, d, p, degree) >= 1.0 {
             return None;
         }
@@ -242,7 +256,6 @@ impl Expansion {
         };
         let zero_weight = (0..refs.len()).map(|b| weights[refs.starts[b]..refs.starts[b + 1]].contains(&0.0)).collect();
         let half_norm2 = (0..n).map(|j| 0.5 * (0..d).map(|k| refs.off[k * n + j] * refs.off[k * n + j]).sum::<f64>()).collect();
-        let g = degree.unwrap_or(0);
         let deg_max = n_terms(max_radius(&queries) * max_radius(&refs)) - 1;
         let mi = MultiIndex::new(d, deg_max + 2 * g);
         let (n_mom, n_cross, t_max) = (mi.upto[2 * g], mi.upto[g], mi.upto[deg_max]);
@@ -565,6 +578,21 @@ fn relative_cost<F: Real>(queries: &Side, refs: &Side, d: usize, p: usize, degre
         }
     }
     expanded / direct.max(1.0)
+}
+
+/// Whether the points are too spread for the expansion to pay: it needs clusters of many
+/// more points than it has series terms (`rows`), and the points' bounding box, cut into
+/// cells the size of a cluster, shows the clusters' typical size without building them.
+fn too_sparse<F: Real>(x: ndarray::ArrayView2<F>, inv_h: f64, rows: usize) -> bool {
+    let cells: f64 = x
+        .columns()
+        .into_iter()
+        .map(|c| {
+            let (lo, hi) = c.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), &v| (l.min(v.f64()), h.max(v.f64())));
+            ((hi - lo) * inv_h / (2.0 * RHO)).max(1.0)
+        })
+        .product();
+    (x.nrows() as f64 / cells) < rows as f64 / 8.0
 }
 
 fn max_radius(side: &Side) -> f64 {

@@ -242,16 +242,17 @@ pub fn chunked_order<F: Real>(x: ArrayView2<F>, chunk: usize) -> Vec<usize> {
 }
 
 /// An order of the rows of `x` whose consecutive runs (`starts[k]..starts[k + 1]`) are the
-/// leaves of a median kd split that stops once a box's half-diagonal is at most `radius`.
-pub fn radius_leaves<F: Real>(x: ArrayView2<F>, radius: F) -> (Vec<usize>, Vec<usize>) {
-    fn rec<F: Real>(x: &ArrayView2<F>, idx: &mut [usize], at: usize, r2: F, starts: &mut Vec<usize>) {
+/// leaves of a median kd split that stops once a box's half-diagonal is at most `radius`
+/// and it holds at most `max_size` rows (or all its rows coincide).
+pub fn radius_leaves<F: Real>(x: ArrayView2<F>, radius: F, max_size: usize) -> (Vec<usize>, Vec<usize>) {
+    fn rec<F: Real>(x: &ArrayView2<F>, idx: &mut [usize], at: usize, r2: F, max_size: usize, starts: &mut Vec<usize>) {
         let (lo, hi) = bounds(x, idx);
         let half_diag2 = lo.iter().zip(&hi).fold(F::zero(), |s, (&a, &b)| s + (b - a) * (b - a)) * F::of(0.25);
         let mid = idx.len() / 2;
-        if half_diag2 > r2 && split_widest(x, idx, &lo, &hi, mid) {
+        if (half_diag2 > r2 || idx.len() > max_size) && split_widest(x, idx, &lo, &hi, mid) {
             let (a, b) = idx.split_at_mut(mid);
-            rec(x, a, at, r2, starts);
-            rec(x, b, at + mid, r2, starts);
+            rec(x, a, at, r2, max_size, starts);
+            rec(x, b, at + mid, r2, max_size, starts);
         } else {
             starts.push(at);
         }
@@ -259,7 +260,7 @@ pub fn radius_leaves<F: Real>(x: ArrayView2<F>, radius: F) -> (Vec<usize>, Vec<u
     let mut idx: Vec<usize> = (0..x.nrows()).collect();
     let mut starts = Vec::new();
     if !idx.is_empty() {
-        rec(&x, &mut idx, 0, radius * radius, &mut starts);
+        rec(&x, &mut idx, 0, radius * radius, max_size.max(1), &mut starts);
     }
     starts.push(idx.len());
     (idx, starts)

@@ -286,4 +286,27 @@ mod tests {
         assert!(idx.knn(Array2::<f64>::zeros((2, 3)).view(), 1).is_err());
         assert!(Index::build(Array2::<f64>::zeros((0, 2)).view(), Algorithm::Auto, 16).is_err());
     }
+
+    #[test]
+    fn radius_leaves_bound_radius_and_size() {
+        let mut rng = StdRng::seed_from_u64(4);
+        for (d, radius, max_size) in [(1, 0.05, 1000), (2, 0.2, 1000), (2, 10.0, 37), (3, 0.0, 5)] {
+            let x = data(&mut rng, 900, d, true);
+            let (order, starts) = radius_leaves(x.view(), radius, max_size);
+            let mut seen = order.clone();
+            seen.sort_unstable();
+            assert_eq!(seen, (0..900).collect::<Vec<_>>());
+            for w in starts.windows(2) {
+                let rows = &order[w[0]..w[1]];
+                let half_diag2: f64 = (0..d)
+                    .map(|k| {
+                        let (lo, hi) = rows.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), &i| (l.min(x[(i, k)]), h.max(x[(i, k)])));
+                        0.25 * (hi - lo) * (hi - lo)
+                    })
+                    .sum();
+                // Only a run of coincident points may exceed the size.
+                assert!(half_diag2 <= radius * radius && (rows.len() <= max_size || half_diag2 == 0.0), "{d} {radius} {max_size}");
+            }
+        }
+    }
 }

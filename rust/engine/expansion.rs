@@ -14,6 +14,11 @@
 //! cancellation: Δ stays inside the exact exponentials and only the small u·w is expanded, so
 //! the rounding error of every term is within e^{2ρ_A ρ_B} of direct summation's.
 //!
+//! Per pair, the reference side reduces to power sums Σ_j b_j w_j^β (b_j the second factor
+//! times the weight, and again times each value), moved to the query cluster's centre by the
+//! binomial theorem on x − a = w − Δ; the query side is a small matrix product of u^α/α! with
+//! those coefficients, register-blocked.
+//!
 //! Sums are stabilised as in the direct path: each query keeps a running maximum, raised to
 //! the pair's leading log-term (exact up to ±ρ_A ρ_B), and a pair whose every term underflows
 //! against it is skipped. Design moments Σ K (x − q)^γ are summed about the query cluster's
@@ -36,9 +41,9 @@ const RHO: f64 = 1.0;
 /// when the bandwidth spans the data (measured 2× at n = 2·10⁴, h = the data's width).
 pub(super) const MAX_DIM: usize = 2;
 
-/// Largest table of monomials per cluster (values, 16 MB): clusters hold at most this many
-/// over the number of series terms points, so memory stays bounded for any n and work
-/// spreads over the threads even when one cluster would cover all the data.
+/// Largest table of monomials per cluster, in values (16 MB): a cluster holds at most this
+/// over the monomials per point, so memory stays bounded for any n and the work spreads over
+/// the threads even when one cluster would cover all the data.
 const TABLE_VALUES: usize = 1 << 21;
 
 /// Multi-indices α of d variables ordered by total degree, each with a parent α − e_k.

@@ -157,14 +157,7 @@ pub fn per_query<F: Real>(m: usize, p: usize, basis: Option<usize>, f: impl Fn(u
 /// (None: row k).
 pub fn stack<F: Real>(parts: Vec<LocalSums<F>>, p: usize, basis: Option<usize>, order: Option<&[usize]>) -> LocalSums<F> {
     let m = parts.iter().map(|s| s.den.len()).sum();
-    let nb = basis.unwrap_or(0);
-    let mut out = LocalSums {
-        num: Array2::zeros((m, p)),
-        den: Array1::zeros(m),
-        log_scale: Array1::zeros(m),
-        moments: basis.map(|_| Array3::zeros((m, nb, nb))),
-        cross: basis.map(|_| Array3::zeros((m, nb, p))),
-    };
+    let mut out = LocalSums::zeros(m, p, basis);
     let mut k = 0;
     for part in parts {
         for r in 0..part.den.len() {

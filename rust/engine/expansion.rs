@@ -28,7 +28,7 @@ use super::accumulate::{n_basis, stack};
 use super::{lanes, LocalSums, Options, Problem};
 use crate::kernel::{madd, Real};
 use crate::neighbors::radius_leaves;
-use ndarray::{Array1, Array2, Array3};
+use ndarray::Array2;
 use rayon::prelude::*;
 
 /// Largest cluster radius, in bandwidths. At 1 the series needs at most 19 terms per
@@ -72,7 +72,7 @@ impl MultiIndex {
                     child[i * d + k] = exps.len();
                     exps.push(e);
                     parent.push((i, k));
-                    child.extend(std::iter::repeat_n(usize::MAX, d));
+                    child.resize(child.len() + d, usize::MAX);
                 }
             }
             start = end;
@@ -509,13 +509,7 @@ impl Expansion {
         let p = self.p;
         let basis = self.degree.map(|g| n_basis(self.d, g));
         let nb = basis.unwrap_or(0);
-        let mut out = LocalSums {
-            num: Array2::zeros((na, p)),
-            den: Array1::zeros(na),
-            log_scale: Array1::zeros(na),
-            moments: basis.map(|_| Array3::zeros((na, nb, nb))),
-            cross: basis.map(|_| Array3::zeros((na, nb, p))),
-        };
+        let mut out = LocalSums::zeros(na, p, basis);
         // Σ K (y − u)^γ·(column) = Σ_δ C(γ, δ) (−u)^{γ−δ} Σ K y^δ·(column), the latter at `base + δ·step`.
         let shifted = |g: usize, base: usize, step: usize, i: usize| -> f64 {
             self.unit[g]

@@ -100,6 +100,19 @@ pub struct LocalSums<F> {
     pub cross: Option<Array3<F>>,
 }
 
+impl<F: Real> LocalSums<F> {
+    /// All zeros for m queries, p value columns and (with moments) `basis` functions.
+    pub fn zeros(m: usize, p: usize, basis: Option<usize>) -> Self {
+        LocalSums {
+            num: Array2::zeros((m, p)),
+            den: Array1::zeros(m),
+            log_scale: Array1::zeros(m),
+            moments: basis.map(|nb| Array3::zeros((m, nb, nb))),
+            cross: basis.map(|nb| Array3::zeros((m, nb, p))),
+        }
+    }
+}
+
 pub struct Problem<'a, F> {
     pub queries: ArrayView2<'a, F>,
     pub x: ArrayView2<'a, F>,

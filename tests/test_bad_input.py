@@ -134,16 +134,17 @@ anyfloat = st.floats(allow_nan=True, allow_infinity=True, width=64)
     h=st.one_of(anyfloat, st.floats(1e-300, 1e300)),
     k=st.integers(-1, 8),
     jobs=st.sampled_from([None, 1, 2, -1]),
+    algorithm=st.sampled_from(["auto", "brute", "expansion"]),
 )
-def test_fuzz_public_api_never_panics(n, m, d, data, kernel, h, k, jobs):
+def test_fuzz_public_api_never_panics(n, m, d, data, kernel, h, k, jobs, algorithm):
     elem = st.one_of(finite, anyfloat)
     Xf = data.draw(arrays(np.float64, (n, d), elements=elem))
     Qf = data.draw(arrays(np.float64, (m, d), elements=elem))
     yf = data.draw(arrays(np.float64, (n,), elements=elem))
     calls = [
-        lambda: local_mean(Qf, Xf, yf, kernel=kernel, bandwidth=h, n_neighbors=k, n_jobs=jobs),
+        lambda: local_mean(Qf, Xf, yf, kernel=kernel, bandwidth=h, n_neighbors=k, algorithm=algorithm, n_jobs=jobs),
         lambda: kernel_sum(Qf, Xf, kernel=kernel, bandwidth=h, n_neighbors=k, log=True),
-        lambda: LocalPolynomialRegressor(kernel=kernel, bandwidth=h, n_neighbors=k).fit(Xf, yf).predict(Qf),
+        lambda: LocalPolynomialRegressor(kernel=kernel, bandwidth=h, n_neighbors=k, algorithm=algorithm).fit(Xf, yf).predict(Qf),
         lambda: LocalModeClassifier(kernel=kernel, bandwidth=h, n_neighbors=k).fit(Xf, yf > 0).predict(Qf),
         lambda: KernelDensity(kernel=kernel, bandwidth=h).fit(Xf).score_samples(Qf),
         lambda: NearestNeighbors(n_neighbors=k).fit(Xf).kneighbors(Qf),

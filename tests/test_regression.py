@@ -65,6 +65,16 @@ def test_series_expansion_agrees_with_direct_sums(rng, d, h):
     np.testing.assert_allclose(means[1], means[0], rtol=1e-11, atol=1e-13)
 
 
+def test_series_expansion_at_extreme_bandwidths():
+    X = np.array([[1e6], [-1e6], [0.5], [3.0]])
+    y = np.array([1.0, 2.0, 3.0, 5.0])
+    for h, degree in [(1e300, 1), (1e100, 2), (1e-100, 0)]:
+        fits = [LocalPolynomialRegressor(degree=degree, bandwidth=h, algorithm=a).fit(X, y).predict(X) for a in ("brute", "expansion")]
+        np.testing.assert_allclose(fits[1], fits[0], rtol=1e-12)
+    with pytest.raises(ValueError, match="bandwidth"):
+        local_mean(X, X, y, bandwidth=1e-200, algorithm="expansion")
+
+
 def test_series_expansion_is_chosen_and_thread_count_invariant(rng):
     X = rng.random((5000, 1))
     y = np.cos(4 * X[:, 0])

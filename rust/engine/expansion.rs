@@ -228,14 +228,20 @@ const CB: usize = 4;
 
 impl Expansion {
     /// Applies to the Gaussian with one scalar bandwidth `h` and no leave-one-out.
-    /// With `auto`, None when the cost model expects the direct sums to be cheaper (decided
-    /// from the clusters alone, before the tables are built).
+    /// None when the bandwidth is too extreme for the moments' units, and with `auto` when the
+    /// cost model expects the direct sums to be cheaper (decided from the clusters alone,
+    /// before the tables are built).
     pub fn new<F: Real>(pb: &Problem<F>, h: F, opts: &Options, auto: bool) -> Option<Self> {
         let (n, d) = pb.x.dim();
         let p = pb.values.as_ref().map_or(0, |v| v.ncols());
         let inv_h = 1.0 / h.f64();
         let degree = opts.degree;
         let g = degree.unwrap_or(0);
+        // Moments run in bandwidth units and are reported times h^|γ|, |γ| ≤ 2·degree: both
+        // factors must stay far from overflow and underflow (|log10 h| ≤ 62 for quadratics).
+        if (2 * g) as f64 * h.f64().log10().abs() > 250.0 {
+            return None;
+        }
         // Monomials per point, for clusters of the largest radius.
         let rows = upto(d, n_terms(RHO * RHO) - 1 + 2 * g);
         if auto && too_sparse(pb.x, inv_h, rows) {

@@ -179,7 +179,8 @@ fn validate<F: Real>(pb: &Problem<F>, kernel: &Kernel, bw: &Bandwidth<F>, opts: 
             return Err(LocalizationError::param("sample_weight", "must be finite and non-negative"));
         }
     }
-    let positive = |h: &F| *h > F::zero() && h.is_finite();
+    // Distances are scaled by 1/h², which must exist in F (h ≳ 1e-154 in f64, 1e-19 in f32).
+    let positive = |h: &F| *h > F::zero() && h.is_finite() && (F::one() / (*h * *h)).is_finite();
     let ok = match bw {
         Bandwidth::Scalar(h) => positive(h),
         Bandwidth::PerQuery(h) => {
@@ -196,7 +197,7 @@ fn validate<F: Real>(pb: &Problem<F>, kernel: &Kernel, bw: &Bandwidth<F>, opts: 
         }
     };
     if !ok {
-        return Err(LocalizationError::param("bandwidth", "must be finite and strictly positive"));
+        return Err(LocalizationError::param("bandwidth", "must be finite, strictly positive and large enough that 1/h² is finite"));
     }
     if opts.exclude_self && pb.queries.nrows() != n {
         return Err(LocalizationError::param("exclude_self", "leave-one-out needs the queries to be the references"));

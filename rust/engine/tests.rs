@@ -302,7 +302,7 @@ fn bad_input_is_an_error_not_a_panic() {
     assert!(local_sums(&pb, &Kernel::Radial(Profile::Gaussian), &Bandwidth::Scalar(1.0), &Options::default()).is_err());
     let q = Array2::<f64>::zeros((3, 2));
     let pb = Problem { queries: q.view(), x: x.view(), values: None, weights: None };
-    for h in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+    for h in [0.0, -1.0, f64::NAN, f64::INFINITY, 1e-200] {
         assert!(local_sums(&pb, &Kernel::Radial(Profile::Gaussian), &Bandwidth::Scalar(h), &Options::default()).is_err());
     }
     assert!(local_sums(&pb, &Kernel::Knn { k: 5, profile: None }, &Bandwidth::Scalar(1.0), &Options::default()).is_err());

@@ -35,3 +35,32 @@ def expected_failures(estimator):
 @parametrize_with_checks(ESTIMATORS, expected_failed_checks=expected_failures)
 def test_sklearn_compatible(estimator, check):
     check(estimator)
+
+
+def test_validation_short_cut_behaves_like_scikit_learn():
+    import warnings
+
+    import numpy as np
+    import pytest
+
+    from localization import LocalMeanRegressor
+
+    rng = np.random.default_rng(0)
+    X = rng.random((50, 3)).astype(np.float32)
+    y = rng.random(50)
+    reg = LocalMeanRegressor(bandwidth=0.5).fit(X, y)
+    assert reg.n_features_in_ == 3 and reg.X_fit_ is X  # ready input is not copied
+    F = np.asfortranarray(X)
+    np.testing.assert_array_equal(reg.predict(F), reg.predict(X))  # converted by scikit-learn
+    with pytest.raises(ValueError, match="3 features"):
+        reg.predict(X[:, :2])
+    with pytest.raises(ValueError, match="NaN"):
+        reg.predict(np.where(X > 0.9, np.nan, X))
+    pd = pytest.importorskip("pandas")
+    named = LocalMeanRegressor(bandwidth=0.5).fit(pd.DataFrame(X, columns=list("abc")), y)
+    with pytest.warns(UserWarning, match="feature names"):
+        named.predict(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        named.fit(X, y)  # refitting on an array forgets the names, as scikit-learn does
+    assert not hasattr(named, "feature_names_in_")

@@ -62,10 +62,12 @@ fn coefficients<F: Real>(sums: &LocalSums<F>, ridge: f64, rhs: Rhs) -> (Array2<f
         Rhs::Values => p,
         Rhs::FirstUnit => 1,
     };
-    let (mom, cross) = (mom.as_slice().expect("engine output is contiguous"), cross.as_slice().expect("engine output is contiguous"));
+    // Row-major views (a copy only if some path ever produced another layout).
+    let (mom, cross) = (mom.as_standard_layout(), cross.as_standard_layout());
+    let (mom, cross) = (mom.as_slice().unwrap_or_default(), cross.as_slice().unwrap_or_default());
     let mut beta = Array2::zeros((m, nb * nrhs));
     let mut singular = vec![false; m];
-    let rows = beta.as_slice_mut().expect("new array").par_chunks_mut((nb * nrhs).max(1));
+    let rows = beta.as_slice_mut().unwrap_or_default().par_chunks_mut((nb * nrhs).max(1));
     rows.zip(singular.par_iter_mut()).enumerate().for_each_init(
         || vec![0.0; nb * nb],
         |a, (i, (b, singular))| {

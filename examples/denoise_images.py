@@ -84,7 +84,12 @@ def main():
             ax.imshow(np.clip(res[key], 0, 1), cmap="gray", vmin=0, vmax=1)
             title = key if key == "clean" else f"{key}\n{psnr(res['clean'], res[key]):.1f} dB"
             ax.set_title(title, fontsize=9)
-            ax.axis("off")
+            ax.set_xticks([])
+            ax.set_yticks([])
+            if r == len(results) - 1:
+                ax.set_xlabel("column (pixels)", fontsize=8)
+            if c == 0:
+                ax.set_ylabel(f"{name}\nrow (pixels)", fontsize=8)
     fig.tight_layout()
     fig.savefig(args.out, dpi=120)
     print(f"figure saved to {args.out}")

@@ -51,6 +51,8 @@ def main(argv=None):
     ax = fig.add_subplot(grid[0, 0])
     ax.scatter(*X2.T, s=4, c="k")
     ax.set_title("training set (two moons)", fontsize=9)
+    ax.set_xlabel("x₁ (unitless)", fontsize=8)
+    ax.set_ylabel("x₂ (unitless)", fontsize=8)
     for k, (title, kw) in enumerate(runs):
         gen = LocalMeanDiffusion(n_steps=60, schedule="karras", random_state=0, **kw).fit(X2)
         S = gen.sample(400)
@@ -60,6 +62,7 @@ def main(argv=None):
         ax.scatter(*X2.T, s=4, c="0.8")
         ax.scatter(*S.T, s=4, c="tab:red")
         ax.set_title(title, fontsize=9)
+        ax.set_xlabel("x₁ (unitless)", fontsize=8)
 
     X, _, source = load_fashion_mnist(n=args.n_train, return_source=True)
     X = X.astype(np.float64)
@@ -79,7 +82,8 @@ def main(argv=None):
         b.imshow(X[idx[j]].reshape(28, 28), cmap="gray_r")
         b.set_axis_off()
         b.set_title(f"nearest train, d={dist[j]:.3f}", fontsize=8)
-    fig.suptitle("Diffusion with the ideal (local-mean) denoiser: it reproduces training points", fontsize=11)
+    fig.suptitle("Diffusion with the ideal (local-mean) denoiser: it reproduces training points\n"
+                 "(images: 28 × 28 pixels, darker = higher intensity)", fontsize=11)
     fig.tight_layout()
     fig.savefig(args.out, dpi=110)
     print(f"wrote {args.out}")

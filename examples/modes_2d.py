@@ -28,6 +28,8 @@ def draw_forest(ax, X, parent, labels, roots, title):
     ax.scatter(X[roots, 0], X[roots, 1], marker="*", s=180, c="k", zorder=3)
     ax.set_title(title)
     ax.set_aspect("equal")
+    ax.set_xlabel("x₁ (synthetic, unitless)")
+    ax.set_ylabel("x₂ (synthetic, unitless)")
 
 
 def main():
@@ -51,6 +53,8 @@ def main():
     axes[2].scatter(R[:, 0], R[:, 1], s=5, c="C3", label="PC-Shift (q=1)")
     axes[2].legend(loc="upper right")
     axes[2].set_aspect("equal")
+    axes[2].set_xlabel("x₁ (synthetic, unitless)")
+    axes[2].set_ylabel("x₂ (synthetic, unitless)")
     r = np.linalg.norm(R, axis=1)
     axes[2].set_title(f"PC-Shift ridge: radius {r.mean():.3f} ± {r.std():.3f}")
     fig.tight_layout()

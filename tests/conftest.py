@@ -1,5 +1,14 @@
+from pathlib import Path
+
 import numpy as np
 import pytest
+
+
+def pytest_report_header(config):
+    """Which copy of the package the run tests: the source tree's or an installed wheel's."""
+    import localization
+
+    return f"localization {localization.__version__} from {Path(localization.__file__).parent}"
 
 
 @pytest.fixture

@@ -1,10 +1,36 @@
 import subprocess
 import sys
 
+import numpy as np
+import pytest
+
+from localization import cli
 from localization.cli import main
 
 
-def test_demo_reproduces_experiment_1(tmp_path, capsys):
+@pytest.fixture
+def figure_labels(monkeypatch):
+    """Record the axis labels of every figure the command line saves (the files are still written)."""
+    Figure = pytest.importorskip("matplotlib.figure").Figure
+    saved = []
+    savefig = Figure.savefig
+
+    def recording(fig, *args, **kwargs):
+        saved.append([(ax.get_xlabel(), ax.get_ylabel()) for ax in fig.axes])
+        return savefig(fig, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", recording)
+    return saved
+
+
+def assert_labelled_with_units(figures):
+    assert figures
+    for axes in figures:
+        for xlabel, ylabel in axes:
+            assert "(" in xlabel and "(" in ylabel, f"axis label without units: {xlabel!r}, {ylabel!r}"
+
+
+def test_demo_reproduces_experiment_1(tmp_path, capsys, figure_labels):
     out = tmp_path / "demo.png"
     assert main(["demo", "--output", str(out)]) == 0
     text = capsys.readouterr().out
@@ -12,6 +38,31 @@ def test_demo_reproduces_experiment_1(tmp_path, capsys):
     diff = float(text.split("equivalent kernel| = ")[1].split()[0])
     assert diff < 1e-10
     assert out.exists() and out.stat().st_size > 10_000
+    assert len(figure_labels) == 3  # regression, mode seeking, segmentation
+    assert_labelled_with_units(figure_labels)
+
+
+def test_cluster_plot_has_labelled_axes(tmp_path, capsys, figure_labels):
+    pts = tmp_path / "pts.csv"
+    X = np.concatenate([np.random.default_rng(0).normal(c, 0.3, size=(100, 2)) for c in (0.0, 4.0)])
+    np.savetxt(pts, X, delimiter=",")
+    assert main(["cluster", str(pts), "--bandwidth", "1", "--plot", str(tmp_path / "c.png"), "--quiet"]) == 0
+    assert "2 clusters" in capsys.readouterr().out
+    assert (tmp_path / "c.png").stat().st_size > 5_000
+    assert_labelled_with_units(figure_labels)
+
+
+def test_without_matplotlib_figures_are_skipped_with_a_hint(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` now raises ImportError
+    monkeypatch.setattr(cli, "DEMOS", [cli.demo_local_regression])
+    out = tmp_path / "demo.png"
+    assert main(["demo", "--output", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "localization-methods[plot]" in text and "equivalent kernel" in text
+    assert not out.exists()
+    # Asked for explicitly, a plot that cannot be drawn is an error before any work.
+    assert main(["cluster", "--plot", str(tmp_path / "c.png"), "--n-samples", "10"]) == 2
+    assert "localization-methods[plot]" in capsys.readouterr().err
 
 
 def test_help_for_every_subcommand():

@@ -13,8 +13,24 @@ import time
 import numpy as np
 
 
+PLOT_HINT = "figures need matplotlib: pip install 'localization-methods[plot]'"
+
+
+def _pyplot():
+    """matplotlib's pyplot drawing to files (Agg backend), or None when matplotlib is not installed."""
+    try:
+        import matplotlib
+    except ImportError:
+        return None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
 def _build_demo(p):
-    p.add_argument("--output", default="localization_demo.png", help="where to write the figure (PNG)")
+    p.add_argument("--output", default="localization_demo.png",
+                   help="where to write the figures (PNG; needs matplotlib, the [plot] extra)")
     p.add_argument("--no-plot", action="store_true", help="skip the figure")
 
 
@@ -61,22 +77,22 @@ def demo_local_regression(args):
     print(f"  local mean (Nadaraya–Watson) differs at the boundary by {abs(nw[0] - fit_ll[0]):.3f} (boundary bias)")
     print(f"  computed in {dt * 1e3:.1f} ms")
     if not args.no_plot:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
+        plt = _pyplot()
         fig, ax = plt.subplots(1, 2, figsize=(11, 4))
         ax[0].scatter(X[:, 0], y, s=8, c="0.6", label="data")
         ax[0].plot(grid[:, 0], fit_ll, lw=2, label="local linear")
         ax[0].plot(grid[:, 0], as_local_mean, "--", lw=2, label="local mean under ℓ")
         ax[0].plot(grid[:, 0], nw, ":", lw=2, label="local mean (gaussian K)")
         ax[0].set_title("Local regression is a local mean")
+        ax[0].set_xlabel("x (synthetic, unitless)")
+        ax[0].set_ylabel("y (synthetic, unitless)")
         ax[0].legend()
         for at in (0, 100, 200):
             ax[1].plot(X[:, 0], ell[at], label=f"ℓ(x*={grid[at, 0]:.2f})")
         ax[1].axhline(0, c="k", lw=0.5)
         ax[1].set_title("Equivalent kernels (signed)")
+        ax[1].set_xlabel("sample position xᵢ (unitless)")
+        ax[1].set_ylabel("weight ℓᵢ(x*) (unitless, Σᵢ ℓᵢ = 1)")
         ax[1].legend()
         fig.tight_layout()
         fig.savefig(args.output, dpi=110)
@@ -118,11 +134,7 @@ def demo_meanshift_trajectories(args):
     print(f"  MedoidShift (each sample jumps to the sample nearest its local mean): "
           f"{len(med.medoid_indices_)} sample-point modes in {dt * 1e3:.1f} ms")
     if not args.no_plot:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
+        plt = _pyplot()
         fig, (ax, bx) = plt.subplots(1, 2, figsize=(12, 5.5))
         ax.scatter(X[:, 0], X[:, 1], s=5, c=ms.labels_, cmap="tab10", alpha=0.5)
         for i in range(0, len(X), 9):
@@ -141,6 +153,9 @@ def demo_meanshift_trajectories(args):
         bx.scatter(M[:, 0], M[:, 1], marker="*", s=250, c="red", edgecolor="k", zorder=3, label="medoid modes")
         bx.set_title(f"MedoidShift jumps to sample-point modes (gaussian, h = {h})")
         bx.legend(loc="lower right")
+        for a in (ax, bx):
+            a.set_xlabel("feature 1 (synthetic, unitless)")
+            a.set_ylabel("feature 2 (synthetic, unitless)")
         fig.tight_layout()
         out = _figure_path(args, "meanshift")
         fig.savefig(out, dpi=110)
@@ -189,18 +204,15 @@ def demo_meanshift_segmentation(args):
     print("MeanShift image segmentation (flat kernel on (row, col, r, g, b), bin seeding)")
     print(f"  {source} image {hgt}×{wid}: {len(ms.cluster_centers_)} segments in {dt:.2f} s")
     if not args.no_plot:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
+        plt = _pyplot()
         fig, ax = plt.subplots(1, 2, figsize=(10, 4))
         ax[0].imshow(img)
         ax[0].set_title("image")
         ax[1].imshow(seg)
         ax[1].set_title(f"MeanShift segments ({len(ms.cluster_centers_)})")
         for a in ax:
-            a.axis("off")
+            a.set_xlabel("column (pixels)")
+            a.set_ylabel("row (pixels)")
         fig.tight_layout()
         out = _figure_path(args, "segmentation")
         fig.savefig(out, dpi=100)
@@ -214,6 +226,9 @@ DEMOS = [demo_local_regression, demo_meanshift_trajectories, demo_meanshift_segm
 
 def cmd_demo(args):
     """Run the paper's experiments on built-in data and print a tour of the API."""
+    if not args.no_plot and _pyplot() is None:
+        print(f"note: no figures ({PLOT_HINT})\n")
+        args.no_plot = True
     for demo in DEMOS:
         demo(args)
         print()
@@ -234,7 +249,8 @@ def _build_cluster(p):
                    help="size of the built-in data set (default 1,000,000; 20,000 for medoidshift/quickshift)")
     p.add_argument("--n-jobs", type=int, default=None, help="threads (default: all cores)")
     p.add_argument("--output", help="write one label per line to this CSV file")
-    p.add_argument("--plot", help="write a scatter plot of the first two features coloured by cluster (PNG)")
+    p.add_argument("--plot", help="write a scatter plot of the first two features coloured by cluster "
+                   "(PNG; needs matplotlib, the [plot] extra)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -268,6 +284,9 @@ def _read_points(path):
 
 def cmd_cluster(args):
     """Cluster points by mode seeking and report what was found."""
+    if args.plot and _pyplot() is None:
+        print(f"localization cluster: error: --plot: {PLOT_HINT}", file=sys.stderr)
+        return 2
     if args.kernel is None:
         args.kernel = "flat" if args.method == "meanshift" else "gaussian"
     from .cluster import MeanShift, estimate_bandwidth
@@ -324,11 +343,7 @@ def cmd_cluster(args):
         np.savetxt(args.output, labels, fmt="%d")
         print(f"labels written to {args.output}")
     if args.plot:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
+        plt = _pyplot()
         idx = np.random.default_rng(0).permutation(len(X))[:50_000]
         P = X if X.shape[1] >= 2 else np.column_stack([X[:, 0], np.zeros(len(X))])
         fig, ax = plt.subplots(figsize=(6, 5.5))
@@ -338,6 +353,9 @@ def cmd_cluster(args):
             ax.scatter(C[:, 0], C[:, 1] if C.shape[1] > 1 else np.zeros(len(C)), marker="*", s=200, c="red", edgecolor="k")
         ax.set_aspect("equal", adjustable="datalim")
         ax.set_title(f"{args.method}: {len(found)} clusters")
+        units = "unitless" if args.input is None else "units of the input"
+        ax.set_xlabel(f"feature 1 ({units})")
+        ax.set_ylabel(f"feature 2 ({units})" if X.shape[1] > 1 else "(one feature)")
         fig.tight_layout()
         fig.savefig(args.plot, dpi=110)
         plt.close(fig)

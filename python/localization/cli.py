@@ -31,7 +31,7 @@ def _pyplot():
 def _build_demo(p):
     p.add_argument("--output", default="localization_demo.png",
                    help="where to write the figures (PNG; needs matplotlib, the [plot] extra)")
-    p.add_argument("--no-plot", action="store_true", help="skip the figure")
+    p.add_argument("--no-plot", action="store_true", help="skip the figures")
 
 
 TOUR = """\

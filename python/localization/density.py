@@ -24,11 +24,21 @@ class KernelDensity(LocalEstimator):
 
     Parameters
     ----------
-    bandwidth : float, array, "scott", "silverman", Balloon or SamplePoint, default=1.0
-        Per-feature arrays and the rules divide by ∏ⱼ hⱼ; adaptive rules by h(x)^d or hᵢ^d.
+    bandwidth : float, array, rule name, Balloon or SamplePoint, default=1.0
+        ``"scott"`` and ``"silverman"`` are scikit-learn's rules (n^(−1/(d+4)) and
+        (n(d+2)/4)^(−1/(d+4)), from n and d only), so the same spelling gives the same
+        density; ``"scott_scaled"`` and ``"silverman_scaled"`` multiply them by each
+        feature's standard deviation. Per-feature arrays and the scaled rules divide by
+        ∏ⱼ hⱼ; adaptive rules by h(x)^d or hᵢ^d.
     kernel : str or Kernel, default="gaussian"
     algorithm : {"auto", "brute", "kd_tree", "expansion"}, default="auto"
     n_jobs : int, optional
+
+    Attributes
+    ----------
+    bandwidth_ : float, ndarray of shape (n_features,), Balloon or SamplePoint
+        The bandwidth used: the number a rule gave (an array for per-feature bandwidths),
+        or the adaptive rule itself.
 
     Examples
     --------
@@ -53,6 +63,11 @@ class KernelDensity(LocalEstimator):
         if not isinstance(name, str) or name in ("knn", "dot"):
             raise ValueError("KernelDensity needs a radial profile kernel (not knn, dot or a callable)")
         self._log_norm = log_normalization(name, X.shape[1])
+        bk = self._bound()
+        if isinstance(self.kernel_.bandwidth, (Balloon, SamplePoint)):
+            self.bandwidth_ = self.kernel_.bandwidth
+        else:
+            self.bandwidth_ = bk.h if bk.feature_scale is None else bk.feature_scale.copy()
         return self
 
     def score_samples(self, X):

@@ -58,7 +58,11 @@ class BoundKernel:
         elif self.name == "dot":
             check_scalar_bandwidth(kernel.temperature, "temperature")
         elif isinstance(bw, str):
-            self.feature_scale = rule_of_thumb(X, bw, sample_weight)
+            h = rule_of_thumb(X, bw, sample_weight)
+            if np.ndim(h):
+                self.feature_scale = h
+            else:
+                self.h = h
         elif isinstance(bw, (Balloon, SamplePoint)):
             self.adaptive_k = check_adaptive(bw, self.n - isinstance(bw, SamplePoint))
         elif np.ndim(bw) == 1:

@@ -12,8 +12,13 @@ Bandwidths
 ``array of shape (n_features,)``
     A diagonal metric: feature j is divided by ``h[j]``.
 ``"scott"``, ``"silverman"``
-    Rules of thumb computed from the data's own per-feature standard deviation
-    (scikit-learn's versions ignore the scale of the data; these do not).
+    scikit-learn's rules of thumb, the same number for the same spelling:
+    h = n^(−1/(d+4)) (Scott) or (n (d+2) / 4)^(−1/(d+4)) (Silverman), with n the number of
+    samples and d of features. They use n and d only: the data are assumed standardised.
+``"scott_scaled"``, ``"silverman_scaled"``
+    The same factors times each feature's own (weighted) standard deviation, with the
+    effective sample size (Σw)²/Σw² for n: a per-feature bandwidth that follows the
+    scale of the data.
 :class:`Balloon` ``(n_neighbors)``
     Adaptive, per query: h(x*) = distance from x* to its k-th nearest sample.
 :class:`SamplePoint` ``(n_neighbors)``
@@ -118,25 +123,43 @@ class SamplePoint:
     scale: float = 1.0
 
 
-def rule_of_thumb(X, rule="scott", sample_weight=None):
-    """Scott's or Silverman's per-feature bandwidth from the data's own scale.
+RULES = ("scott", "silverman", "scott_scaled", "silverman_scaled")
 
-    ``h_j = σ_j · n^{-1/(d+4)}`` (Scott) or ``σ_j · (n (d+2) / 4)^{-1/(d+4)}`` (Silverman),
-    where σ_j is the (weighted) standard deviation of feature j and n the effective
-    sample size.
+
+def rule_of_thumb(X, rule="scott", sample_weight=None):
+    """The bandwidth a named rule of thumb gives for the data X.
+
+    ``"scott"``: h = n^{-1/(d+4)}; ``"silverman"``: h = (n (d+2) / 4)^{-1/(d+4)}: scalars
+    that depend on n (rows of X) and d only, exactly as scikit-learn's ``KernelDensity``.
+    ``"scott_scaled"`` and ``"silverman_scaled"``: the same factors with n the effective
+    sample size (Σw)²/Σw², times σ_j, the (weighted) standard deviation of feature j — one
+    bandwidth per feature.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from localization.kernels import rule_of_thumb
+    >>> round(rule_of_thumb(np.zeros((64, 2)), "scott"), 6)   # 64^(-1/6)
+    0.5
+    >>> rule_of_thumb(np.array([[0.0, 0.0], [2.0, 20.0]]), "scott_scaled").round(3).tolist()
+    [0.891, 8.909]
     """
+    if rule not in RULES:
+        raise ValueError(f"unknown bandwidth rule {rule!r}; use one of {', '.join(map(repr, RULES))}")
     X = np.asarray(X, dtype=np.float64)
     n, d = X.shape
-    w = np.ones(n) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+    scaled = rule.endswith("_scaled")
+    if scaled:
+        w = np.ones(n) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+        n = w.sum() ** 2 / np.sum(w**2)
+    if rule.startswith("scott"):
+        factor = n ** (-1.0 / (d + 4))
+    else:
+        factor = (n * (d + 2) / 4.0) ** (-1.0 / (d + 4))
+    if not scaled:
+        return float(factor)
     mu = np.average(X, axis=0, weights=w)
     sigma = np.sqrt(np.average((X - mu) ** 2, axis=0, weights=w))
-    n_eff = w.sum() ** 2 / np.sum(w**2)
-    if rule == "scott":
-        factor = n_eff ** (-1.0 / (d + 4))
-    elif rule == "silverman":
-        factor = (n_eff * (d + 2) / 4.0) ** (-1.0 / (d + 4))
-    else:
-        raise ValueError(f"unknown bandwidth rule {rule!r}; use 'scott' or 'silverman'")
     if np.any(sigma <= 0):
         j = int(np.flatnonzero(sigma <= 0)[0])
         raise ValueError(f"bandwidth={rule!r} is zero because feature {j} is constant; pass a number instead")
@@ -151,8 +174,9 @@ class Kernel:
     name : str or callable, default="gaussian"
         A profile name or alias (see :data:`PROFILES`), ``"knn"``, ``"dot"``, or a
         vectorised callable ``k(u)`` (slow path).
-    bandwidth : float, array of shape (n_features,), "scott", "silverman", Balloon or SamplePoint
-        The bandwidth h (ignored by ``"knn"`` and ``"dot"``).
+    bandwidth : float, array of shape (n_features,), rule name, Balloon or SamplePoint
+        The bandwidth h (ignored by ``"knn"`` and ``"dot"``); rule names: ``"scott"``,
+        ``"silverman"`` (scikit-learn's), ``"scott_scaled"``, ``"silverman_scaled"``.
     n_neighbors : int, optional
         k of the ``"knn"`` kernel.
     temperature : float, default=1.0

@@ -90,5 +90,13 @@ def test_python_callable_profile_is_the_slow_path_with_the_same_answer(rng):
     slow = local_mean(Q, X, y, kernel=lambda u: np.clip(1 - u * u, 0, None), bandwidth=0.3)
     fast = local_mean(Q, X, y, kernel="epanechnikov", bandwidth=0.3)
     np.testing.assert_allclose(slow, fast, rtol=1e-12)
+    # A signed profile is a signed kernel: fine for a local mean, refused where weights must be >= 0.
+    lin = lambda u: 1 - u  # noqa: E731 (negative beyond u = 1)
+    K = 1 - np.sqrt(((Q[:, None] - X[None]) ** 2).sum(-1)) / 0.3
+    np.testing.assert_allclose(local_mean(Q, X, y, kernel=lin, bandwidth=0.3), K @ y / K.sum(1), rtol=1e-10)
+    from localization import LocalModeClassifier
+
+    with pytest.raises(ValueError, match="LocalModeClassifier needs a non-negative kernel"):
+        LocalModeClassifier(kernel=lin, bandwidth=0.3).fit(X, y > 0.5).predict(Q)
     with pytest.raises(ValueError, match="callable"):
-        local_mean(Q, X, y, kernel=lambda u: -u, bandwidth=0.3)
+        local_mean(Q, X, y, kernel=lambda u: u * np.nan, bandwidth=0.3)

@@ -337,6 +337,8 @@ class MeanShift(ClusterMixin, BaseEstimator):
     # -- validation ---------------------------------------------------------------------
 
     def _check_params(self, X):
+        if not isinstance(self.kernel, str):
+            raise TypeError(f"MeanShift's `kernel` is a profile name such as 'flat' or 'gaussian', got {self.kernel!r}")
         kernel = canonical_name(self.kernel)
         if kernel in SPECIAL:
             raise ValueError(f"`kernel` must be a radial profile for MeanShift, got {self.kernel!r}")

@@ -242,6 +242,11 @@ def test_quickshift_window_reproduces_skimage_on_images_larger_than_the_window(s
     again = QuickShift(bandwidth=ks, max_dist=md, window=np.ceil(3 * ks), window_features=[3, 4], n_jobs=1).fit(F)
     np.testing.assert_array_equal(again.labels_, qs.labels_)
     np.testing.assert_array_equal(again.densities_, qs.densities_)
+    # The default sums over every pixel: the figure quoted in docs/parity.md for this image.
+    from sklearn.metrics import adjusted_rand_score
+
+    exact = adjusted_rand_score(seg.ravel(), QuickShift(bandwidth=ks, max_dist=md).fit(F).labels_)
+    assert exact == pytest.approx({0: 1.0, 1: 0.8746, 2: 1.0}[seed], abs=1e-4)
 
 
 def test_quickshift_window_density_against_brute_force(rng):

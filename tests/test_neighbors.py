@@ -26,7 +26,7 @@ def test_radius_neighbors_equal_scikit_learn(rng):
     X = rng.random((800, 3))
     Q = rng.random((50, 3))
     sd, si = SKNN(radius=0.2).fit(X).radius_neighbors(Q, sort_results=True)
-    od, oi = NearestNeighbors(radius=0.2).fit(X).radius_neighbors(Q)
+    od, oi = NearestNeighbors(radius=0.2).fit(X).radius_neighbors(Q, sort_results=True)
     for a, b, c, e in zip(oi, si, od, sd):
         np.testing.assert_array_equal(a, b)
         np.testing.assert_allclose(c, e, rtol=1e-12)
@@ -62,6 +62,12 @@ def test_per_query_radius_infinite_radius_and_x_none_equal_scikit_learn(rng, alg
             np.testing.assert_array_equal(a, b)
             np.testing.assert_allclose(c, e, rtol=1e-12)
     assert len(NearestNeighbors(radius=np.inf).fit(X).radius_neighbors(Q[:1])[1][0]) == 300
+    # Unsorted results come in increasing index, as scikit-learn's brute force.
+    bd, bi = SKNN(algorithm="brute").fit(X).radius_neighbors(Q, radius=0.3)
+    od, oi = ours.radius_neighbors(Q, radius=0.3)
+    for a, b, c, e in zip(oi, bi, od, bd):
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_allclose(c, e, rtol=1e-12)
 
 
 def test_radius_arguments_are_checked():
@@ -85,6 +91,7 @@ def test_graphs_equal_scikit_learn(rng, mode):
         (ours.kneighbors_graph(Q, mode=mode), sk.kneighbors_graph(Q, mode=mode)),
         (ours.kneighbors_graph(None, 3, mode=mode), sk.kneighbors_graph(None, 3, mode=mode)),
         (ours.radius_neighbors_graph(Q, mode=mode), sk.radius_neighbors_graph(Q, mode=mode)),
+        (ours.radius_neighbors_graph(Q, mode=mode, sort_results=True), sk.radius_neighbors_graph(Q, mode=mode, sort_results=True)),
         (ours.radius_neighbors_graph(None, 0.1, mode=mode), sk.radius_neighbors_graph(None, 0.1, mode=mode)),
     ]:
         assert A.format == "csr" and A.shape == B.shape

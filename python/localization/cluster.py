@@ -70,7 +70,7 @@ def estimate_bandwidth(X, *, quantile=0.3, n_samples=None, random_state=0, n_job
 
     Returns
     -------
-    bandwidth : numpy float of X's float dtype (float64 for integer input)
+    bandwidth : numpy.float64
         0 when more than a ``quantile`` of the subsample coincides with each point (heavily
         duplicated data); :class:`MeanShift` then uses the radius-0 window.
 
@@ -96,7 +96,7 @@ def estimate_bandwidth(X, *, quantile=0.3, n_samples=None, random_state=0, n_job
     k = max(int(Xs.shape[0] * quantile), 1)
     index = _core.NeighborIndex(Xs, "auto", 30)
     dist, _ = index.knn(Xs, k, n_jobs)
-    return X.dtype.type(np.mean(dist[:, -1], dtype=np.float64))
+    return np.float64(np.mean(dist[:, -1], dtype=np.float64))
 
 
 def get_bin_seeds(X, bin_size, min_bin_freq=1):

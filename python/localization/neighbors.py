@@ -73,7 +73,7 @@ class NearestNeighbors(BaseEstimator):
     >>> dist, ind = nn.kneighbors([[0.9]])
     >>> ind.tolist()
     [[1, 0]]
-    >>> nn.radius_neighbors([[0.9]], radius=[2.5])[1][0].tolist()   # one radius per query
+    >>> nn.radius_neighbors([[0.9]], radius=[2.5], sort_results=True)[1][0].tolist()   # one radius per query
     [1, 0, 2]
     >>> nn.kneighbors_graph([[0.9]]).toarray().tolist()
     [[1.0, 1.0, 0.0]]
@@ -145,8 +145,9 @@ class NearestNeighbors(BaseEstimator):
             ``np.inf`` returns every point.
         return_distance : bool, default=True
         sort_results : bool, default=False
-            Results are always sorted by distance (ties by index); as in scikit-learn,
-            ``sort_results=True`` needs ``return_distance=True``.
+            True: each query's neighbours by increasing distance (ties by index; needs
+            ``return_distance=True``, as in scikit-learn). False: in increasing index, the
+            order of scikit-learn's brute force.
 
         Returns
         -------
@@ -157,11 +158,14 @@ class NearestNeighbors(BaseEstimator):
         Q, self_query = self._queries(X)
         r = _check_radius(self.radius if radius is None else radius, len(Q))
         dist, ind, offsets = self._index.radius(Q, r, n_jobs=self.n_jobs)
+        row = np.repeat(np.arange(len(Q)), np.diff(offsets))
         if self_query:
-            row = np.repeat(np.arange(len(Q)), np.diff(offsets))
             keep = ind != row
-            dist, ind = dist[keep], ind[keep]
-            offsets = np.concatenate([[0], np.cumsum(np.bincount(row[keep], minlength=len(Q)))])
+            dist, ind, row = dist[keep], ind[keep], row[keep]
+            offsets = np.concatenate([[0], np.cumsum(np.bincount(row, minlength=len(Q)))])
+        if not sort_results:
+            order = np.lexsort((ind, row))
+            dist, ind = dist[order], ind[order]
         I = _object_rows(ind, offsets)
         return (_object_rows(dist, offsets), I) if return_distance else I
 
@@ -180,10 +184,10 @@ class NearestNeighbors(BaseEstimator):
         """The radius-neighbours graph as a CSR matrix of shape (n_queries, n_samples_fit).
 
         ``mode="connectivity"`` stores ones, ``"distance"`` the distances; each row's entries
-        are in increasing distance.
+        are in increasing distance with ``sort_results=True``, else in increasing index.
         """
         _check_mode(mode)
-        dist, ind = self.radius_neighbors(X, radius)
+        dist, ind = self.radius_neighbors(X, radius, sort_results=sort_results)
         counts = np.array([len(i) for i in ind], dtype=np.int64)
         indptr = np.concatenate([[0], np.cumsum(counts)])
         flat_ind = np.concatenate(list(ind)) if len(ind) else np.zeros(0, dtype=np.int64)

@@ -100,3 +100,19 @@ def test_rule_of_thumb_bandwidth_normalises_by_the_product(rng):
     G = np.stack(np.meshgrid(*g, indexing="ij"), -1).reshape(-1, 2)
     mass = np.exp(kde.score_samples(G)).sum() * (g[0][1] - g[0][0]) * (g[1][1] - g[1][0])
     assert abs(mass - 1) < 0.01
+
+
+@pytest.mark.parametrize("kernel", ["gaussian", "tophat"])
+def test_sample_draws_are_scikit_learns_and_weights_are_repetitions(rng, kernel):
+    X = rng.standard_normal((60, 3))
+    w = rng.integers(1, 4, 60).astype(float)
+    for weights in (None, w):
+        ours = KernelDensity(kernel=kernel, bandwidth=0.3).fit(X, sample_weight=weights).sample(40, random_state=7)
+        sk = SKKernelDensity(kernel=kernel, bandwidth=0.3).fit(X, sample_weight=weights).sample(40, random_state=7)
+        np.testing.assert_allclose(ours, sk, rtol=1e-12, atol=1e-15)
+    for kern in (kernel, "epanechnikov"):  # every kernel: integer weights draw as repeated points
+        a = KernelDensity(kernel=kern, bandwidth=0.3).fit(X, sample_weight=w).sample(30, random_state=3)
+        b = KernelDensity(kernel=kern, bandwidth=0.3).fit(np.repeat(X, w.astype(int), axis=0)).sample(30, random_state=3)
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+        c = KernelDensity(kernel=kern, bandwidth=0.3).fit(X, sample_weight=np.full(60, 2.5)).sample(30, random_state=3)
+        np.testing.assert_allclose(c, KernelDensity(kernel=kern, bandwidth=0.3).fit(X).sample(30, random_state=3), rtol=1e-12)

@@ -30,20 +30,55 @@ impl Window {
         }
         Ok(())
     }
+}
 
-    /// A kd-tree over the window's features only (queried with boxes).
-    fn tree<F: Real>(&self, x: ArrayView2<F>) -> Result<KdTree<F>> {
-        let p = Array2::from_shape_fn((x.nrows(), self.features.len()), |(i, k)| x[(i, self.features[k])]);
-        KdTree::build(p.view(), 32)
+/// The samples laid out for window queries: a kd-tree over the window's features (queried
+/// with boxes) and the full rows copied in the tree's order, so that the samples of a leaf
+/// are contiguous in memory. Queries also run in tree order (neighbouring queries share
+/// their windows); results go back to the caller's order.
+struct WindowIndex<'a, F> {
+    window: &'a Window,
+    tree: KdTree<F>,
+    /// Rows of x in tree order.
+    rows: Array2<F>,
+}
+
+impl<'a, F: Real> WindowIndex<'a, F> {
+    fn build(x: ArrayView2<F>, window: &'a Window) -> Result<Self> {
+        window.check(x.ncols())?;
+        let p = Array2::from_shape_fn((x.nrows(), window.features.len()), |(i, k)| x[(i, window.features[k])]);
+        let tree = KdTree::build(p.view(), 16)?;
+        let order = tree.order();
+        let rows = Array2::from_shape_fn(x.dim(), |(pos, k)| x[(order[pos], k)]);
+        Ok(WindowIndex { window, tree, rows })
     }
 
-    /// Call `f(j)` for every sample j in the window of `row` (in tree order).
-    fn visit<F: Real>(&self, tree: &KdTree<F>, row: &[F], f: &mut impl FnMut(usize)) {
-        let w = F::of(self.half_width);
-        let lo: Vec<F> = self.features.iter().map(|&k| row[k] - w).collect();
-        let hi: Vec<F> = self.features.iter().map(|&k| row[k] + w).collect();
-        let order = tree.order();
-        tree.visit_box(&lo, &hi, &mut |pos| f(order[pos]));
+    fn row(&self, pos: usize) -> &[F] {
+        self.rows.row(pos).to_slice().expect("owned standard layout")
+    }
+
+    /// Call `f(tree position)` for every sample in the window of the sample at `pos`.
+    fn visit(&self, pos: usize, lo: &mut Vec<F>, hi: &mut Vec<F>, f: &mut impl FnMut(usize)) {
+        let w = F::of(self.window.half_width);
+        let q = self.row(pos);
+        lo.clear();
+        hi.clear();
+        lo.extend(self.window.features.iter().map(|&k| q[k] - w));
+        hi.extend(self.window.features.iter().map(|&k| q[k] + w));
+        self.tree.visit_box(lo, hi, f);
+    }
+
+    /// `per(pos)` for every sample, in tree order and in parallel, returned in the caller's order.
+    fn map<T: Send + Clone + Default>(&self, per: impl Fn(usize, &mut Vec<F>, &mut Vec<F>) -> T + Sync) -> Vec<T> {
+        let by_pos: Vec<T> = (0..self.rows.nrows())
+            .into_par_iter()
+            .map_init(|| (Vec::new(), Vec::new()), |(lo, hi), pos| per(pos, lo, hi))
+            .collect();
+        let mut out = vec![T::default(); by_pos.len()];
+        for (pos, v) in by_pos.into_iter().enumerate() {
+            out[self.tree.order()[pos]] = v;
+        }
+        out
     }
 }
 
@@ -52,34 +87,29 @@ impl Window {
 pub fn windowed_density<F: Real>(
     x: ArrayView2<F>, window: &Window, profile: Profile, bandwidth: f64, weights: Option<&[f64]>,
 ) -> Result<Vec<f64>> {
-    let (n, d) = x.dim();
-    window.check(d)?;
+    let n = x.nrows();
     if !(bandwidth > 0.0 && bandwidth.is_finite()) {
         return Err(LocalizationError::param("bandwidth", "must be finite and strictly positive"));
     }
     if weights.is_some_and(|w| w.len() != n) {
         return Err(LocalizationError::shape("sample_weight", format!("{n} values"), weights.map_or(0, |w| w.len())));
     }
-    let x = x.as_standard_layout();
-    let tree = window.tree(x.view())?;
+    let index = WindowIndex::build(x, window)?;
+    let w: Option<Vec<f64>> = weights.map(|w| index.tree.order().iter().map(|&j| w[j]).collect());
     let inv_h2 = 1.0 / (bandwidth * bandwidth);
-    Ok(dispatch_profile!(profile, P, window_sums::<F, P>(x.view(), window, &tree, inv_h2, weights)))
+    Ok(dispatch_profile!(profile, P, window_sums::<F, P>(&index, inv_h2, w.as_deref())))
 }
 
-fn window_sums<F: Real, P: ProfileFn>(x: ArrayView2<F>, window: &Window, tree: &KdTree<F>, inv_h2: f64, weights: Option<&[f64]>) -> Vec<f64> {
-    (0..x.nrows())
-        .into_par_iter()
-        .map(|i| {
-            let q = x.row(i);
-            let q = q.as_slice().expect("standard layout");
-            let mut sum = 0.0;
-            window.visit(tree, q, &mut |j| {
-                let u2 = sq_euclidean(q, x.row(j).as_slice().expect("standard layout")).f64() * inv_h2;
-                sum += weights.map_or(1.0, |w| w[j]) * P::k(u2);
-            });
-            sum
-        })
-        .collect()
+fn window_sums<F: Real, P: ProfileFn>(index: &WindowIndex<F>, inv_h2: f64, weights: Option<&[f64]>) -> Vec<f64> {
+    index.map(|pos, lo, hi| {
+        let q = index.row(pos);
+        let mut sum = 0.0;
+        match weights {
+            None => index.visit(pos, lo, hi, &mut |j| sum += P::k(sq_euclidean(q, index.row(j)).f64() * inv_h2)),
+            Some(w) => index.visit(pos, lo, hi, &mut |j| sum += w[j] * P::k(sq_euclidean(q, index.row(j)).f64() * inv_h2)),
+        }
+        sum
+    })
 }
 
 /// Is sample j "above" sample i? Higher density, and on exact ties the smaller index:
@@ -127,23 +157,19 @@ pub fn link<F: Real>(x: ArrayView2<F>, log_density: &[f64], max_dist: f64, windo
                 .collect()
         }
         Some(w) => {
-            w.check(x.ncols())?;
-            let tree = w.tree(x.view())?;
-            (0..n)
-                .into_par_iter()
-                .map(|i| {
-                    let q = x.row(i);
-                    let q = q.as_slice().expect("standard layout");
-                    let mut best = (i, F::infinity());
-                    w.visit(&tree, q, &mut |j| {
-                        let d2 = sq_euclidean(q, x.row(j).as_slice().expect("standard layout"));
-                        if d2 <= r2 {
-                            consider(i, j, d2, &mut best);
-                        }
-                    });
-                    (best.0, best.1.sqrt())
-                })
-                .collect()
+            let index = WindowIndex::build(x.view(), w)?;
+            let order = index.tree.order();
+            index.map(|pos, lo, hi| {
+                let (i, q) = (order[pos], index.row(pos));
+                let mut best = (i, F::infinity());
+                index.visit(pos, lo, hi, &mut |p| {
+                    let d2 = sq_euclidean(q, index.row(p));
+                    if d2 <= r2 {
+                        consider(i, order[p], d2, &mut best);
+                    }
+                });
+                (best.0, best.1.sqrt())
+            })
         }
     };
     Ok(links.into_iter().unzip())

@@ -17,7 +17,7 @@ import re
 
 import numpy as np
 import pytest
-from peer_adapters import Unsupported
+from .peer_adapters import Unsupported
 
 
 @pytest.fixture(params=[np.float32, np.float64])

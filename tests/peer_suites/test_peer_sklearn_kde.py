@@ -2,7 +2,7 @@
 KernelDensity (scikit-learn's constructor spelling through peer_adapters.KernelDensity)."""
 
 import pytest
-from peer_adapters import KernelDensity
+from .peer_adapters import KernelDensity
 
 peer = pytest.importorskip("sklearn.neighbors.tests.test_kde")
 globals().update({k: v for k, v in vars(peer).items() if k.startswith("test_")})

@@ -3,7 +3,7 @@ test_label_propagation.py) on our LabelPropagation (scikit-learn's spelling, ker
 gamma, through peer_adapters.LabelPropagation). LabelSpreading is not offered."""
 
 import pytest
-from peer_adapters import LabelPropagation
+from .peer_adapters import LabelPropagation
 
 peer = pytest.importorskip("sklearn.semi_supervised.tests.test_label_propagation")
 globals().update({k: v for k, v in vars(peer).items() if k.startswith("test_")})

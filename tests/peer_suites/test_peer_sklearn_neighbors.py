@@ -5,7 +5,7 @@ peer_adapters). The radius estimators, the tree classes and the graph functions 
 
 import pytest
 import sklearn.neighbors as sk_neighbors
-from peer_adapters import EUCLIDEAN_ONLY, PRECOMPUTED, KNeighborsClassifier, KNeighborsRegressor, NearestNeighbors
+from .peer_adapters import EUCLIDEAN_ONLY, PRECOMPUTED, KNeighborsClassifier, KNeighborsRegressor, NearestNeighbors
 
 peer = pytest.importorskip("sklearn.neighbors.tests.test_neighbors")
 globals().update({k: v for k, v in vars(peer).items() if k.startswith("test_")})

@@ -4,7 +4,7 @@ LocalPolynomialRegressor (reg_type='ll') through statsmodels' KernelReg spelling
 (peer_adapters.KernelReg). KernelCensoredReg is not offered."""
 
 import pytest
-from peer_adapters import KernelReg
+from .peer_adapters import KernelReg
 
 peer = pytest.importorskip("statsmodels.nonparametric.tests.test_kernel_regression")
 globals().update({k: v for k, v in vars(peer).items() if k.startswith("test_") or k.startswith("Test")})

@@ -16,4 +16,5 @@ XFAIL = {
     "test_efficient_user_specificed_bw": RANDOM_STATE_WARNING,
     "test_invalid_bw": RANDOM_STATE_WARNING,
     "test_continuous_mfx_ll_cvls": RANDOM_STATE_WARNING,
+    "test_significance_seed_legacy": RANDOM_STATE_WARNING,
 }

@@ -18,7 +18,7 @@ import numbers
 import warnings
 
 import numpy as np
-from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin, TransformerMixin
+from sklearn.base import BaseEstimator, MultiOutputMixin, OneToOneFeatureMixin, RegressorMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from . import _core
@@ -265,7 +265,7 @@ def nl_means(image, patch_size=7, patch_distance=11, h=0.1, sigma=0.0, *, exact=
     return out[:, :, 0] if was_2d else out
 
 
-class NonLocalMeans(TransformerMixin, BaseEstimator):
+class NonLocalMeans(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     """Non-local means as a scikit-learn transformer: each row of X is one flattened image.
 
     Parameters

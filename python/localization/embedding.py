@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from ._validation import FLOAT_DTYPES, as_float_array, validate_data, warn_zero_weight
@@ -14,7 +14,7 @@ from .modes import _check_components, _check_n_jobs, _knn_k, _local_frames
 __all__ = ["LocalPCA"]
 
 
-class LocalPCA(TransformerMixin, BaseEstimator):
+class LocalPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     """PCA localized at each target: weighted PCA with weights K(x*, xᵢ) wᵢ.
 
     At a target x* the local mean is μ(x*) = Σ K(x*, xᵢ) wᵢ xᵢ / Σ K(x*, xᵢ) wᵢ and the local
@@ -78,6 +78,11 @@ class LocalPCA(TransformerMixin, BaseEstimator):
         self.sample_weight_ = check_sample_weight(sample_weight, X.shape[0], X.dtype)
         self._bound()  # validates kernel and bandwidth now
         return self
+
+    @property
+    def _n_features_out(self):
+        """Width of ``transform``'s output, named localpca0, localpca1, … by get_feature_names_out."""
+        return self.n_components
 
     def _bound(self):
         return bind(self.kernel, self.bandwidth, self.X_fit_, _knn_k(self.kernel, self.n_neighbors), self.sample_weight_,

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numbers
 
 import numpy as np
-from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
@@ -37,7 +37,7 @@ def _check_sigma(sigma, name="sigma"):
     return sigma
 
 
-class _LocalMeanPrior(TransformerMixin, BaseEstimator):
+class _LocalMeanPrior(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     """Shared: a stored training set and its Gaussian local mean at any σ."""
 
     def _fit(self, X, sample_weight):

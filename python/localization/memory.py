@@ -12,7 +12,7 @@ from __future__ import annotations
 import numbers
 
 import numpy as np
-from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
@@ -28,7 +28,7 @@ def _bipolar(X, threshold):
     return np.where(X > threshold, 1.0, -1.0)
 
 
-class Hopfield(TransformerMixin, BaseEstimator):
+class Hopfield(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     """Classical Hopfield network with Hebbian weights W = XᵀX / n_features.
 
     The update x ← sign(W x) is the linear self-local mode sign(Σᵢ (x·xᵢ) xᵢ) over the stored
@@ -165,7 +165,7 @@ class Hopfield(TransformerMixin, BaseEstimator):
         return self.recall(X)
 
 
-class ModernHopfield(TransformerMixin, BaseEstimator):
+class ModernHopfield(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     """Modern (dense) Hopfield network: x ← Xᵀ softmax(β X x), a local mean of the patterns.
 
     Each update is one call of the local-mean engine with the dot-product kernel

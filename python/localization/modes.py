@@ -22,7 +22,7 @@ import operator
 import warnings
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClusterMixin, TransformerMixin
+from sklearn.base import BaseEstimator, ClusterMixin, OneToOneFeatureMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from . import _core
@@ -528,7 +528,7 @@ def _iterate(bk, Y0, w, q, max_iter, tol, algorithm, n_jobs, verbose=False):
     return Y.astype(dtype), n_iter, converged
 
 
-class PCShift(TransformerMixin, BaseEstimator):
+class PCShift(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     """PC-Shift (subspace-constrained mean shift): move points onto density ridges.
 
     Each point moves by x ← x + (I − P(x))(m(x) − x), where m is the kernel local mean of the

@@ -5,6 +5,7 @@
 use crate::error::{LocalizationError, Result};
 use crate::kernel::Real;
 use crate::neighbors::KdTree;
+use crate::parallel::Monitor;
 use ndarray::ArrayView2;
 use rayon::prelude::*;
 
@@ -18,7 +19,7 @@ fn above(log_density: &[f64], j: usize, i: usize) -> bool {
 
 /// For every row of `x`: (parent, distance to it). A point with no sample above it within
 /// `max_dist` is its own parent with distance +∞. Distance ties go to the smaller index.
-pub fn link<F: Real>(x: ArrayView2<F>, log_density: &[f64], max_dist: f64) -> Result<(Vec<usize>, Vec<F>)> {
+pub fn link<F: Real>(x: ArrayView2<F>, log_density: &[f64], max_dist: f64, mon: &Monitor) -> Result<(Vec<usize>, Vec<F>)> {
     let n = x.nrows();
     if log_density.len() != n {
         return Err(LocalizationError::shape("densities", format!("{n} values"), log_density.len()));
@@ -37,6 +38,7 @@ pub fn link<F: Real>(x: ArrayView2<F>, log_density: &[f64], max_dist: f64) -> Re
     let links: Vec<(usize, F)> = (0..n)
         .into_par_iter()
         .map(|i| {
+            mon.check()?;
             let q = x.row(i);
             let q = q.as_slice().expect("standard layout");
             let mut best = (i, F::infinity());
@@ -46,9 +48,9 @@ pub fn link<F: Real>(x: ArrayView2<F>, log_density: &[f64], max_dist: f64) -> Re
                     best = (j, d2);
                 }
             });
-            (best.0, best.1.sqrt())
+            Ok((best.0, best.1.sqrt()))
         })
-        .collect();
+        .collect::<Result<_>>()?;
     Ok(links.into_iter().unzip())
 }
 
@@ -65,7 +67,7 @@ mod tests {
         let x = Array2::from_shape_fn((n, 2), |_| rng.random::<f64>());
         let dens: Vec<f64> = (0..n).map(|_| (rng.random::<f64>() * 4.0).floor()).collect(); // many ties
         for &md in &[0.05, 0.2, f64::INFINITY] {
-            let (par, dist) = link(x.view(), &dens, md).unwrap();
+            let (par, dist) = link(x.view(), &dens, md, &Monitor::default()).unwrap();
             for i in 0..n {
                 let mut best = (i, f64::INFINITY);
                 for j in 0..n {

@@ -24,8 +24,10 @@
 //! against it is skipped. Design moments Σ K (x − q)^γ are summed about the query cluster's
 //! centre and moved to each query by the binomial theorem (a shift of at most `RHO`).
 
-use super::accumulate::{n_basis, stack};
+use super::accumulate::{n_basis, stack_into};
 use super::{lanes, LocalSums, Options, Problem};
+use crate::error::Result;
+use crate::parallel::Monitor;
 use crate::kernel::{madd, Real};
 use crate::neighbors::radius_leaves;
 use ndarray::Array2;
@@ -363,12 +365,21 @@ impl Expansion {
         v
     }
 
-    pub fn sums<F: Real>(&self) -> LocalSums<F> {
-        let parts: Vec<LocalSums<F>> = (0..self.queries.len()).collect::<Vec<_>>().into_par_iter().map(|a| self.run_cluster::<F>(a)).collect();
-        stack(parts, self.p, self.degree.map(|g| n_basis(self.d, g)), Some(&self.queries.order))
+    /// The sums of every query (output allocated first; clusters skipped once `mon` stops).
+    pub fn sums<F: Real>(&self, mon: &Monitor) -> Result<LocalSums<F>> {
+        let basis = self.degree.map(|g| n_basis(self.d, g));
+        let mut out = LocalSums::try_zeros(self.queries.order.len(), self.p, basis)?;
+        let parts: Vec<LocalSums<F>> = (0..self.queries.len())
+            .collect::<Vec<_>>()
+            .into_par_iter()
+            .map(|a| if mon.stopped() { LocalSums::try_zeros(self.queries.size(a), self.p, basis) } else { self.run_cluster::<F>(a) })
+            .collect::<Result<_>>()?;
+        mon.check()?;
+        stack_into(&mut out, parts, Some(&self.queries.order));
+        Ok(out)
     }
 
-    fn run_cluster<F: Real>(&self, a: usize) -> LocalSums<F> {
+    fn run_cluster<F: Real>(&self, a: usize) -> Result<LocalSums<F>> {
         #[cfg(target_arch = "x86_64")]
         {
             if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
@@ -381,13 +392,13 @@ impl Expansion {
 
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma")]
-    unsafe fn cluster_avx2<F: Real>(&self, a: usize) -> LocalSums<F> {
+    unsafe fn cluster_avx2<F: Real>(&self, a: usize) -> Result<LocalSums<F>> {
         self.cluster::<F, true>(a)
     }
 
     /// All sums of the queries of cluster `a`.
     #[inline(always)]
-    fn cluster<F: Real, const FMA: bool>(&self, a: usize) -> LocalSums<F> {
+    fn cluster<F: Real, const FMA: bool>(&self, a: usize) -> Result<LocalSums<F>> {
         let (d, p, n) = (self.d, self.p, self.refs.n);
         let (qs, rs) = (&self.queries, &self.refs);
         let na = qs.size(a);
@@ -511,11 +522,11 @@ impl Expansion {
 
     /// Move each query's sums from its cluster centre to the query itself (binomial shift)
     /// and lay them out as the engine reports them.
-    fn finish<F: Real>(&self, sums: &[f64], run_max: &[f64], upow: &[f64], na: usize, na_pad: usize) -> LocalSums<F> {
+    fn finish<F: Real>(&self, sums: &[f64], run_max: &[f64], upow: &[f64], na: usize, na_pad: usize) -> Result<LocalSums<F>> {
         let p = self.p;
         let basis = self.degree.map(|g| n_basis(self.d, g));
         let nb = basis.unwrap_or(0);
-        let mut out = LocalSums::zeros(na, p, basis);
+        let mut out = LocalSums::try_zeros(na, p, basis)?;
         // Σ K (y − u)^γ·(column) = Σ_δ C(γ, δ) (−u)^{γ−δ} Σ K y^δ·(column), the latter at `base + δ·step`.
         let shifted = |g: usize, base: usize, step: usize, i: usize| -> f64 {
             self.unit[g]
@@ -550,7 +561,7 @@ impl Expansion {
                 }
             }
         }
-        out
+        Ok(out)
     }
 }
 

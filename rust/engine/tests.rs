@@ -135,9 +135,9 @@ fn leave_one_out_and_dot_kernel_and_knn() {
     }
     // kNN kernel = mean of the k nearest values
     let s = local_sums(&pb, &Kernel::Knn { k: 5, profile: None }, &Bandwidth::Scalar(1.0), &Options::default()).unwrap();
-    let nb = Index::build(x.view(), Algorithm::Brute, 16).unwrap().knn(q.view(), 5).unwrap();
+    let nb = Index::build(x.view(), Algorithm::Brute, 16).unwrap().knn(q.view(), 5, &Monitor::default()).unwrap();
     for i in 0..40 {
-        let want: f64 = nb.indices[i].iter().map(|&j| v[(j, 0)]).sum::<f64>() / 5.0;
+        let want: f64 = nb.row(i).0.iter().map(|&j| v[(j, 0)]).sum::<f64>() / 5.0;
         assert!((s.num[(i, 0)] / s.den[i] - want).abs() < 1e-12);
     }
 }
@@ -355,9 +355,9 @@ fn tile_skipping_by_bounding_boxes_is_exact() {
         // the nearest-neighbour limit survives the tile order and the early stop
         let pb = Problem { queries: x.view(), x: x.view(), values: Some(v.view()), weights: None };
         let s = local_sums(&pb, &Kernel::Radial(Profile::Gaussian), &Bandwidth::Scalar(1e-9), &Options { exclude_self: true, ..Options::default() }).unwrap();
-        let nn = Index::build(x.view(), Algorithm::KdTree, 16).unwrap().knn(x.view(), 2).unwrap();
+        let nn = Index::build(x.view(), Algorithm::KdTree, 16).unwrap().knn(x.view(), 2, &Monitor::default()).unwrap();
         for i in 100..n {
-            let j = nn.indices[i][1];
+            let j = nn.row(i).0[1];
             assert!((s.num[(i, 0)] / s.den[i] - v[(j, 0)]).abs() < 1e-12, "d={d} query {i}");
         }
     }

@@ -139,11 +139,6 @@ impl<F: Real> KdTree<F> {
         }
     }
 
-    /// Push (d², original index) for every point with d² ≤ r2, in tree order.
-    pub fn within(&self, q: &[F], r2: F, out: &mut Vec<(F, usize)>) {
-        self.visit_within(q, r2, &mut |pos, d2| out.push((d2, self.index[pos])));
-    }
-
     /// Call `f(tree position, d²)` for every point with d² ≤ r2, in tree order
     /// (deterministic, so sums accumulated in this order do not depend on threads).
     #[inline]

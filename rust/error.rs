@@ -18,8 +18,9 @@ pub enum LocalizationError {
     #[error("environment variable {name}={value:?} is invalid: {reason}")]
     Environment { name: &'static str, value: String, reason: String },
     /// An output sized by the caller's request does not fit in memory (or in the address space).
-    #[error("not enough memory for `{name}`: {shape} {dtype} needs {}", human_bytes(*.bytes))]
-    OutOfMemory { name: &'static str, shape: String, dtype: &'static str, bytes: u128 },
+    /// `what` describes the array (shape and element type).
+    #[error("not enough memory for `{name}`: {what} needs {}", human_bytes(*.bytes))]
+    OutOfMemory { name: &'static str, what: String, bytes: u128 },
     /// The operating system refused to start the worker threads.
     #[error("cannot start {threads} worker threads: {reason}; lower n_jobs or LOCALIZATION_NUM_THREADS")]
     ThreadPool { threads: usize, reason: String },
@@ -63,7 +64,7 @@ mod tests {
 
     #[test]
     fn out_of_memory_names_the_array_and_its_size() {
-        let e = LocalizationError::OutOfMemory { name: "kernel matrix", shape: "200000 × 200000".into(), dtype: "float64", bytes: 320_000_000_000 };
+        let e = LocalizationError::OutOfMemory { name: "kernel matrix", what: "200000 × 200000 float64".into(), bytes: 320_000_000_000 };
         assert_eq!(e.to_string(), "not enough memory for `kernel matrix`: 200000 × 200000 float64 needs 320 GB");
         assert_eq!(human_bytes(999), "999 bytes");
         assert_eq!(human_bytes(1_500_000), "1.5 MB");

@@ -25,7 +25,7 @@ fn dtype_name<T>() -> &'static str {
 pub fn out_of_memory<T>(name: &'static str, dims: &[usize]) -> LocalizationError {
     let bytes = dims.iter().fold(std::mem::size_of::<T>() as u128, |a, &d| a.saturating_mul(d as u128));
     let shape = dims.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(" × ");
-    LocalizationError::OutOfMemory { name, shape, dtype: dtype_name::<T>(), bytes }
+    LocalizationError::OutOfMemory { name, what: format!("{shape} {}", dtype_name::<T>()), bytes }
 }
 
 /// The number of elements of an array of shape `dims`, if such an array can exist at all

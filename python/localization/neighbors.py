@@ -7,6 +7,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
 from . import _core
+from ._base import keeps_state_on_error
 from ._validation import FLOAT_DTYPES, check_positive_int, validate_data
 
 
@@ -41,6 +42,7 @@ class NearestNeighbors(BaseEstimator):
         self.leaf_size = leaf_size
         self.n_jobs = n_jobs
 
+    @keeps_state_on_error
     def fit(self, X, y=None):
         """Build the index. Returns self."""
         X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C")
@@ -72,6 +74,8 @@ class NearestNeighbors(BaseEstimator):
         """Distances and indices of the k nearest fitted points, ascending.
 
         With ``X=None`` the fitted points are queried and each is not its own neighbour.
+        The two (n_queries, k) outputs (int64 and the data's float type) are allocated
+        before the search; if they do not fit, ``MemoryError`` is raised at once.
         """
         Q, self_query = self._queries(X)
         k = check_positive_int(self.n_neighbors if n_neighbors is None else n_neighbors, "n_neighbors")
@@ -87,7 +91,12 @@ class NearestNeighbors(BaseEstimator):
         return (dist, ind) if return_distance else ind
 
     def radius_neighbors(self, X=None, radius=None, return_distance=True, sort_results=True):
-        """All fitted points within ``radius`` (inclusive), as object arrays of arrays."""
+        """All fitted points within ``radius`` (inclusive), as object arrays of arrays.
+
+        Memory: (8 + itemsize) bytes per (query, neighbour) pair, up to n_queries × n_samples
+        when the radius covers everything. The lists grow a block of queries at a time and a
+        ``MemoryError`` reports the pairs found so far.
+        """
         Q, self_query = self._queries(X)
         r = self.radius if radius is None else radius
         if not (np.isscalar(r) and np.isfinite(r) and r >= 0):

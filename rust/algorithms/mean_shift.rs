@@ -83,15 +83,22 @@ struct SeedRun<F> {
     path: Vec<F>,
 }
 
-/// The per-seed loop shared by the tree and grid paths; `mean` returns (Σ K w x, Σ K w).
-fn climb<F: Real>(seed: &[F], p: &Params, mon: &Monitor, mut mean: impl FnMut(&[F], &mut [f64]) -> f64) -> Result<SeedRun<F>> {
+/// Room for one more position (d values) on a trajectory; the error reports the size of all
+/// `seeds` trajectories were they as long as this one (seeds × positions × features).
+fn grow_trajectory<F>(path: &mut Vec<F>, d: usize, seeds: usize) -> Result<()> {
+    memory::try_grow(path, d, "trajectories").map_err(|_| memory::out_of_memory::<F>("trajectories", &[seeds, path.len() / d + 1, d]))
+}
+
+/// The per-seed loop shared by the tree and grid paths (one of `seeds`); `mean` returns
+/// (Σ K w x, Σ K w).
+fn climb<F: Real>(seed: &[F], seeds: usize, p: &Params, mon: &Monitor, mut mean: impl FnMut(&[F], &mut [f64]) -> f64) -> Result<SeedRun<F>> {
     let d = seed.len();
     let thr = p.threshold();
     let mut cur: Vec<F> = seed.to_vec();
     let mut num = vec![0.0f64; d];
     let mut path = Vec::new();
     if p.trajectories {
-        memory::try_grow(&mut path, d, "trajectories")?;
+        grow_trajectory(&mut path, d, seeds)?;
         path.extend_from_slice(&cur);
     }
     let mut it = 0usize;
@@ -117,7 +124,7 @@ fn climb<F: Real>(seed: &[F], p: &Params, mon: &Monitor, mut mean: impl FnMut(&[
             cur[k] = nf;
         }
         if p.trajectories {
-            memory::try_grow(&mut path, d, "trajectories")?;
+            grow_trajectory(&mut path, d, seeds)?;
             path.extend_from_slice(&cur);
         }
         if delta2.sqrt() <= thr {
@@ -203,7 +210,7 @@ fn climb_all<F: Real>(seeds: ArrayView2<F>, p: &Params, mon: &Monitor, mean: imp
     let runs: Vec<SeedRun<F>> = (0..m)
         .into_par_iter()
         .map(|i| {
-            let r = climb(&seeds.row(i).to_vec(), p, mon, &mean);
+            let r = climb(&seeds.row(i).to_vec(), m, p, mon, &mean);
             mon.advance(1);
             r
         })
@@ -216,7 +223,7 @@ fn tree_shift<F: Real>(x: ArrayView2<F>, w: Option<ArrayView1<F>>, seeds: ArrayV
     if p.profile == Profile::Tophat {
         return flat_shift(x, w, seeds, p, mon);
     }
-    let tree = KdTree::build(x, 32)?;
+    let tree = KdTree::build(x, 32, mon)?;
     let order = tree.order();
     // Tree-ordered copies: the visit streams memory and sums in a fixed order.
     let xt: Vec<F> = order.iter().flat_map(|&i| x.row(i).to_vec()).collect();
@@ -244,7 +251,7 @@ fn tree_shift<F: Real>(x: ArrayView2<F>, w: Option<ArrayView1<F>>, seeds: ArrayV
 
 /// The flat kernel: window sums from the aggregate tree.
 fn flat_shift<F: Real>(x: ArrayView2<F>, w: Option<ArrayView1<F>>, seeds: ArrayView2<F>, p: &Params, mon: &Monitor) -> Result<Shifted<F>> {
-    let tree = BallSums::build(x, w, 16)?;
+    let tree = BallSums::build(x, w, 16, mon)?;
     let h = F::of(p.bandwidth);
     let h2 = h * h;
     climb_all(seeds, p, mon, |q, num| tree.ball_sums(q, h2, num))
@@ -263,7 +270,7 @@ fn engine_shift<F: Real>(x: ArrayView2<F>, w: Option<ArrayView1<F>>, seeds: Arra
         memory::try_grow(&mut trajectories, m, "trajectories")?;
         for i in 0..m {
             let mut t = Vec::new();
-            memory::try_grow(&mut t, d, "trajectories")?;
+            grow_trajectory(&mut t, d, m)?;
             t.extend(seeds.row(i).iter().copied());
             trajectories.push(t);
         }
@@ -293,7 +300,7 @@ fn engine_shift<F: Real>(x: ArrayView2<F>, w: Option<ArrayView1<F>>, seeds: Arra
             out.support[i] = den * sums.log_scale[a].f64().exp();
             let delta2 = move_towards(pos.row_mut(i), sums.num.row(a), den, p.step);
             if p.trajectories {
-                memory::try_grow(&mut out.trajectories[i], d, "trajectories")?;
+                grow_trajectory(&mut out.trajectories[i], d, m)?;
                 out.trajectories[i].extend(pos.row(i).iter().copied());
             }
             out.n_iter[i] = it;
@@ -596,7 +603,7 @@ mod tests {
             let x = Array2::from_shape_fn((900, d), |(i, _)| if i % 7 == 0 { 0.5 } else { rng.random::<f64>() });
             let w: Vec<f64> = (0..900).map(|i| (i % 4) as f64 * 0.5).collect();
             let wv = ndarray::ArrayView1::from(&w[..]);
-            let tree = BallSums::build(x.view(), Some(wv), 16).unwrap();
+            let tree = BallSums::build(x.view(), Some(wv), 16, &Monitor::default()).unwrap();
             for _ in 0..50 {
                 let q: Vec<f64> = (0..d).map(|_| rng.random::<f64>()).collect();
                 let r2 = rng.random::<f64>() * 0.3;

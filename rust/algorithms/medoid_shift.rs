@@ -70,7 +70,7 @@ fn check_bandwidth(h: f64) -> Result<()> {
 // Rows of kernel weights per product: large enough that each packed panel of D∘D is reused.
 const ROW_BLOCK: usize = 256;
 // Columns per product, so that Ctrl-C is seen between products even for large N.
-const COL_BLOCK: usize = 1024;
+const COL_BLOCK: usize = 256;
 
 /// next(i) for a precomputed N×N distance matrix (any metric; D[j, k] is read as D(x_j, x_k)).
 /// `weights` multiply K(x_i, x_k) (sample weights).

@@ -31,7 +31,7 @@ pub fn link<F: Real>(x: ArrayView2<F>, log_density: &[f64], max_dist: f64, mon: 
         return Err(LocalizationError::param("max_dist", "must be non-negative"));
     }
     let x = x.as_standard_layout();
-    let tree = KdTree::build(x.view(), 32)?;
+    let tree = KdTree::build(x.view(), 32, mon)?;
     let order = tree.order();
     let r = F::of(max_dist);
     let r2 = if r.is_finite() { r * r } else { F::infinity() };

@@ -138,7 +138,7 @@ impl Acc {
 
 /// `f(i)` for every query i in parallel, in chunks that are each gathered into arrays at once:
 /// no per-query accumulator outlives its chunk, so memory stays near the size of the output
-/// (which is allocated first). Queries are skipped once `mon` is stopped.
+/// (which is allocated first). Stops between queries once `mon` is stopped.
 pub fn per_query<F: Real>(m: usize, p: usize, basis: Option<usize>, mon: &Monitor, f: impl Fn(usize) -> Acc + Sync) -> Result<LocalSums<F>> {
     let mut out = LocalSums::try_zeros(m, p, basis)?;
     // Enough chunks to balance the threads when per-query costs differ, at most 256 queries each.
@@ -147,9 +147,16 @@ pub fn per_query<F: Real>(m: usize, p: usize, basis: Option<usize>, mon: &Monito
         .step_by(chunk)
         .collect::<Vec<_>>()
         .into_par_iter()
-        .map(|c0| Acc::finish((c0..(c0 + chunk).min(m)).map(|i| if mon.stopped() { Acc::new(p, basis, false) } else { f(i) }).collect(), p, basis))
+        .map(|c0| {
+            let accs = (c0..(c0 + chunk).min(m))
+                .map(|i| {
+                    mon.check()?;
+                    Ok(f(i))
+                })
+                .collect::<Result<_>>()?;
+            Acc::finish(accs, p, basis)
+        })
         .collect::<Result<_>>()?;
-    mon.check()?;
     stack_into(&mut out, parts, None);
     Ok(out)
 }

@@ -141,10 +141,11 @@ struct Side {
 
 impl Side {
     /// Clusters of radius at most `max_radius` (in bandwidths) and at most `max_size` points.
-    fn new<F: Real>(x: ndarray::ArrayView2<F>, inv_h: f64, max_radius: f64, max_size: usize) -> Self {
+    /// None if `mon` stopped meanwhile.
+    fn new<F: Real>(x: ndarray::ArrayView2<F>, inv_h: f64, max_radius: f64, max_size: usize, mon: &Monitor) -> Option<Self> {
         let (n, d) = x.dim();
         let z = Array2::from_shape_fn((n, d), |(i, k)| x[(i, k)].f64() * inv_h);
-        let (order, starts) = radius_leaves(z.view(), max_radius, max_size);
+        let (order, starts) = radius_leaves(z.view(), max_radius, max_size, mon).ok()?;
         let nc = starts.len() - 1;
         let (mut centre, mut lo, mut hi, mut radius) = (vec![0.0; nc * d], vec![0.0; nc * d], vec![0.0; nc * d], vec![0.0; nc]);
         let mut off = vec![0.0; n * d];
@@ -166,7 +167,7 @@ impl Side {
                 radius[c] = f64::max(radius[c], r2.sqrt());
             }
         }
-        Side { n, order, starts, centre, lo, hi, radius, off }
+        Some(Side { n, order, starts, centre, lo, hi, radius, off })
     }
 
     fn len(&self) -> usize {
@@ -250,7 +251,7 @@ impl Expansion {
             return None;
         }
         let max_size = (TABLE_VALUES / rows).max(lanes::LANES);
-        let refs = Side::new(pb.x, inv_h, RHO, max_size);
+        let refs = Side::new(pb.x, inv_h, RHO, max_size, &opts.monitor)?;
         // Moving a moment Σ K (x − a)^γ from the cluster centre a to a query q = a + u loses
         // about ((|u| + s)/s)^|γ| ulps, s the typical |x − q|. Query clusters no wider than
         // the reference clusters keep that small even when the bandwidth dwarfs the data
@@ -258,7 +259,7 @@ impl Expansion {
         let query_radius = max_radius(&refs).min(RHO);
         // Fitted values (queries = the sample itself) need the clustering once.
         let same = pb.queries.as_ptr() == pb.x.as_ptr() && pb.queries.dim() == pb.x.dim();
-        let queries = if same { refs.clone() } else { Side::new(pb.queries, inv_h, query_radius, max_size) };
+        let queries = if same { refs.clone() } else { Side::new(pb.queries, inv_h, query_radius, max_size, &opts.monitor)? };
         if auto && relative_cost::<F>(&queries, &refs, d, p, degree) >= 1.0 {
             return None;
         }
@@ -365,16 +366,18 @@ impl Expansion {
         v
     }
 
-    /// The sums of every query (output allocated first; clusters skipped once `mon` stops).
+    /// The sums of every query (output allocated first; stops between clusters once `mon` stops).
     pub fn sums<F: Real>(&self, mon: &Monitor) -> Result<LocalSums<F>> {
         let basis = self.degree.map(|g| n_basis(self.d, g));
         let mut out = LocalSums::try_zeros(self.queries.order.len(), self.p, basis)?;
         let parts: Vec<LocalSums<F>> = (0..self.queries.len())
             .collect::<Vec<_>>()
             .into_par_iter()
-            .map(|a| if mon.stopped() { LocalSums::try_zeros(self.queries.size(a), self.p, basis) } else { self.run_cluster::<F>(a) })
+            .map(|a| {
+                mon.check()?;
+                self.run_cluster::<F>(a)
+            })
             .collect::<Result<_>>()?;
-        mon.check()?;
         stack_into(&mut out, parts, Some(&self.queries.order));
         Ok(out)
     }

@@ -148,9 +148,9 @@ pub fn local_sums<F: Real>(pb: &Problem<F>, kernel: &Kernel, bw: &Bandwidth<F>, 
             }
             let tree = match opts.neighborhood {
                 Neighborhood::Brute | Neighborhood::Expansion => None,
-                Neighborhood::Tree if profile.support().is_some() => Some(KdTree::build(pb.x, 32)?),
+                Neighborhood::Tree if profile.support().is_some() => Some(KdTree::build(pb.x, 32, &opts.monitor)?),
                 Neighborhood::Tree => None,
-                Neighborhood::Auto => cheaper_tree(pb, *profile, bw)?,
+                Neighborhood::Auto => cheaper_tree(pb, *profile, bw, &opts.monitor)?,
             };
             dispatch_profile!(*profile, P, {
                 match tree {
@@ -273,9 +273,9 @@ fn brute<F: Real, K: TileKernel>(pb: &Problem<F>, bw: &Bandwidth<F>, opts: &Opti
     let d = pb.x.ncols();
     // Bounding boxes prune in low dimensions only (and mean nothing to the dot kernel).
     let spatial = !K::DOT && d < GEMM_MIN_DIM;
-    let tiles = Tiles::new(pb, bw, spatial);
+    let tiles = Tiles::new(pb, bw, spatial, &opts.monitor)?;
     let qblock = if d >= GEMM_MIN_DIM { QUERY_BLOCK_GEMM } else { QUERY_BLOCK };
-    let blocks = Blocks::new(pb.queries, qblock, spatial);
+    let blocks = Blocks::new(pb.queries, qblock, spatial, &opts.monitor)?;
     let m = pb.queries.nrows();
     let basis = opts.degree.map(|g| n_basis(d, g));
     let q_norms = if d >= GEMM_MIN_DIM { row_sq_norms(pb.queries) } else { Vec::new() };
@@ -284,8 +284,12 @@ fn brute<F: Real, K: TileKernel>(pb: &Problem<F>, bw: &Bandwidth<F>, opts: &Opti
         .step_by(qblock)
         .collect::<Vec<_>>()
         .into_par_iter()
-        .map(|b0| Acc::finish(run_block::<F, K>(&Ctx { pb, tiles: &tiles, blocks: &blocks, bw, opts, basis, qn: &q_norms, c }, b0), tiles.p, basis))
+        .map(|b0| {
+            opts.monitor.check()?;
+            Acc::finish(run_block::<F, K>(&Ctx { pb, tiles: &tiles, blocks: &blocks, bw, opts, basis, qn: &q_norms, c }, b0), tiles.p, basis)
+        })
         .collect::<Result<_>>()?;
+    // A block cut short by a stop is not a result.
     opts.monitor.check()?;
     stack_into(&mut out, parts, blocks.order());
     Ok(out)
@@ -546,13 +550,13 @@ fn fill_gemm<F: Real, K: TileKernel>(qb: ArrayView2<F>, qn: &[F], xt: ArrayView2
 /// visits the points within the support one by one; the brute force evaluates whole tiles
 /// (vectorised, several times cheaper per pair) but every point of each tile within reach of a
 /// query block.
-fn cheaper_tree<F: Real>(pb: &Problem<F>, profile: Profile, bw: &Bandwidth<F>) -> Result<Option<KdTree<F>>> {
+fn cheaper_tree<F: Real>(pb: &Problem<F>, profile: Profile, bw: &Bandwidth<F>, mon: &Monitor) -> Result<Option<KdTree<F>>> {
     let (n, d) = pb.x.dim();
     let m = pb.queries.nrows();
     if profile.support().is_none() || d >= GEMM_MIN_DIM || n < 512 || m < 16 {
         return Ok(None);
     }
-    let tree = KdTree::build(pb.x, 32)?;
+    let tree = KdTree::build(pb.x, 32, mon)?;
     let probes = 32.min(m);
     let mut visited = 0usize;
     for s in 0..probes {
@@ -653,7 +657,7 @@ fn tree_sums<F: Real, P: ProfileFn>(pb: &Problem<F>, tree: &KdTree<F>, bw: &Band
 
 /// The kNN kernel through the neighbour index.
 fn knn_sums<F: Real>(pb: &Problem<F>, k: usize, profile: Option<Profile>, opts: &Options) -> Result<LocalSums<F>> {
-    let index = Index::build(pb.x, Algorithm::Auto, 32)?;
+    let index = Index::build(pb.x, Algorithm::Auto, 32, &opts.monitor)?;
     let extra = opts.exclude_self as usize;
     let nb = index.knn(pb.queries, k + extra, &opts.monitor)?;
     let p = pb.values.as_ref().map_or(0, |v| v.ncols());
@@ -721,7 +725,7 @@ pub(crate) fn fill_kernel_matrix<F: Real>(
         return Err(LocalizationError::shape("kernel matrix", format!("{} × {n}", q.nrows()), format!("{:?}", out.dim())));
     }
     let knn = match kernel {
-        Kernel::Knn { k, .. } => Some(Index::build(x, Algorithm::Auto, 32)?.knn(q, *k, mon)?),
+        Kernel::Knn { k, .. } => Some(Index::build(x, Algorithm::Auto, 32, mon)?.knn(q, *k, mon)?),
         _ => None,
     };
     out.axis_iter_mut(ndarray::Axis(0)).into_par_iter().enumerate().for_each(|(i, mut row)| {

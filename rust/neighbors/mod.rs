@@ -57,7 +57,7 @@ pub enum Index<F: Real> {
 }
 
 impl<F: Real> Index<F> {
-    pub fn build(x: ArrayView2<F>, algorithm: Algorithm, leaf_size: usize) -> Result<Self> {
+    pub fn build(x: ArrayView2<F>, algorithm: Algorithm, leaf_size: usize, mon: &Monitor) -> Result<Self> {
         if x.nrows() == 0 {
             return Err(LocalizationError::EmptyInput { name: "X" });
         }
@@ -67,7 +67,7 @@ impl<F: Real> Index<F> {
             Algorithm::Auto => x.ncols() < GEMM_MIN_DIM && x.nrows() > 64,
         };
         Ok(if use_tree {
-            Index::Tree(KdTree::build(x, leaf_size)?)
+            Index::Tree(KdTree::build(x, leaf_size, mon)?)
         } else {
             Index::Brute { x: x.as_standard_layout().into_owned(), norms: row_sq_norms(x) }
         })
@@ -140,7 +140,7 @@ impl<F: Real> Index<F> {
         let block = (64 * rayon::current_num_threads()).max(1024);
         for b0 in (0..m).step_by(block) {
             mon.check()?;
-            let rows: Vec<(Vec<usize>, Vec<F>)> = (b0..(b0 + block).min(m))
+            let rows: Vec<Vec<(F, usize)>> = (b0..(b0 + block).min(m))
                 .into_par_iter()
                 .map(|i| {
                     let qs = q.row(i);
@@ -160,15 +160,24 @@ impl<F: Real> Index<F> {
                             }
                         }
                     }
-                    Ok(sorted(hits.finish()?))
+                    let mut hits = hits.finish()?;
+                    hits.sort_unstable_by(by_distance_then_index);
+                    Ok(hits)
                 })
                 .collect::<Result<_>>()?;
-            let added: usize = rows.iter().map(|r| r.0.len()).sum();
-            memory::try_grow(&mut out.indices, added, "radius neighbor indices")?;
-            memory::try_grow(&mut out.distances, added, "radius neighbor distances")?;
-            for (ind, dist) in rows {
-                out.indices.extend_from_slice(&ind);
-                out.distances.extend_from_slice(&dist);
+            let added: usize = rows.iter().map(Vec::len).sum();
+            // The total is known only at the end: report what the queries so far found.
+            let (pairs, done) = (out.indices.len() + added, (b0 + block).min(m));
+            let so_far = |_| LocalizationError::OutOfMemory {
+                name: "radius neighbors",
+                what: format!("{pairs} (index, distance) pairs, found by the first {done} of {m} queries,"),
+                bytes: pairs as u128 * (8 + std::mem::size_of::<F>()) as u128,
+            };
+            memory::try_grow(&mut out.indices, added, "radius neighbors").map_err(so_far)?;
+            memory::try_grow(&mut out.distances, added, "radius neighbors").map_err(so_far)?;
+            for hits in rows {
+                out.indices.extend(hits.iter().map(|h| h.1));
+                out.distances.extend(hits.iter().map(|h| h.0.sqrt()));
                 out.offsets.push(out.indices.len());
             }
         }
@@ -204,11 +213,11 @@ impl<F> Hits<F> {
     }
 }
 
-/// Sort (squared distance, index) pairs and return (indices, distances).
-pub(crate) fn sorted<F: Real>(mut hits: Vec<(F, usize)>) -> (Vec<usize>, Vec<F>) {
-    hits.sort_unstable_by(|a, b| a.0.partial_cmp(&b.0).unwrap_or(std::cmp::Ordering::Equal).then(a.1.cmp(&b.1)));
-    hits.into_iter().map(|(d2, j)| (j, d2.sqrt())).unzip()
+/// The order of (squared distance, index) pairs: nearest first, ties by index.
+fn by_distance_then_index<F: Real>(a: &(F, usize), b: &(F, usize)) -> std::cmp::Ordering {
+    a.0.partial_cmp(&b.0).unwrap_or(std::cmp::Ordering::Equal).then(a.1.cmp(&b.1))
 }
+
 
 const QUERY_BLOCK: usize = 64;
 const REF_TILE: usize = 512;
@@ -255,17 +264,19 @@ fn brute_knn<F: Real>(q: ArrayView2<F>, x: ArrayView2<F>, xn: &[F], k: usize, in
                     }
                 }
             }
-            for (i, c) in best.into_iter().enumerate() {
-                let (a, b) = sorted(c);
-                ind[i * k..(i + 1) * k].copy_from_slice(&a);
-                dist[i * k..(i + 1) * k].copy_from_slice(&b);
+            // After the last tile every list is pruned: the k best, sorted.
+            for (i, c) in best.iter().enumerate() {
+                for (j, &(d2, idx)) in c.iter().enumerate() {
+                    ind[i * k + j] = idx;
+                    dist[i * k + j] = d2.sqrt();
+                }
             }
         });
 }
 
 /// Keep the k best candidates (ties broken by index); optionally recompute exact distances.
 fn prune<F: Real>(cand: &mut Vec<(F, usize)>, k: usize, q: &[F], x: ArrayView2<F>, exact: bool) {
-    let key = |a: &(F, usize), b: &(F, usize)| a.0.partial_cmp(&b.0).unwrap_or(std::cmp::Ordering::Equal).then(a.1.cmp(&b.1));
+    let key = by_distance_then_index::<F>;
     if exact {
         // The product form can misorder near-ties by rounding; widen, recompute, re-select.
         for c in cand.iter_mut() {
@@ -316,7 +327,7 @@ mod tests {
                 let q = data(&mut rng, 90, d, false);
                 let want = naive(&q, &x, 9);
                 for alg in [Algorithm::KdTree, Algorithm::Brute, Algorithm::Auto] {
-                    let idx = Index::build(x.view(), alg, 16).unwrap();
+                    let idx = Index::build(x.view(), alg, 16, &Monitor::default()).unwrap();
                     let mon = Monitor::default();
                     let got = idx.knn(q.view(), 9, &mon).unwrap();
                     let got_rows: Vec<Vec<usize>> = (0..q.nrows()).map(|i| got.row(i).0.to_vec()).collect();
@@ -324,7 +335,7 @@ mod tests {
                     // f32 too: same neighbours up to ties in rounding, so compare distances
                     let x32 = x.mapv(|v| v as f32);
                     let q32 = q.mapv(|v| v as f32);
-                    let got32 = Index::build(x32.view(), alg, 16).unwrap().knn(q32.view(), 9, &mon).unwrap();
+                    let got32 = Index::build(x32.view(), alg, 16, &mon).unwrap().knn(q32.view(), 9, &mon).unwrap();
                     for (u, v) in got32.distances.iter().zip(&got.distances) {
                         assert!((*u as f64 - v).abs() < 1e-5);
                     }
@@ -346,12 +357,12 @@ mod tests {
     #[test]
     fn bad_k_is_an_error() {
         let x = Array2::<f64>::zeros((5, 2));
-        let idx = Index::build(x.view(), Algorithm::Auto, 16).unwrap();
         let mon = Monitor::default();
+        let idx = Index::build(x.view(), Algorithm::Auto, 16, &mon).unwrap();
         assert!(idx.knn(x.view(), 0, &mon).is_err());
         assert!(idx.knn(x.view(), 6, &mon).is_err());
         assert!(idx.knn(Array2::<f64>::zeros((2, 3)).view(), 1, &mon).is_err());
-        assert!(Index::build(Array2::<f64>::zeros((0, 2)).view(), Algorithm::Auto, 16).is_err());
+        assert!(Index::build(Array2::<f64>::zeros((0, 2)).view(), Algorithm::Auto, 16, &mon).is_err());
     }
 
     #[test]
@@ -359,7 +370,7 @@ mod tests {
         let mut rng = StdRng::seed_from_u64(4);
         for (d, radius, max_size) in [(1, 0.05, 1000), (2, 0.2, 1000), (2, 10.0, 37), (3, 0.0, 5)] {
             let x = data(&mut rng, 900, d, true);
-            let (order, starts) = radius_leaves(x.view(), radius, max_size);
+            let (order, starts) = radius_leaves(x.view(), radius, max_size, &Monitor::default()).unwrap();
             let mut seen = order.clone();
             seen.sort_unstable();
             assert_eq!(seen, (0..900).collect::<Vec<_>>());

@@ -260,7 +260,7 @@ impl NeighborIndex {
         let inner = with_float!(x, F, {
             let xr = view2::<F>(x, "X")?;
             let xa = xr.as_array();
-            let idx = py.detach(|| Index::<F>::build(xa, alg, leaf_size))?;
+            let idx = run(py, None, None, |mon| Index::<F>::build(xa, alg, leaf_size, mon))?;
             wrap_index(idx)
         });
         Ok(NeighborIndex { inner })

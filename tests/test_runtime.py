@@ -473,6 +473,26 @@ def test_loky_workers_are_not_oversubscribed():
     assert list(workers) == [per_worker] * 4, out
 
 
+DASK = """
+    from distributed import Client, LocalCluster
+    from localization import _core
+
+    if __name__ == "__main__":
+        with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+            with Client(cluster) as client:
+                print(client.submit(_core.effective_n_jobs, None).result())
+"""
+
+
+@pytest.mark.slow
+def test_dask_workers_are_not_oversubscribed():
+    """Dask's nannies start workers with OMP_NUM_THREADS=1; the pool honours it."""
+    pytest.importorskip("distributed")
+    code, out, err = python(DASK, timeout=300, env={"OMP_NUM_THREADS": None})
+    assert code == 0, err
+    assert out.split()[-1] == "1", out
+
+
 def test_cli_with_absurd_n_jobs_exits():
     code, out, err = python(
         "import sys; from localization.cli import main; sys.exit(main(sys.argv[1:]))",

@@ -666,11 +666,12 @@ fn knn_sums<F: Real>(pb: &Problem<F>, k: usize, profile: Option<Profile>, opts: 
     per_query(pb.queries.nrows(), p, basis, &opts.monitor, |i| {
         let q = pb.queries.row(i);
         let mut acc = Acc::new(p, basis, false);
-        // Leave-one-out drops the query's own index (wherever ties put it), else the farthest.
+        // Leave-one-out drops the query's own index (wherever ties put it); when more than k
+        // duplicates pushed it out of the list, the first one, as scikit-learn's kneighbors(None).
         let (ind, dist) = nb.row(i);
         let mut pairs: Vec<(usize, F)> = ind.iter().copied().zip(dist.iter().copied()).collect();
         if extra == 1 {
-            let at = pairs.iter().position(|&(j, _)| j == i).unwrap_or(pairs.len() - 1);
+            let at = pairs.iter().position(|&(j, _)| j == i).unwrap_or(0);
             pairs.remove(at);
         }
         let hk = pairs.last().map_or(F::zero(), |t| t.1);

@@ -125,15 +125,22 @@ impl<F: Real> Index<F> {
         Ok(Neighbors { indices, distances, offsets: (0..=m).map(|i| i * k).collect() })
     }
 
-    /// All references within distance `r` (inclusive) of each query row, ascending. The
-    /// lists grow fallibly, a block of queries at a time, so memory holds the output plus
+    /// All references within distance r (inclusive) of each query row, ascending. `radii`
+    /// holds one r for every query or a single r for all; r = +∞ returns every reference.
+    /// The lists grow fallibly, a block of queries at a time, so memory holds the output plus
     /// one block's lists.
-    pub fn radius(&self, q: ArrayView2<F>, r: F, mon: &Monitor) -> Result<Neighbors<F>> {
+    pub fn radius(&self, q: ArrayView2<F>, radii: &[F], mon: &Monitor) -> Result<Neighbors<F>> {
         self.check_query(&q)?;
-        if !(r >= F::zero()) || !r.is_finite() {
-            return Err(LocalizationError::param("radius", "must be a finite non-negative number"));
+        if radii.len() != 1 && radii.len() != q.nrows() {
+            return Err(LocalizationError::shape("radius", format!("1 or {} values (one per query)", q.nrows()), radii.len()));
         }
-        let r2 = r * r;
+        if radii.iter().any(|r| !(*r >= F::zero())) {
+            return Err(LocalizationError::param("radius", "must be non-negative (+inf allowed), not NaN"));
+        }
+        let r2_of = |i: usize| {
+            let r = radii[if radii.len() == 1 { 0 } else { i }];
+            r * r
+        };
         let m = q.nrows();
         let mut out = Neighbors { indices: Vec::new(), distances: Vec::new(), offsets: Vec::with_capacity(m + 1) };
         out.offsets.push(0);
@@ -143,7 +150,7 @@ impl<F: Real> Index<F> {
             let rows: Vec<Vec<(F, usize)>> = (b0..(b0 + block).min(m))
                 .into_par_iter()
                 .map(|i| {
-                    let qs = q.row(i);
+                    let (qs, r2) = (q.row(i), r2_of(i));
                     let qs = qs.as_slice().expect("row-major (checked on entry)");
                     let mut hits = Hits::default();
                     match self {
@@ -339,15 +346,21 @@ mod tests {
                     for (u, v) in got32.distances.iter().zip(&got.distances) {
                         assert!((*u as f64 - v).abs() < 1e-5);
                     }
-                    let rad = idx.radius(q.view(), 0.3, &mon).unwrap();
+                    let rad = idx.radius(q.view(), &[0.3], &mon).unwrap();
+                    // Per-query radii, 0 and +∞ among them.
+                    let radii: Vec<f64> = (0..q.nrows()).map(|i| [0.0, 0.1, 0.45, f64::INFINITY][i % 4]).collect();
+                    let each = idx.radius(q.view(), &radii, &mon).unwrap();
                     for (i, qr) in q.rows().into_iter().enumerate() {
-                        let mut w: Vec<usize> = (0..x.nrows())
-                            .filter(|&j| sq_euclidean(qr.as_slice().unwrap(), x.row(j).as_slice().unwrap()) <= 0.09)
-                            .collect();
+                        let within = |r: f64| -> Vec<usize> {
+                            (0..x.nrows()).filter(|&j| sq_euclidean(qr.as_slice().unwrap(), x.row(j).as_slice().unwrap()) <= r * r).collect()
+                        };
                         let mut g = rad.row(i).0.to_vec();
-                        w.sort();
                         g.sort();
-                        assert_eq!(g, w);
+                        assert_eq!(g, within(0.3));
+                        let mut g = each.row(i).0.to_vec();
+                        g.sort();
+                        assert_eq!(g, within(radii[i]));
+                        assert!(each.row(i).1.windows(2).all(|w| w[0] <= w[1]));
                     }
                 }
             }
@@ -363,6 +376,10 @@ mod tests {
         assert!(idx.knn(x.view(), 6, &mon).is_err());
         assert!(idx.knn(Array2::<f64>::zeros((2, 3)).view(), 1, &mon).is_err());
         assert!(Index::build(Array2::<f64>::zeros((0, 2)).view(), Algorithm::Auto, 16, &mon).is_err());
+        assert!(idx.radius(x.view(), &[f64::NAN], &mon).is_err());
+        assert!(idx.radius(x.view(), &[-1.0], &mon).is_err());
+        assert!(idx.radius(x.view(), &[1.0, 2.0], &mon).is_err());
+        assert_eq!(idx.radius(x.view(), &[f64::INFINITY], &mon).unwrap().row(0).0.len(), 5);
     }
 
     #[test]

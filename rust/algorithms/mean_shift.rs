@@ -16,8 +16,12 @@
 //! Blurring mean shift (Cheng) and the fixed-kernel linear diffusion K̃ᵗX are whole-data
 //! iterations through the engine. Long loops are cut into chunks and call `progress` between
 //! chunks on the calling thread (for Ctrl-C and progress bars).
+//!
+//! Coordinates far from 1 (with the bandwidth alike) and extreme sample weights are moved
+//! into the floating range's middle by exact powers of two (`distance::Scale`) and the
+//! results moved back: mean shift is invariant to both.
 
-use crate::distance::{sq_euclidean, GEMM_MIN_DIM};
+use crate::distance::{pow2, sq_euclidean, Scale, GEMM_MIN_DIM};
 use crate::engine::{local_sums, Bandwidth, Kernel, Options, Problem};
 use crate::error::{LocalizationError, Result};
 use crate::kernel::{dispatch_profile, Profile, ProfileFn, Real};
@@ -216,6 +220,33 @@ pub fn uses_tree(profile: Profile, d: usize) -> bool {
 pub fn shift_seeds<F: Real>(x: ArrayView2<F>, w: Option<ArrayView1<F>>, seeds: ArrayView2<F>, p: &Params, progress: Progress) -> Result<Shifted<F>> {
     p.validate()?;
     check_data(x, w, seeds)?;
+    let lengths = Scale::of_arrays(&[x, seeds]);
+    let weights = w.map_or(Scale::ONE, |w| Scale::of_values(w.iter().copied()));
+    if lengths.is_one() && weights.is_one() {
+        return shift_in_range(x, w, seeds, p, progress);
+    }
+    let (xs, ss) = (lengths.down_array(x), lengths.down_array(seeds));
+    let ws = w.map(|w| w.mapv(|v| weights.down(v)));
+    let ps = Params { bandwidth: lengths.down(p.bandwidth), ..p.clone() };
+    let mut out = shift_in_range(xs.view(), ws.as_ref().map(|w| w.view()), ss.view(), &ps, progress)?;
+    out.modes.mapv_inplace(|v| lengths.up(v));
+    out.trajectories.iter_mut().flatten().for_each(|v| *v = lengths.up(*v));
+    out.support.iter_mut().for_each(|v| *v = pow2(*v, weights.exponent()));
+    Ok(out)
+}
+
+/// 1/h² must exist in F for the kernel to resolve the points (scaled coordinates are of order
+/// one, so this bounds h against the data's extent).
+fn check_reach<F: Real>(h: f64) -> Result<()> {
+    let h = F::of(h);
+    if !(F::one() / (h * h)).is_finite() {
+        return Err(LocalizationError::param("bandwidth", "is too small against the coordinates: 1/h² overflows the floating-point type"));
+    }
+    Ok(())
+}
+
+fn shift_in_range<F: Real>(x: ArrayView2<F>, w: Option<ArrayView1<F>>, seeds: ArrayView2<F>, p: &Params, progress: Progress) -> Result<Shifted<F>> {
+    check_reach::<F>(p.bandwidth)?;
     if uses_tree(p.profile, x.ncols()) {
         tree_shift(x, w, seeds, p, progress)
     } else {
@@ -358,6 +389,8 @@ fn move_towards<F: Real>(mut x: ndarray::ArrayViewMut1<F>, num: ndarray::ArrayVi
 /// replaced by its weighted centroid carrying the cell's total weight.
 pub struct Grid<F> {
     pub centroids: Array2<F>,
+    /// Cell weights; sample weights far outside the floating range's middle are first scaled
+    /// by a common power of two (mean shift only sees their ratios).
     pub weights: Vec<F>,
     /// Cell (row of `centroids`) of each data point.
     pub point_cell: Vec<u32>,
@@ -428,9 +461,10 @@ impl<F: Real> Grid<F> {
         let m = n_cells as usize;
         let mut wsum = vec![0.0f64; m];
         let mut xsum = vec![0.0f64; m * d];
+        let wscale = w.map_or(Scale::ONE, |w| Scale::of_values(w.iter().copied()));
         for i in 0..n {
             let c = point_cell[i] as usize;
-            let wi = w.map_or(1.0, |w| w[i].f64());
+            let wi = w.map_or(1.0, |w| pow2(w[i].f64(), -wscale.exponent()));
             wsum[c] += wi;
             for k in 0..d {
                 xsum[c * d + k] += wi * x[(i, k)].f64();
@@ -483,6 +517,23 @@ pub struct Diffused<F> {
 pub fn diffuse<F: Real>(x: ArrayView2<F>, w: Option<ArrayView1<F>>, p: &Params, blurring: bool, progress: Progress) -> Result<Diffused<F>> {
     p.validate()?;
     check_data(x, w, x)?;
+    let lengths = Scale::of_arrays(&[x]);
+    let weights = w.map_or(Scale::ONE, |w| Scale::of_values(w.iter().copied()));
+    if lengths.is_one() && weights.is_one() {
+        return diffuse_in_range(x, w, p, blurring, progress);
+    }
+    let xs = lengths.down_array(x);
+    let ws = w.map(|w| w.mapv(|v| weights.down(v)));
+    let ps = Params { bandwidth: lengths.down(p.bandwidth), ..p.clone() };
+    let mut out = diffuse_in_range(xs.view(), ws.as_ref().map(|w| w.view()), &ps, blurring, progress)?;
+    out.positions.mapv_inplace(|v| lengths.up(v));
+    out.history.iter_mut().for_each(|h| h.mapv_inplace(|v| lengths.up(v)));
+    out.support.iter_mut().for_each(|v| *v = pow2(*v, weights.exponent()));
+    Ok(out)
+}
+
+fn diffuse_in_range<F: Real>(x: ArrayView2<F>, w: Option<ArrayView1<F>>, p: &Params, blurring: bool, progress: Progress) -> Result<Diffused<F>> {
+    check_reach::<F>(p.bandwidth)?;
     let n = x.nrows();
     let kernel = Kernel::Radial(p.profile);
     let bw = Bandwidth::Scalar(F::of(p.bandwidth));
@@ -551,11 +602,14 @@ pub fn merge_modes<F: Real>(centres: ArrayView2<F>, support: &[f64], valid: &[bo
         reps.push(i);
     }
     reps.sort_by(|&a, &b| support[b].total_cmp(&support[a]).then(lex(b, a)));
-    let r2 = radius * radius;
+    // Squared distances in a scaled space, where they cannot overflow.
+    let lengths = Scale::of_arrays(&[centres]);
+    let r = lengths.down(radius);
+    let r2 = r * r;
     let mut kept: Vec<usize> = Vec::new();
     let mut kept_rows: Vec<Vec<F>> = Vec::new();
     for &i in &reps {
-        let row = centres.row(i).to_vec();
+        let row: Vec<F> = centres.row(i).iter().map(|&v| lengths.down(v)).collect();
         if kept_rows.iter().all(|c| sq_euclidean(c, &row).f64() > r2) {
             kept.push(i);
             kept_rows.push(row);

@@ -1,7 +1,9 @@
 //! QuickShift (SPEC §4; Vedaldi & Soatto 2008): link every point to its nearest sample of
 //! higher density within `max_dist`. The densities come from the engine (kernel sums); this
 //! file only searches the neighbourhood through the kd-tree, so nothing N×N is stored.
+//! Coordinates far from 1 are searched in an exactly rescaled space (`distance::Scale`).
 
+use crate::distance::Scale;
 use crate::error::{LocalizationError, Result};
 use crate::kernel::Real;
 use crate::neighbors::KdTree;
@@ -29,10 +31,12 @@ pub fn link<F: Real>(x: ArrayView2<F>, log_density: &[f64], max_dist: f64) -> Re
     if !(max_dist >= 0.0) {
         return Err(LocalizationError::param("max_dist", "must be non-negative"));
     }
+    let lengths = Scale::of_arrays(&[x]);
+    let x = lengths.down_array(x);
     let x = x.as_standard_layout();
     let tree = KdTree::build(x.view(), 32)?;
     let order = tree.order();
-    let r = F::of(max_dist);
+    let r = F::of(lengths.down(max_dist));
     let r2 = if r.is_finite() { r * r } else { F::infinity() };
     let links: Vec<(usize, F)> = (0..n)
         .into_par_iter()
@@ -46,7 +50,7 @@ pub fn link<F: Real>(x: ArrayView2<F>, log_density: &[f64], max_dist: f64) -> Re
                     best = (j, d2);
                 }
             });
-            (best.0, best.1.sqrt())
+            (best.0, lengths.up(best.1.sqrt()))
         })
         .collect();
     Ok(links.into_iter().unzip())

@@ -1,10 +1,15 @@
 //! Exact neighbour search: a kd-tree for low dimensions, tiled brute force for high ones,
 //! and an `auto` rule between them. Results are sorted by (distance, index), which makes
 //! them deterministic and independent of the thread count.
+//!
+//! Exact means: the neighbours and distances that direct differences Σ (q_k − x_k)² give.
+//! The brute force in high dimensions screens candidates with the matrix-product form on
+//! centred coordinates, widened by its rounding bound, and ranks them by direct differences;
+//! coordinates far from 1 are searched in an exactly rescaled space (`distance::Scale`).
 
 pub mod kdtree;
 
-use crate::distance::{row_sq_norms, sq_dist_tile_gemm, sq_euclidean, GEMM_MIN_DIM};
+use crate::distance::{centred, column_means, product_error, row_sq_norms, sq_dist_tile_gemm, sq_euclidean, sq_euclidean_wide, Scale, GEMM_MIN_DIM};
 use crate::error::{LocalizationError, Result};
 use crate::kernel::Real;
 use ndarray::{s, Array2, ArrayView2};
@@ -36,10 +41,27 @@ pub struct Neighbors<F> {
     pub distances: Vec<Vec<F>>,
 }
 
-/// A fitted search structure over the reference rows.
-pub enum Index<F: Real> {
+/// A fitted search structure over the reference rows, in working units `lengths`
+/// (coordinates times an exact power of two; one for ordinary data).
+pub struct Index<F: Real> {
+    lengths: Scale,
+    inner: Inner<F>,
+}
+
+enum Inner<F: Real> {
     Tree(KdTree<F>),
-    Brute { x: Array2<F>, norms: Vec<F> },
+    Brute(Brute<F>),
+}
+
+/// The brute-force index: the rows, and for the product path (d ≥ `GEMM_MIN_DIM`) the rows
+/// centred on their mean, their squared norms and their part c·‖x̂‖² of the product's
+/// rounding bound (`distance::product_error`).
+struct Brute<F> {
+    x: Array2<F>,
+    centre: Vec<F>,
+    centred: Option<Array2<F>>,
+    norms: Vec<F>,
+    bounds: Vec<F>,
 }
 
 impl<F: Real> Index<F> {
@@ -52,25 +74,53 @@ impl<F: Real> Index<F> {
             Algorithm::Brute => false,
             Algorithm::Auto => x.ncols() < GEMM_MIN_DIM && x.nrows() > 64,
         };
-        Ok(if use_tree {
-            Index::Tree(KdTree::build(x, leaf_size)?)
+        let lengths = Scale::of_arrays(&[x]);
+        let x = lengths.down_array(x);
+        let inner = if use_tree {
+            Inner::Tree(KdTree::build(x.view(), leaf_size)?)
         } else {
-            Index::Brute { x: x.as_standard_layout().into_owned(), norms: row_sq_norms(x) }
-        })
+            let x = x.as_standard_layout().into_owned();
+            let (centre, centred, norms) = if x.ncols() >= GEMM_MIN_DIM {
+                let centre = column_means(x.view());
+                let c = centred(x.view(), &centre);
+                let norms = row_sq_norms(c.view());
+                (centre, Some(c), norms)
+            } else {
+                (Vec::new(), None, Vec::new())
+            };
+            let c = product_error::<F>(x.ncols());
+            let bounds = norms.iter().map(|&v| c * v).collect();
+            Inner::Brute(Brute { x, centre, centred, norms, bounds })
+        };
+        Ok(Index { lengths, inner })
     }
 
     pub fn n_samples(&self) -> usize {
-        match self {
-            Index::Tree(t) => t.n_samples(),
-            Index::Brute { x, .. } => x.nrows(),
+        match &self.inner {
+            Inner::Tree(t) => t.n_samples(),
+            Inner::Brute(b) => b.x.nrows(),
         }
     }
 
     pub fn dim(&self) -> usize {
-        match self {
-            Index::Tree(t) => t.dim(),
-            Index::Brute { x, .. } => x.ncols(),
+        match &self.inner {
+            Inner::Tree(t) => t.dim(),
+            Inner::Brute(b) => b.x.ncols(),
         }
+    }
+
+    /// Distances of the working space back to the caller's units; an error if some cannot be
+    /// represented (queries so far from the fitted rows that their distances overflow).
+    fn to_caller_units(&self, mut nb: Neighbors<F>) -> Result<Neighbors<F>> {
+        for row in nb.distances.iter_mut() {
+            for v in row.iter_mut() {
+                *v = self.lengths.up(*v);
+                if !v.is_finite() {
+                    return Err(LocalizationError::param("X", "distances between these queries and the fitted samples overflow the floating-point type"));
+                }
+            }
+        }
+        Ok(nb)
     }
 
     fn check_query(&self, q: &ArrayView2<F>) -> Result<()> {
@@ -92,11 +142,13 @@ impl<F: Real> Index<F> {
                 format!("must be in [1, n_samples_fit = {}], got {k}", self.n_samples()),
             ));
         }
-        let rows: Vec<(Vec<usize>, Vec<F>)> = match self {
-            Index::Tree(t) => (0..q.nrows()).into_par_iter().map(|i| t.knn(q.row(i).as_slice().expect("row-major (checked on entry)"), k)).collect(),
-            Index::Brute { x, norms } => brute_knn(q, x.view(), norms, k),
+        let q = self.lengths.down_array(q);
+        let q = q.view();
+        let rows: Vec<(Vec<usize>, Vec<F>)> = match &self.inner {
+            Inner::Tree(t) => (0..q.nrows()).into_par_iter().map(|i| t.knn(q.row(i).as_slice().expect("row-major (checked on entry)"), k)).collect(),
+            Inner::Brute(b) => brute_knn(q, b, k),
         };
-        Ok(unzip(rows))
+        self.to_caller_units(unzip(rows))
     }
 
     /// All references within distance `r` (inclusive) of each query row, ascending.
@@ -105,9 +157,11 @@ impl<F: Real> Index<F> {
         if !(r >= F::zero()) || !r.is_finite() {
             return Err(LocalizationError::param("radius", "must be a finite non-negative number"));
         }
+        let (q, r) = (self.lengths.down_array(q), self.lengths.down(r));
+        let q = q.view();
         let r2 = r * r;
-        let rows: Vec<(Vec<usize>, Vec<F>)> = match self {
-            Index::Tree(t) => (0..q.nrows())
+        let rows: Vec<(Vec<usize>, Vec<F>)> = match &self.inner {
+            Inner::Tree(t) => (0..q.nrows())
                 .into_par_iter()
                 .map(|i| {
                     let mut hits = Vec::new();
@@ -115,7 +169,7 @@ impl<F: Real> Index<F> {
                     sorted(hits)
                 })
                 .collect(),
-            Index::Brute { x, .. } => (0..q.nrows())
+            Inner::Brute(Brute { x, .. }) => (0..q.nrows())
                 .into_par_iter()
                 .map(|i| {
                     let qi = q.row(i);
@@ -133,7 +187,7 @@ impl<F: Real> Index<F> {
                 })
                 .collect(),
         };
-        Ok(unzip(rows))
+        self.to_caller_units(unzip(rows))
     }
 }
 
@@ -151,66 +205,130 @@ pub(crate) fn sorted<F: Real>(mut hits: Vec<(F, usize)>) -> (Vec<usize>, Vec<F>)
 const QUERY_BLOCK: usize = 64;
 const REF_TILE: usize = 512;
 
-/// Tiled brute-force kNN: squared distances of a query block against a reference tile come
-/// from one matrix product; each query keeps a bounded candidate list. Final distances are
-/// recomputed directly so they carry no cancellation error.
-fn brute_knn<F: Real>(q: ArrayView2<F>, x: ArrayView2<F>, xn: &[F], k: usize) -> Vec<(Vec<usize>, Vec<F>)> {
-    let n = x.nrows();
-    let use_gemm = x.ncols() >= GEMM_MIN_DIM;
+/// Tiled brute-force kNN. In high dimensions the squared distances of a query block against a
+/// reference tile come from one matrix product on centred rows; an entry is a candidate when
+/// its lower bound (the product minus its rounding bound) is within the query's current k-th
+/// distance, and candidates are ranked by direct differences. So the result is the one direct
+/// differences give, at the cost of the product plus about k direct differences per query.
+fn brute_knn<F: Real>(q: ArrayView2<F>, b: &Brute<F>, k: usize) -> Vec<(Vec<usize>, Vec<F>)> {
+    let (n, d) = b.x.dim();
+    let x = b.x.view();
+    let c = product_error::<F>(d);
     let blocks: Vec<usize> = (0..q.nrows()).step_by(QUERY_BLOCK).collect();
     blocks
         .into_par_iter()
         .flat_map_iter(|b0| {
             let b1 = (b0 + QUERY_BLOCK).min(q.nrows());
             let qb = q.slice(s![b0..b1, ..]);
-            let qn = row_sq_norms(qb);
-            let mut best: Vec<Vec<(F, usize)>> = vec![Vec::with_capacity(2 * k + REF_TILE); b1 - b0];
+            let qc = b.centred.as_ref().map(|_| centred(qb, &b.centre));
+            let qn = qc.as_ref().map_or_else(Vec::new, |qc| row_sq_norms(qc.view()));
+            let mut best: Vec<Best<F>> = (0..b1 - b0).map(|_| Best::new(k)).collect();
             let mut tile = Array2::<F>::zeros((b1 - b0, REF_TILE));
+            let mut pending: Vec<(F, F, usize)> = Vec::with_capacity(REF_TILE);
+            let mut scratch: Vec<F> = Vec::with_capacity(REF_TILE + k);
             for t0 in (0..n).step_by(REF_TILE) {
                 let t1 = (t0 + REF_TILE).min(n);
                 let mut tv = tile.slice_mut(s![.., 0..t1 - t0]);
-                if use_gemm {
-                    sq_dist_tile_gemm(qb, &qn, x.slice(s![t0..t1, ..]), &xn[t0..t1], tv.view_mut());
-                } else {
-                    for (i, mut row) in tv.rows_mut().into_iter().enumerate() {
-                        let qs = qb.row(i);
-                        let qs = qs.as_slice().expect("row-major (checked on entry)");
-                        for (j, v) in row.iter_mut().enumerate() {
-                            *v = sq_euclidean(qs, x.row(t0 + j).as_slice().expect("row-major (checked on entry)"));
+                match (&qc, &b.centred) {
+                    (Some(qc), Some(xc)) => sq_dist_tile_gemm(qc.view(), &qn, xc.slice(s![t0..t1, ..]), &b.norms[t0..t1], tv.view_mut()),
+                    _ => {
+                        for (i, mut row) in tv.rows_mut().into_iter().enumerate() {
+                            let qs = qb.row(i);
+                            let qs = qs.as_slice().expect("row-major (checked on entry)");
+                            for (j, v) in row.iter_mut().enumerate() {
+                                *v = sq_euclidean(qs, x.row(t0 + j).as_slice().expect("row-major (checked on entry)"));
+                            }
                         }
                     }
                 }
-                for (i, cand) in best.iter_mut().enumerate() {
-                    let worst = if cand.len() >= k { cand[k - 1].0 } else { F::infinity() };
-                    for (j, &d2) in tv.row(i).iter().enumerate() {
-                        if d2 <= worst {
-                            cand.push((d2, t0 + j));
+                for (i, best) in best.iter_mut().enumerate() {
+                    let qs = qb.row(i);
+                    let qs = qs.as_slice().expect("row-major (checked on entry)");
+                    pending.clear();
+                    // (lower bound, upper bound, index); the direct path's entries are exact.
+                    let row = tv.row(i);
+                    let row = row.as_slice().expect("contiguous scratch");
+                    if qc.is_some() {
+                        let (qe, bx) = (c * qn[i], &b.bounds[t0..t1]);
+                        let w = best.worst() + qe;
+                        for (j, (&v, &e)) in row.iter().zip(bx).enumerate() {
+                            if v - e <= w {
+                                pending.push((v - e - qe, v + e + qe, t0 + j));
+                            }
                         }
+                    } else {
+                        let w = best.worst();
+                        pending.extend(row.iter().enumerate().filter(|(_, &v)| v <= w).map(|(j, &v)| (v, v, t0 + j)));
                     }
-                    if cand.len() > k + REF_TILE / 2 || t1 == n {
-                        prune(cand, k, qb.row(i).as_slice().expect("row-major (checked on entry)"), x, use_gemm && t1 == n);
+                    if qc.is_some() && pending.len() > k {
+                        // At least k candidates lie at or below the k-th smallest upper bound:
+                        // whatever lies wholly above it cannot be among the k nearest.
+                        scratch.clear();
+                        scratch.extend(best.dist2());
+                        scratch.extend(pending.iter().map(|p| p.1));
+                        scratch.select_nth_unstable_by(k - 1, |a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+                        let cut = scratch[k - 1];
+                        pending.retain(|p| p.0 <= cut);
+                    }
+                    for &(lo, _, j) in &pending {
+                        let d2 = if qc.is_some() { sq_euclidean_wide(qs, x.row(j).as_slice().expect("row-major (checked on entry)")) } else { lo };
+                        best.offer(d2, j);
                     }
                 }
             }
-            best.into_iter().map(|c| sorted(c)).collect::<Vec<_>>()
+            best.into_iter().map(Best::into_sorted).collect::<Vec<_>>()
         })
         .collect()
 }
 
-/// Keep the k best candidates (ties broken by index); optionally recompute exact distances.
-fn prune<F: Real>(cand: &mut Vec<(F, usize)>, k: usize, q: &[F], x: ArrayView2<F>, exact: bool) {
-    let key = |a: &(F, usize), b: &(F, usize)| a.0.partial_cmp(&b.0).unwrap_or(std::cmp::Ordering::Equal).then(a.1.cmp(&b.1));
-    if exact {
-        // The product form can misorder near-ties by rounding; widen, recompute, re-select.
-        for c in cand.iter_mut() {
-            c.0 = sq_euclidean(q, x.row(c.1).as_slice().expect("row-major (checked on entry)"));
+/// The k best (squared distance, index) pairs seen so far, ties broken by index.
+struct Best<F> {
+    k: usize,
+    cand: Vec<(F, usize)>,
+    /// The k-th smallest squared distance once there are k candidates.
+    worst: F,
+}
+
+impl<F: Real> Best<F> {
+    fn new(k: usize) -> Self {
+        Best { k, cand: Vec::with_capacity(2 * k), worst: F::infinity() }
+    }
+
+    fn worst(&self) -> F {
+        self.worst
+    }
+
+    fn dist2(&self) -> impl Iterator<Item = F> + '_ {
+        self.cand.iter().map(|c| c.0)
+    }
+
+    fn offer(&mut self, d2: F, j: usize) {
+        if d2 > self.worst {
+            return;
+        }
+        self.cand.push((d2, j));
+        if self.cand.len() > 2 * self.k {
+            self.prune();
+        } else if self.cand.len() == self.k {
+            self.worst = self.cand.iter().fold(F::neg_infinity(), |m, c| m.max(c.0));
         }
     }
-    if cand.len() > k {
-        cand.select_nth_unstable_by(k - 1, key);
-        cand.truncate(k);
+
+    /// The k nearest, ascending: (indices, distances).
+    fn into_sorted(mut self) -> (Vec<usize>, Vec<F>) {
+        if self.cand.len() > self.k {
+            self.prune();
+        }
+        sorted(self.cand)
     }
-    cand.sort_unstable_by(key);
+
+    /// Keep the k smallest by (d², index) and tighten the bound.
+    fn prune(&mut self) {
+        let key = |a: &(F, usize), b: &(F, usize)| a.0.partial_cmp(&b.0).unwrap_or(std::cmp::Ordering::Equal).then(a.1.cmp(&b.1));
+        self.cand.select_nth_unstable_by(self.k - 1, key);
+        self.cand.truncate(self.k);
+        self.worst = self.cand.iter().fold(F::neg_infinity(), |m, c| m.max(c.0));
+    }
 }
 
 #[cfg(test)]

@@ -69,7 +69,10 @@ impl Params {
 #[derive(Clone, Debug)]
 pub struct Shifted<F> {
     pub modes: Array2<F>,
-    /// Σ K w at the last position a mean was taken from (scikit-learn's "intensity").
+    /// Σ K w at the last position a mean was taken from (scikit-learn's "intensity"). With
+    /// sample weights far outside the floating range's middle, in the units of the weights
+    /// scaled into it by a common power of two: their order, which merging uses, is kept
+    /// where the true sums would overflow or lose their bits to underflow.
     pub support: Vec<f64>,
     /// Completed iterations per seed (scikit-learn's count: the first mean is iteration 0).
     pub n_iter: Vec<usize>,
@@ -231,7 +234,6 @@ pub fn shift_seeds<F: Real>(x: ArrayView2<F>, w: Option<ArrayView1<F>>, seeds: A
     let mut out = shift_in_range(xs.view(), ws.as_ref().map(|w| w.view()), ss.view(), &ps, progress)?;
     out.modes.mapv_inplace(|v| lengths.up(v));
     out.trajectories.iter_mut().flatten().for_each(|v| *v = lengths.up(*v));
-    out.support.iter_mut().for_each(|v| *v = pow2(*v, weights.exponent()));
     Ok(out)
 }
 
@@ -501,7 +503,8 @@ pub fn grid_shift<F: Real>(grid: &Grid<F>, seeds: ArrayView2<F>, p: &Params, pro
     shift_seeds(grid.centroids.view(), Some(w), seeds, &flat, progress)
 }
 
-/// Whole-data iterations: result positions, per-point Σ K w at the end, iterations, converged.
+/// Whole-data iterations: result positions, per-point Σ K w at the end (scaled like
+/// `Shifted::support`), iterations, converged.
 pub struct Diffused<F> {
     pub positions: Array2<F>,
     pub support: Vec<f64>,
@@ -528,7 +531,6 @@ pub fn diffuse<F: Real>(x: ArrayView2<F>, w: Option<ArrayView1<F>>, p: &Params, 
     let mut out = diffuse_in_range(xs.view(), ws.as_ref().map(|w| w.view()), &ps, blurring, progress)?;
     out.positions.mapv_inplace(|v| lengths.up(v));
     out.history.iter_mut().for_each(|h| h.mapv_inplace(|v| lengths.up(v)));
-    out.support.iter_mut().for_each(|v| *v = pow2(*v, weights.exponent()));
     Ok(out)
 }
 

@@ -342,8 +342,9 @@ fn validate<F: Real>(pb: &Problem<F>, kernel: &Kernel, bw: &Bandwidth<F>, opts: 
             return Err(LocalizationError::param("sample_weight", "must be finite and non-negative"));
         }
     }
-    // Distances are scaled by 1/h², which must exist in F (h ≳ 1e-154 in f64, 1e-19 in f32).
-    let positive = |h: &F| *h > F::zero() && h.is_finite() && (F::one() / (*h * *h)).is_finite();
+    // Distances are scaled by 1/h², which must exist in F (h ≳ 1e-154 in f64, 1e-19 in f32,
+    // once the coordinates are of order one). Only radial kernels have a bandwidth.
+    let positive = |h: &F| !matches!(kernel, Kernel::Radial(_)) || (*h > F::zero() && h.is_finite() && (F::one() / (*h * *h)).is_finite());
     let ok = match bw {
         Bandwidth::Scalar(h) => positive(h),
         Bandwidth::PerQuery(h) => {
@@ -360,7 +361,11 @@ fn validate<F: Real>(pb: &Problem<F>, kernel: &Kernel, bw: &Bandwidth<F>, opts: 
         }
     };
     if !ok {
-        return Err(LocalizationError::param("bandwidth", "must be finite, strictly positive and large enough that 1/h² is finite"));
+        return Err(LocalizationError::param(
+            "bandwidth",
+            "must be finite, strictly positive and not too small against the coordinates: 1/h² must be finite once they are \
+             scaled to order one (h above ~1e-150 times the largest coordinate in float64, ~1e-18 in float32)",
+        ));
     }
     if opts.exclude_self && pb.queries.nrows() != n {
         return Err(LocalizationError::param("exclude_self", "leave-one-out needs the queries to be the references"));

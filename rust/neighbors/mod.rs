@@ -396,6 +396,46 @@ mod tests {
     }
 
     #[test]
+    fn brute_force_is_exact_on_offset_data_and_far_clusters() {
+        // Distances tiny against the norms: the product screens, direct differences decide.
+        let mut rng = StdRng::seed_from_u64(9);
+        for &d in &[16usize, 50] {
+            for case in 0..3 {
+                let at = |i: usize, k: usize| match case {
+                    0 => 1e5,
+                    1 if k == 0 => if i % 2 == 0 { 1e7 } else { -1e7 },
+                    _ => 0.0,
+                };
+                let x = Array2::from_shape_fn((1300, d), |(i, k)| at(i, k) + 0.01 * rng.random::<f64>());
+                // case 2: queries far from every sample.
+                let q = Array2::from_shape_fn((40, d), |(i, k)| at(i, k) + if case == 2 { 1e4 } else { 0.0 } + 0.01 * rng.random::<f64>());
+                let want = naive(&q, &x, 7);
+                let idx = Index::build(x.view(), Algorithm::Brute, 16).unwrap();
+                let got = idx.knn(q.view(), 7).unwrap();
+                assert_eq!(got.indices, want, "d={d} case {case}");
+                for (i, row) in got.distances.iter().enumerate() {
+                    for (&dist, &j) in row.iter().zip(&want[i]) {
+                        assert_eq!(dist, sq_euclidean_wide(q.row(i).as_slice().unwrap(), x.row(j).as_slice().unwrap()).sqrt());
+                    }
+                }
+                // Same at 2^±600: the same neighbours, the distances scaled exactly.
+                for e in [600, -600] {
+                    let f = 2f64.powi(e);
+                    let (xs, qs) = (x.mapv(|v| v * f), q.mapv(|v| v * f));
+                    for alg in [Algorithm::Brute, Algorithm::KdTree] {
+                        let s = Index::build(xs.view(), alg, 16).unwrap().knn(qs.view(), 7).unwrap();
+                        assert_eq!(s.indices, want, "d={d} case {case} 2^{e} {alg:?}");
+                        if alg == Algorithm::Brute {
+                            let scaled: Vec<Vec<f64>> = got.distances.iter().map(|r| r.iter().map(|v| v * f).collect()).collect();
+                            assert_eq!(s.distances, scaled);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
     fn bad_k_is_an_error() {
         let x = Array2::<f64>::zeros((5, 2));
         let idx = Index::build(x.view(), Algorithm::Auto, 16).unwrap();

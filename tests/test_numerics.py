@@ -235,3 +235,32 @@ def test_values_near_the_float_limits(dtype, big):
     assert np.all(np.isfinite(num)) and np.all(np.isfinite(den))
     ratio = num.astype(np.float64) / den.astype(np.float64)[:, None]
     np.testing.assert_allclose(ratio, local_mean(X, X, V, kernel="epanechnikov", bandwidth=1.5), rtol=1e-5)
+
+
+@pytest.mark.parametrize("dtype,offset", [(np.float64, 1e7), (np.float32, 1e3)])
+def test_mode_seeking_on_offset_data(dtype, offset):
+    """MeanShift, MedoidShift and QuickShift in 20 features (the matrix-product path) find the
+    same clusters whether or not the data sit at a large common offset."""
+    X = blobs(d=20, seed=2)
+    Xo = (X + offset).astype(dtype)
+    X = X.astype(dtype)
+    ms, mo = MeanShift(bandwidth=2.0, kernel="gaussian").fit(X), MeanShift(bandwidth=2.0, kernel="gaussian").fit(Xo)
+    np.testing.assert_array_equal(mo.labels_, ms.labels_)
+    np.testing.assert_allclose(mo.cluster_centers_ - offset, ms.cluster_centers_, atol=1e-2 if dtype == np.float32 else 1e-6)
+    for est in [MedoidShift(bandwidth=2.0), QuickShift(bandwidth=1.0, max_dist=4.0)]:
+        np.testing.assert_array_equal(est.fit(Xo).labels_, est.fit(X).labels_, err_msg=type(est).__name__)
+
+
+def test_series_expansion_on_offset_data():
+    """The one-and-two-feature series path works relative to the samples' box: a large offset
+    changes nothing."""
+    rng = np.random.default_rng(6)
+    for d in (1, 2):
+        X = rng.random((800, d))
+        y = np.sin(6 * X.sum(1))
+        Q = rng.random((200, d))
+        for offset in (1e8, -3e9):
+            for degree in (0, 1):
+                fits = [LocalPolynomialRegressor(degree=degree, bandwidth=0.05, algorithm=a).fit(X + offset, y).predict(Q + offset)
+                        for a in ("brute", "expansion")]
+                np.testing.assert_allclose(fits[1], fits[0], rtol=1e-10, atol=1e-10, err_msg=f"d={d} offset={offset} degree={degree}")

@@ -61,10 +61,14 @@ pub fn row_sq_norms<F: Real>(x: ArrayView2<F>) -> Vec<F> {
     x.rows().into_iter().map(|r| r.iter().fold(F::zero(), |s, &v| s + v * v)).collect()
 }
 
-/// Column means, summed in f64.
+/// Column means, summed in f64 (row by row: the rows are contiguous).
 pub fn column_means<F: Real>(x: ArrayView2<F>) -> Vec<F> {
+    let mut sum = vec![0.0f64; x.ncols()];
+    for row in x.rows() {
+        sum.iter_mut().zip(row).for_each(|(s, &v)| *s += v.f64());
+    }
     let n = x.nrows().max(1) as f64;
-    x.columns().into_iter().map(|c| F::of(c.iter().fold(0.0, |s, &v| s + v.f64()) / n)).collect()
+    sum.into_iter().map(|s| F::of(s / n)).collect()
 }
 
 /// Rows minus `centre`.
@@ -92,10 +96,16 @@ pub fn product_error<F: Real>(d: usize) -> F {
 /// (and their norms) to keep the error bound of [`product_error`].
 pub fn sq_dist_tile_gemm<F: Real>(q: ArrayView2<F>, qn: &[F], x: ArrayView2<F>, xn: &[F], mut out: ArrayViewMut2<F>) {
     general_mat_mul(F::of(-2.0), &q, &x.t(), F::zero(), &mut out);
+    let clamp = |t: F| if t > F::zero() { t } else { F::zero() };
     for (i, mut row) in out.rows_mut().into_iter().enumerate() {
         let a = qn[i];
-        for (v, &b) in row.iter_mut().zip(xn) {
-            *v = (*v + a + b).max(F::zero());
+        // On slices, with a plain select for the clamp, the loop vectorises reliably.
+        match row.as_slice_mut() {
+            Some(r) => {
+                let xn = &xn[..r.len()];
+                r.iter_mut().zip(xn).for_each(|(v, &b)| *v = clamp(*v + a + b))
+            }
+            None => row.iter_mut().zip(xn).for_each(|(v, &b)| *v = clamp(*v + a + b)),
         }
     }
 }
@@ -146,12 +156,35 @@ impl Scale {
 
     /// For the entries of some arrays (coordinates of several point sets, say).
     pub fn of_arrays<F: Real>(arrays: &[ArrayView2<F>]) -> Scale {
-        Scale::of_values(arrays.iter().flat_map(|a| a.iter().copied()))
+        let m = arrays
+            .iter()
+            .map(|a| match a.as_slice() {
+                Some(s) => Scale::max_abs(s),
+                None => a.rows().into_iter().map(|r| Scale::max_abs(&r.to_vec())).fold(0.0, f64::max),
+            })
+            .fold(0.0, f64::max);
+        Scale::for_max::<F>(m)
     }
 
+    /// The largest finite |v| (16 running maxima so that it vectorises; NaN is skipped by the
+    /// comparison, an infinity is returned as such and gives `Scale::ONE`).
+    fn max_abs<F: Real>(v: &[F]) -> f64 {
+        let mut acc = [F::zero(); 16];
+        let chunks = v.chunks_exact(16);
+        let tail = chunks.remainder().iter().fold(F::zero(), |m, &x| if x.abs() > m { x.abs() } else { m });
+        for c in chunks {
+            for l in 0..16 {
+                let a = c[l].abs();
+                acc[l] = if a > acc[l] { a } else { acc[l] };
+            }
+        }
+        acc.iter().fold(tail.f64(), |m, &a| m.max(a.f64()))
+    }
+
+    /// For some values (weights, a column of values: O(n), not hot).
     pub fn of_values<F: Real>(values: impl IntoIterator<Item = F>) -> Scale {
-        let m = values.into_iter().fold(0.0f64, |m, v| if v.is_finite() { m.max(v.f64().abs()) } else { m });
-        Scale::for_max::<F>(m)
+        let m = values.into_iter().fold(F::zero(), |m, v| if v.abs() > m { v.abs() } else { m });
+        Scale::for_max::<F>(m.f64())
     }
 
     pub fn is_one(self) -> bool {

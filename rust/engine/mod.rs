@@ -170,7 +170,14 @@ pub(crate) fn local_sums_scaled<F: Real>(pb: &Problem<F>, kernel: &Kernel, bw: &
         _ => Scale::of_arrays(&[pb.queries, pb.x]),
     };
     let weight_scale = pb.weights.map_or(Scale::ONE, |w| Scale::of_values(w.iter().copied()));
-    let value_scales: Vec<Scale> = pb.values.map_or_else(Vec::new, |v| v.columns().into_iter().map(|c| Scale::of_values(c.iter().copied())).collect());
+    let value_scales: Vec<Scale> = pb.values.map_or_else(Vec::new, |v| {
+        // Column maxima row by row (the rows are contiguous).
+        let mut top = vec![F::zero(); v.ncols()];
+        for row in v.rows() {
+            top.iter_mut().zip(row).for_each(|(t, &a)| *t = if a.abs() > *t { a.abs() } else { *t });
+        }
+        top.into_iter().map(|t| Scale::for_max::<F>(t.f64())).collect()
+    });
     if lengths.is_one() && weight_scale.is_one() && value_scales.iter().all(|s| s.is_one()) {
         return Ok((sums_in_range(pb, kernel, bw, opts)?, lengths));
     }

@@ -583,7 +583,7 @@ fn block<F: Real, K: TileKernel, const FMA: bool>(cx: &Ctx<'_, '_, F>, b0: usize
                         Some(h2) => KernelScale::PerColumn(&h2[t0..t0 + len]),
                         None => KernelScale::PerRow(&query_h2),
                     };
-                    refine_product(sv.view_mut(), &qn, xn, h2, &mut wa, |i, j| {
+                    refine_product(sv.view_mut(), &qn, xn, h2, |i, j| {
                         let q = pb.queries.row(blocks.original(b0 + i));
                         sq_euclidean_wide(q.as_slice().expect("C-contiguous queries"), pb.x.row(t0 + j).as_slice().expect("C-contiguous samples"))
                     });
@@ -728,45 +728,44 @@ const KERNEL_SLACK: f64 = 16.0;
 /// Check every entry of a tile of product-form squared distances (`tile[i][j]`, queries with
 /// centred squared norms `qn`, references `xn`) against its rounding bound, relative to the
 /// kernel's scale h²: `h2` holds it per query row (`PerRow`) or per reference (`PerColumn`).
-/// Entries that fail are replaced by `exact(i, j)` (direct differences). `excess` is scratch.
+/// Entries that fail are replaced by `exact(i, j)` (direct differences).
 #[inline(always)]
-fn refine_product<F: Real>(mut tile: ArrayViewMut2<F>, qn: &[F], xn: &[F], h2: KernelScale<'_, F>, excess: &mut [F], exact: impl Fn(usize, usize) -> F) {
+fn refine_product<F: Real>(mut tile: ArrayViewMut2<F>, qn: &[F], xn: &[F], h2: KernelScale<'_, F>, exact: impl Fn(usize, usize) -> F) {
     let slack = F::of(KERNEL_SLACK);
     let xn_max = lanes::max(xn);
     let h2_min = match h2 {
         KernelScale::PerColumn(c) => c.iter().fold(F::infinity(), |m, &v| if v < m { v } else { m }),
         KernelScale::PerRow(_) => F::zero(),
     };
-    let len = xn.len();
-    let excess = &mut excess[..len];
+    // How far an entry's bound exceeds what is accepted (positive: recompute).
+    let excess = |a: F, v: F, b: F, t: F| a + b - slack * if v > t { v } else { t };
     for (i, mut row) in tile.rows_mut().into_iter().enumerate() {
         let a = qn[i];
         let row = row.as_slice_mut().expect("contiguous scratch");
-        // How far each entry's bound exceeds what is accepted (positive: recompute), in two
-        // branch-free passes that vectorise; usually the whole row passes at once.
-        match h2 {
-            KernelScale::PerRow(r) => {
-                if a + xn_max <= slack * r[i] {
-                    continue;
-                }
-                for ((e, &v), &b) in excess.iter_mut().zip(&*row).zip(xn) {
-                    *e = a + b - slack * if v > r[i] { v } else { r[i] };
-                }
-            }
-            KernelScale::PerColumn(c) => {
-                if a + xn_max <= slack * h2_min {
-                    continue;
-                }
-                for (((e, &v), &b), &t) in excess.iter_mut().zip(&*row).zip(xn).zip(c) {
-                    *e = a + b - slack * if v > t { v } else { t };
-                }
-            }
-        }
-        if !(lanes::max(excess) > F::zero()) {
+        let t_row = match h2 {
+            KernelScale::PerRow(r) => r[i],
+            KernelScale::PerColumn(_) => h2_min,
+        };
+        // Usually the whole row passes at once: the bound is small against h².
+        if a + xn_max <= slack * t_row {
             continue;
         }
-        for (j, (v, &e)) in row.iter_mut().zip(&*excess).enumerate() {
-            if e > F::zero() {
+        // Else one read-only pass for the largest excess (vectorised), and a second one only
+        // where some entry needs it.
+        let worst = match h2 {
+            KernelScale::PerRow(r) => lanes::max_map(row, xn, |v, b| excess(a, v, b, r[i])),
+            // (An upper bound: the per-entry test below decides.)
+            KernelScale::PerColumn(c) => lanes::max_map(row, c, |v, t| excess(a, v, xn_max, t)),
+        };
+        if !(worst > F::zero()) {
+            continue;
+        }
+        for (j, v) in row.iter_mut().enumerate() {
+            let t = match h2 {
+                KernelScale::PerRow(r) => r[i],
+                KernelScale::PerColumn(c) => c[j],
+            };
+            if excess(a, *v, xn[j], t) > F::zero() {
                 *v = exact(i, j);
             }
         }

@@ -9,9 +9,11 @@
 //! the engine's working units, where they cannot overflow however large the coordinates.
 
 use crate::distance::{pow2, Scale};
-use crate::engine::{basis_degrees, kernel_matrix, local_sums_scaled, Bandwidth, Kernel, LocalSums, Neighborhood, Options, Problem};
+use crate::engine::{basis_degrees, fill_kernel_matrix, local_sums_scaled, validate_in_range, Bandwidth, Kernel, LocalSums, Neighborhood, Options, Problem};
 use crate::error::Result;
 use crate::kernel::Real;
+use crate::memory;
+use crate::parallel::Monitor;
 use ndarray::{Array2, ArrayView2};
 use rayon::prelude::*;
 
@@ -62,7 +64,7 @@ pub fn solve_in_place(a: &mut [f64], b: &mut [f64], n: usize, nrhs: usize) -> bo
 /// working units of `lengths` (β_a for a basis function of degree g is 2^(g·e) times the
 /// true one; β₀ is unit-free), and `singular[i]` whether the local design was singular (then
 /// β is NaN). `degrees[a]` is the degree of basis function a.
-fn coefficients<F: Real>(sums: &LocalSums<F>, lengths: Scale, degrees: &[usize], ridge: f64, rhs: Rhs) -> (Array2<f64>, Vec<bool>) {
+fn coefficients<F: Real>(sums: &LocalSums<F>, lengths: Scale, degrees: &[usize], ridge: f64, rhs: Rhs) -> Result<(Array2<f64>, Vec<bool>)> {
     let mom = sums.moments.as_ref().expect("engine called with a degree");
     let cross = sums.cross.as_ref().expect("engine called with a degree");
     let (m, nb, _) = mom.dim();
@@ -74,8 +76,8 @@ fn coefficients<F: Real>(sums: &LocalSums<F>, lengths: Scale, degrees: &[usize],
     // Row-major views (a copy only if some path ever produced another layout).
     let (mom, cross) = (mom.as_standard_layout(), cross.as_standard_layout());
     let (mom, cross) = (mom.as_slice().unwrap_or_default(), cross.as_slice().unwrap_or_default());
-    let mut beta = Array2::zeros((m, nb * nrhs));
-    let mut singular = vec![false; m];
+    let mut beta = memory::try_array("local coefficients", (m, nb * nrhs), 0.0)?;
+    let mut singular = memory::try_vec("singular mask", &[m], false)?;
     let rows = beta.as_slice_mut().unwrap_or_default().par_chunks_mut((nb * nrhs).max(1));
     rows.zip(singular.par_iter_mut()).enumerate().for_each_init(
         || (vec![0.0; nb * nb], vec![0; nb]),
@@ -118,7 +120,7 @@ fn coefficients<F: Real>(sums: &LocalSums<F>, lengths: Scale, degrees: &[usize],
             }
         },
     );
-    (beta, singular)
+    Ok((beta, singular))
 }
 
 #[derive(Copy, Clone)]
@@ -128,30 +130,41 @@ enum Rhs {
 }
 
 /// Local polynomial predictions (m × p) and the singular-design mask.
-pub fn predict<F: Real>(pb: &Problem<F>, kernel: &Kernel, bw: &Bandwidth<F>, degree: usize, ridge: f64, neighborhood: Neighborhood) -> Result<(Array2<F>, Vec<bool>)> {
-    let opts = Options { degree: Some(degree), neighborhood, ..Options::default() };
+#[allow(clippy::too_many_arguments)]
+pub fn predict<F: Real>(
+    pb: &Problem<F>, kernel: &Kernel, bw: &Bandwidth<F>, degree: usize, ridge: f64, neighborhood: Neighborhood, mon: &Monitor,
+) -> Result<(Array2<F>, Vec<bool>)> {
+    let opts = Options { degree: Some(degree), neighborhood, monitor: mon.clone(), ..Options::default() };
     let (sums, lengths) = local_sums_scaled(pb, kernel, bw, &opts)?;
     let p = sums.num.ncols();
-    let (beta, singular) = coefficients(&sums, lengths, &basis_degrees(pb.x.ncols(), degree), ridge, Rhs::Values);
-    let pred = Array2::from_shape_fn((beta.nrows(), p), |(i, c)| F::of(beta[(i, c)]));
+    let (beta, singular) = coefficients(&sums, lengths, &basis_degrees(pb.x.ncols(), degree), ridge, Rhs::Values)?;
+    let mut pred = memory::try_array("predictions", (beta.nrows(), p), F::zero())?;
+    pred.indexed_iter_mut().for_each(|((i, c), v)| *v = F::of(beta[(i, c)]));
     Ok((pred, singular))
 }
 
-/// The equivalent kernel ℓ (m × n): ŷ(q) = Σᵢ ℓᵢ(q) yᵢ for any y. Dense by nature.
+/// The equivalent kernel ℓ (m × n): ŷ(q) = Σᵢ ℓᵢ(q) yᵢ for any y. Dense by nature; the
+/// m × n output is allocated before any work.
 #[allow(clippy::too_many_arguments)]
 pub fn equivalent_kernel<F: Real>(
     q: ArrayView2<F>, x: ArrayView2<F>, kernel: &Kernel, bw: &Bandwidth<F>, degree: usize, ridge: f64, neighborhood: Neighborhood,
+    mon: &Monitor,
 ) -> Result<(Array2<F>, Vec<bool>)> {
     let pb = Problem { queries: q, x, values: None, weights: None };
-    let opts = Options { degree: Some(degree), neighborhood, ..Options::default() };
+    let opts = Options { degree: Some(degree), neighborhood, monitor: mon.clone(), ..Options::default() };
+    validate_in_range(&pb, kernel, bw, &opts)?;
+    let mut ell = memory::try_array("equivalent kernel", (q.nrows(), x.nrows()), F::zero())?;
     let (sums, lengths) = local_sums_scaled(&pb, kernel, bw, &opts)?;
-    let (a, singular) = coefficients(&sums, lengths, &basis_degrees(x.ncols(), degree), ridge, Rhs::FirstUnit);
+    let (a, singular) = coefficients(&sums, lengths, &basis_degrees(x.ncols(), degree), ridge, Rhs::FirstUnit)?;
     let shift: Vec<F> = sums.log_scale.to_vec();
-    let mut ell = kernel_matrix(q, x, kernel, bw, Some(&shift))?;
+    fill_kernel_matrix(ell.view_mut(), q, x, kernel, bw, Some(&shift), mon)?;
     let d = x.ncols();
     // δ = x − q in the coefficients' working units.
     let delta = |j: usize, i: usize, k: usize| (lengths.down(x[(j, k)]) - lengths.down(q[(i, k)])).f64();
     ell.axis_iter_mut(ndarray::Axis(0)).into_par_iter().enumerate().for_each(|(i, mut row)| {
+        if mon.stopped() {
+            return;
+        }
         let ai = a.row(i);
         for (j, v) in row.iter_mut().enumerate() {
             // aᵀφ(xⱼ − q) with φ = [1, δ, δδᵀ upper]
@@ -172,5 +185,6 @@ pub fn equivalent_kernel<F: Real>(
             *v = F::of(v.f64() * s);
         }
     });
+    mon.check()?;
     Ok((ell, singular))
 }

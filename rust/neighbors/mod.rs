@@ -1,6 +1,8 @@
 //! Exact neighbour search: a kd-tree for low dimensions, tiled brute force for high ones,
 //! and an `auto` rule between them. Results are sorted by (distance, index), which makes
-//! them deterministic and independent of the thread count.
+//! them deterministic and independent of the thread count. Outputs are allocated fallibly
+//! (`OutOfMemory` rather than an abort when m × k or the radius lists do not fit) and the
+//! loops poll the run's `Monitor` per query or tile.
 //!
 //! Exact means: the neighbours and distances that direct differences Σ (q_k − x_k)² give.
 //! The brute force in high dimensions screens candidates with the matrix-product form on
@@ -12,6 +14,8 @@ pub mod kdtree;
 use crate::distance::{centred, column_means, product_error, row_sq_norms, sq_dist_tile_gemm, sq_euclidean, sq_euclidean_wide, Scale, GEMM_MIN_DIM};
 use crate::error::{LocalizationError, Result};
 use crate::kernel::Real;
+use crate::memory;
+use crate::parallel::Monitor;
 use ndarray::{s, Array2, ArrayView2};
 use rayon::prelude::*;
 pub use kdtree::{chunked_order, radius_leaves, BallSums, KdTree};
@@ -34,11 +38,21 @@ impl Algorithm {
     }
 }
 
-/// Neighbour lists: `indices[i]`, `distances[i]` (Euclidean, not squared) for query i.
+/// Neighbour lists of m queries in one flat (CSR) layout: query i's neighbours are
+/// `indices[offsets[i]..offsets[i + 1]]` at `distances[..]` (Euclidean, not squared).
 #[derive(Clone, Debug, Default)]
 pub struct Neighbors<F> {
-    pub indices: Vec<Vec<usize>>,
-    pub distances: Vec<Vec<F>>,
+    pub indices: Vec<usize>,
+    pub distances: Vec<F>,
+    pub offsets: Vec<usize>,
+}
+
+impl<F> Neighbors<F> {
+    /// (indices, distances) of query i.
+    pub fn row(&self, i: usize) -> (&[usize], &[F]) {
+        let (a, b) = (self.offsets[i], self.offsets[i + 1]);
+        (&self.indices[a..b], &self.distances[a..b])
+    }
 }
 
 /// A fitted search structure over the reference rows, in working units `lengths`
@@ -65,7 +79,7 @@ struct Brute<F> {
 }
 
 impl<F: Real> Index<F> {
-    pub fn build(x: ArrayView2<F>, algorithm: Algorithm, leaf_size: usize) -> Result<Self> {
+    pub fn build(x: ArrayView2<F>, algorithm: Algorithm, leaf_size: usize, mon: &Monitor) -> Result<Self> {
         if x.nrows() == 0 {
             return Err(LocalizationError::EmptyInput { name: "X" });
         }
@@ -77,7 +91,7 @@ impl<F: Real> Index<F> {
         let lengths = Scale::of_arrays(&[x]);
         let x = lengths.down_array(x);
         let inner = if use_tree {
-            Inner::Tree(KdTree::build(x.view(), leaf_size)?)
+            Inner::Tree(KdTree::build(x.view(), leaf_size, mon)?)
         } else {
             let x = x.as_standard_layout().into_owned();
             let (centre, centred, norms) = if x.ncols() >= GEMM_MIN_DIM {
@@ -112,12 +126,13 @@ impl<F: Real> Index<F> {
     /// Distances of the working space back to the caller's units; an error if some cannot be
     /// represented (queries so far from the fitted rows that their distances overflow).
     fn to_caller_units(&self, mut nb: Neighbors<F>) -> Result<Neighbors<F>> {
-        for row in nb.distances.iter_mut() {
-            for v in row.iter_mut() {
-                *v = self.lengths.up(*v);
-                if !v.is_finite() {
-                    return Err(LocalizationError::param("X", "distances between these queries and the fitted samples overflow the floating-point type"));
-                }
+        if self.lengths.is_one() {
+            return Ok(nb);
+        }
+        for v in nb.distances.iter_mut() {
+            *v = self.lengths.up(*v);
+            if !v.is_finite() {
+                return Err(LocalizationError::param("X", "distances between these queries and the fitted samples overflow the floating-point type"));
             }
         }
         Ok(nb)
@@ -133,8 +148,9 @@ impl<F: Real> Index<F> {
         Ok(())
     }
 
-    /// The k nearest references of every query row, ascending.
-    pub fn knn(&self, q: ArrayView2<F>, k: usize) -> Result<Neighbors<F>> {
+    /// The k nearest references of every query row, ascending. The m × k output is
+    /// allocated before the search.
+    pub fn knn(&self, q: ArrayView2<F>, k: usize, mon: &Monitor) -> Result<Neighbors<F>> {
         self.check_query(&q)?;
         if k == 0 || k > self.n_samples() {
             return Err(LocalizationError::param(
@@ -142,82 +158,144 @@ impl<F: Real> Index<F> {
                 format!("must be in [1, n_samples_fit = {}], got {k}", self.n_samples()),
             ));
         }
+        let m = q.nrows();
+        let mut indices = memory::try_vec("neighbor indices", &[m, k], 0usize)?;
+        let mut distances = memory::try_vec("neighbor distances", &[m, k], F::zero())?;
         let q = self.lengths.down_array(q);
         let q = q.view();
-        let rows: Vec<(Vec<usize>, Vec<F>)> = match &self.inner {
-            Inner::Tree(t) => (0..q.nrows()).into_par_iter().map(|i| t.knn(q.row(i).as_slice().expect("row-major (checked on entry)"), k)).collect(),
-            Inner::Brute(b) => brute_knn(q, b, k),
-        };
-        self.to_caller_units(unzip(rows))
-    }
-
-    /// All references within distance `r` (inclusive) of each query row, ascending.
-    pub fn radius(&self, q: ArrayView2<F>, r: F) -> Result<Neighbors<F>> {
-        self.check_query(&q)?;
-        if !(r >= F::zero()) || !r.is_finite() {
-            return Err(LocalizationError::param("radius", "must be a finite non-negative number"));
+        match &self.inner {
+            Inner::Tree(t) => indices.par_chunks_mut(k).zip(distances.par_chunks_mut(k)).enumerate().for_each(|(i, (ind, dist))| {
+                if mon.stopped() {
+                    return;
+                }
+                let (a, b) = t.knn(q.row(i).as_slice().expect("row-major (checked on entry)"), k);
+                ind.copy_from_slice(&a);
+                dist.copy_from_slice(&b);
+            }),
+            Inner::Brute(b) => brute_knn(q, b, k, &mut indices, &mut distances, mon),
         }
-        let (q, r) = (self.lengths.down_array(q), self.lengths.down(r));
+        mon.check()?;
+        self.to_caller_units(Neighbors { indices, distances, offsets: (0..=m).map(|i| i * k).collect() })
+    }
+
+    /// All references within distance r (inclusive) of each query row, ascending. `radii`
+    /// holds one r for every query or a single r for all; r = +∞ returns every reference.
+    /// The lists grow fallibly, a block of queries at a time, so memory holds the output plus
+    /// one block's lists.
+    pub fn radius(&self, q: ArrayView2<F>, radii: &[F], mon: &Monitor) -> Result<Neighbors<F>> {
+        self.check_query(&q)?;
+        if radii.len() != 1 && radii.len() != q.nrows() {
+            return Err(LocalizationError::shape("radius", format!("1 or {} values (one per query)", q.nrows()), radii.len()));
+        }
+        if radii.iter().any(|r| !(*r >= F::zero())) {
+            return Err(LocalizationError::param("radius", "must be non-negative (+inf allowed), not NaN"));
+        }
+        let q = self.lengths.down_array(q);
         let q = q.view();
-        let r2 = r * r;
-        let rows: Vec<(Vec<usize>, Vec<F>)> = match &self.inner {
-            Inner::Tree(t) => (0..q.nrows())
-                .into_par_iter()
-                .map(|i| {
-                    let mut hits = Vec::new();
-                    t.within(q.row(i).as_slice().expect("row-major (checked on entry)"), r2, &mut hits);
-                    sorted(hits)
-                })
-                .collect(),
-            Inner::Brute(Brute { x, .. }) => (0..q.nrows())
-                .into_par_iter()
-                .map(|i| {
-                    let qi = q.row(i);
-                    let qs = qi.as_slice().expect("row-major (checked on entry)");
-                    let hits = x
-                        .rows()
-                        .into_iter()
-                        .enumerate()
-                        .filter_map(|(j, xr)| {
-                            let d2 = sq_euclidean(qs, xr.as_slice().expect("row-major (checked on entry)"));
-                            (d2 <= r2).then_some((d2, j))
-                        })
-                        .collect();
-                    sorted(hits)
-                })
-                .collect(),
+        let r2_of = |i: usize| {
+            let r = self.lengths.down(radii[if radii.len() == 1 { 0 } else { i }]);
+            r * r
         };
-        self.to_caller_units(unzip(rows))
+        let m = q.nrows();
+        let mut out = Neighbors { indices: Vec::new(), distances: Vec::new(), offsets: Vec::with_capacity(m + 1) };
+        out.offsets.push(0);
+        let block = (64 * rayon::current_num_threads()).max(1024);
+        for b0 in (0..m).step_by(block) {
+            mon.check()?;
+            let rows: Vec<Vec<(F, usize)>> = (b0..(b0 + block).min(m))
+                .into_par_iter()
+                .map(|i| {
+                    let (qs, r2) = (q.row(i), r2_of(i));
+                    let qs = qs.as_slice().expect("row-major (checked on entry)");
+                    let mut hits = Hits::default();
+                    match &self.inner {
+                        Inner::Tree(t) => {
+                            let order = t.order();
+                            t.visit_within(qs, r2, &mut |pos, d2| hits.push(d2, order[pos]));
+                        }
+                        Inner::Brute(Brute { x, .. }) => {
+                            for (j, xr) in x.rows().into_iter().enumerate() {
+                                let d2 = sq_euclidean(qs, xr.as_slice().expect("row-major (checked on entry)"));
+                                if d2 <= r2 {
+                                    hits.push(d2, j);
+                                }
+                            }
+                        }
+                    }
+                    let mut hits = hits.finish()?;
+                    hits.sort_unstable_by(by_distance_then_index);
+                    Ok(hits)
+                })
+                .collect::<Result<_>>()?;
+            let added: usize = rows.iter().map(Vec::len).sum();
+            // The total is known only at the end: report what the queries so far found.
+            let (pairs, done) = (out.indices.len() + added, (b0 + block).min(m));
+            let so_far = |_| LocalizationError::OutOfMemory {
+                name: "radius neighbors",
+                what: format!("{pairs} (index, distance) pairs, found by the first {done} of {m} queries,"),
+                bytes: pairs as u128 * (8 + std::mem::size_of::<F>()) as u128,
+            };
+            memory::try_grow(&mut out.indices, added, "radius neighbors").map_err(so_far)?;
+            memory::try_grow(&mut out.distances, added, "radius neighbors").map_err(so_far)?;
+            for hits in rows {
+                out.indices.extend(hits.iter().map(|h| h.1));
+                out.distances.extend(hits.iter().map(|h| h.0.sqrt()));
+                out.offsets.push(out.indices.len());
+            }
+        }
+        self.to_caller_units(out)
     }
 }
 
-fn unzip<F: Real>(rows: Vec<(Vec<usize>, Vec<F>)>) -> Neighbors<F> {
-    let (indices, distances) = rows.into_iter().unzip();
-    Neighbors { indices, distances }
+/// One query's (d², index) hits, grown fallibly: a query may see every reference.
+#[derive(Default)]
+struct Hits<F> {
+    hits: Vec<(F, usize)>,
+    failed: bool,
 }
 
-/// Sort (squared distance, index) pairs and return (indices, distances).
-pub(crate) fn sorted<F: Real>(mut hits: Vec<(F, usize)>) -> (Vec<usize>, Vec<F>) {
-    hits.sort_unstable_by(|a, b| a.0.partial_cmp(&b.0).unwrap_or(std::cmp::Ordering::Equal).then(a.1.cmp(&b.1)));
-    hits.into_iter().map(|(d2, j)| (j, d2.sqrt())).unzip()
+impl<F> Hits<F> {
+    #[inline]
+    fn push(&mut self, d2: F, j: usize) {
+        if self.failed {
+            return;
+        }
+        if self.hits.len() == self.hits.capacity() && self.hits.try_reserve(self.hits.len().max(16)).is_err() {
+            self.failed = true;
+            return;
+        }
+        self.hits.push((d2, j));
+    }
+
+    fn finish(self) -> Result<Vec<(F, usize)>> {
+        if self.failed {
+            return Err(memory::out_of_memory::<(F, usize)>("radius neighbors of one query", &[2 * self.hits.len()]));
+        }
+        Ok(self.hits)
+    }
 }
+
+/// The order of (squared distance, index) pairs: nearest first, ties by index.
+fn by_distance_then_index<F: Real>(a: &(F, usize), b: &(F, usize)) -> std::cmp::Ordering {
+    a.0.partial_cmp(&b.0).unwrap_or(std::cmp::Ordering::Equal).then(a.1.cmp(&b.1))
+}
+
 
 const QUERY_BLOCK: usize = 64;
 const REF_TILE: usize = 512;
 
-/// Tiled brute-force kNN. In high dimensions the squared distances of a query block against a
-/// reference tile come from one matrix product on centred rows; an entry is a candidate when
-/// its lower bound (the product minus its rounding bound) is within the query's current k-th
-/// distance, and candidates are ranked by direct differences. So the result is the one direct
-/// differences give, at the cost of the product plus about k direct differences per query.
-fn brute_knn<F: Real>(q: ArrayView2<F>, b: &Brute<F>, k: usize) -> Vec<(Vec<usize>, Vec<F>)> {
+/// Tiled brute-force kNN into the m × k outputs. In high dimensions the squared distances of
+/// a query block against a reference tile come from one matrix product on centred rows; an
+/// entry is a candidate when its lower bound (the product minus its rounding bound) is within
+/// the query's current k-th distance, and candidates are ranked by direct differences. So the
+/// result is the one direct differences give, at the cost of the product plus about k direct
+/// differences per query. Polls `mon` per tile (the caller checks it afterwards).
+fn brute_knn<F: Real>(q: ArrayView2<F>, b: &Brute<F>, k: usize, indices: &mut [usize], distances: &mut [F], mon: &Monitor) {
     let (n, d) = b.x.dim();
     let x = b.x.view();
     let c = product_error::<F>(d);
-    let blocks: Vec<usize> = (0..q.nrows()).step_by(QUERY_BLOCK).collect();
-    blocks
-        .into_par_iter()
-        .flat_map_iter(|b0| {
+    indices.par_chunks_mut(QUERY_BLOCK * k).zip(distances.par_chunks_mut(QUERY_BLOCK * k)).enumerate().for_each(|(blk, (ind, dist))| {
+            let b0 = blk * QUERY_BLOCK;
             let b1 = (b0 + QUERY_BLOCK).min(q.nrows());
             let qb = q.slice(s![b0..b1, ..]);
             let qc = b.centred.as_ref().map(|_| centred(qb, &b.centre));
@@ -227,6 +305,9 @@ fn brute_knn<F: Real>(q: ArrayView2<F>, b: &Brute<F>, k: usize) -> Vec<(Vec<usiz
             let mut pending: Vec<(F, F, usize)> = Vec::with_capacity(REF_TILE);
             let mut scratch: Vec<F> = Vec::with_capacity(REF_TILE + k);
             for t0 in (0..n).step_by(REF_TILE) {
+                if mon.stopped() {
+                    return;
+                }
                 let t1 = (t0 + REF_TILE).min(n);
                 let mut tv = tile.slice_mut(s![.., 0..t1 - t0]);
                 match (&qc, &b.centred) {
@@ -276,9 +357,13 @@ fn brute_knn<F: Real>(q: ArrayView2<F>, b: &Brute<F>, k: usize) -> Vec<(Vec<usiz
                     }
                 }
             }
-            best.into_iter().map(Best::into_sorted).collect::<Vec<_>>()
-        })
-        .collect()
+            for (i, best) in best.into_iter().enumerate() {
+                for (j, (d2, idx)) in best.into_sorted().into_iter().enumerate() {
+                    ind[i * k + j] = idx;
+                    dist[i * k + j] = d2.sqrt();
+                }
+            }
+        });
 }
 
 /// The k best (squared distance, index) pairs seen so far, ties broken by index.
@@ -314,18 +399,18 @@ impl<F: Real> Best<F> {
         }
     }
 
-    /// The k nearest, ascending: (indices, distances).
-    fn into_sorted(mut self) -> (Vec<usize>, Vec<F>) {
+    /// The k nearest (squared distance, index) pairs, ascending.
+    fn into_sorted(mut self) -> Vec<(F, usize)> {
         if self.cand.len() > self.k {
             self.prune();
         }
-        sorted(self.cand)
+        self.cand.sort_unstable_by(by_distance_then_index);
+        self.cand
     }
 
     /// Keep the k smallest by (d², index) and tighten the bound.
     fn prune(&mut self) {
-        let key = |a: &(F, usize), b: &(F, usize)| a.0.partial_cmp(&b.0).unwrap_or(std::cmp::Ordering::Equal).then(a.1.cmp(&b.1));
-        self.cand.select_nth_unstable_by(self.k - 1, key);
+        self.cand.select_nth_unstable_by(self.k - 1, by_distance_then_index);
         self.cand.truncate(self.k);
         self.worst = self.cand.iter().fold(F::neg_infinity(), |m, c| m.max(c.0));
     }
@@ -368,27 +453,33 @@ mod tests {
                 let q = data(&mut rng, 90, d, false);
                 let want = naive(&q, &x, 9);
                 for alg in [Algorithm::KdTree, Algorithm::Brute, Algorithm::Auto] {
-                    let idx = Index::build(x.view(), alg, 16).unwrap();
-                    let got = idx.knn(q.view(), 9).unwrap();
-                    assert_eq!(got.indices, want, "d={d} dup={dup} {alg:?}");
+                    let idx = Index::build(x.view(), alg, 16, &Monitor::default()).unwrap();
+                    let mon = Monitor::default();
+                    let got = idx.knn(q.view(), 9, &mon).unwrap();
+                    let got_rows: Vec<Vec<usize>> = (0..q.nrows()).map(|i| got.row(i).0.to_vec()).collect();
+                    assert_eq!(got_rows, want, "d={d} dup={dup} {alg:?}");
                     // f32 too: same neighbours up to ties in rounding, so compare distances
                     let x32 = x.mapv(|v| v as f32);
                     let q32 = q.mapv(|v| v as f32);
-                    let got32 = Index::build(x32.view(), alg, 16).unwrap().knn(q32.view(), 9).unwrap();
-                    for (a, b) in got32.distances.iter().zip(&got.distances) {
-                        for (u, v) in a.iter().zip(b) {
-                            assert!((*u as f64 - v).abs() < 1e-5);
-                        }
+                    let got32 = Index::build(x32.view(), alg, 16, &mon).unwrap().knn(q32.view(), 9, &mon).unwrap();
+                    for (u, v) in got32.distances.iter().zip(&got.distances) {
+                        assert!((*u as f64 - v).abs() < 1e-5);
                     }
-                    let rad = idx.radius(q.view(), 0.3).unwrap();
+                    let rad = idx.radius(q.view(), &[0.3], &mon).unwrap();
+                    // Per-query radii, 0 and +∞ among them.
+                    let radii: Vec<f64> = (0..q.nrows()).map(|i| [0.0, 0.1, 0.45, f64::INFINITY][i % 4]).collect();
+                    let each = idx.radius(q.view(), &radii, &mon).unwrap();
                     for (i, qr) in q.rows().into_iter().enumerate() {
-                        let mut w: Vec<usize> = (0..x.nrows())
-                            .filter(|&j| sq_euclidean(qr.as_slice().unwrap(), x.row(j).as_slice().unwrap()) <= 0.09)
-                            .collect();
-                        let mut g = rad.indices[i].clone();
-                        w.sort();
+                        let within = |r: f64| -> Vec<usize> {
+                            (0..x.nrows()).filter(|&j| sq_euclidean(qr.as_slice().unwrap(), x.row(j).as_slice().unwrap()) <= r * r).collect()
+                        };
+                        let mut g = rad.row(i).0.to_vec();
                         g.sort();
-                        assert_eq!(g, w);
+                        assert_eq!(g, within(0.3));
+                        let mut g = each.row(i).0.to_vec();
+                        g.sort();
+                        assert_eq!(g, within(radii[i]));
+                        assert!(each.row(i).1.windows(2).all(|w| w[0] <= w[1]));
                     }
                 }
             }
@@ -410,11 +501,13 @@ mod tests {
                 // case 2: queries far from every sample.
                 let q = Array2::from_shape_fn((40, d), |(i, k)| at(i, k) + if case == 2 { 1e4 } else { 0.0 } + 0.01 * rng.random::<f64>());
                 let want = naive(&q, &x, 7);
-                let idx = Index::build(x.view(), Algorithm::Brute, 16).unwrap();
-                let got = idx.knn(q.view(), 7).unwrap();
-                assert_eq!(got.indices, want, "d={d} case {case}");
-                for (i, row) in got.distances.iter().enumerate() {
-                    for (&dist, &j) in row.iter().zip(&want[i]) {
+                let mon = Monitor::default();
+                let idx = Index::build(x.view(), Algorithm::Brute, 16, &mon).unwrap();
+                let got = idx.knn(q.view(), 7, &mon).unwrap();
+                let rows = |nb: &Neighbors<f64>| (0..q.nrows()).map(|i| nb.row(i).0.to_vec()).collect::<Vec<_>>();
+                assert_eq!(rows(&got), want, "d={d} case {case}");
+                for i in 0..q.nrows() {
+                    for (&dist, &j) in got.row(i).1.iter().zip(&want[i]) {
                         assert_eq!(dist, sq_euclidean_wide(q.row(i).as_slice().unwrap(), x.row(j).as_slice().unwrap()).sqrt());
                     }
                 }
@@ -423,12 +516,21 @@ mod tests {
                     let f = 2f64.powi(e);
                     let (xs, qs) = (x.mapv(|v| v * f), q.mapv(|v| v * f));
                     for alg in [Algorithm::Brute, Algorithm::KdTree] {
-                        let s = Index::build(xs.view(), alg, 16).unwrap().knn(qs.view(), 7).unwrap();
-                        assert_eq!(s.indices, want, "d={d} case {case} 2^{e} {alg:?}");
+                        let s = Index::build(xs.view(), alg, 16, &mon).unwrap().knn(qs.view(), 7, &mon).unwrap();
+                        assert_eq!(rows(&s), want, "d={d} case {case} 2^{e} {alg:?}");
                         if alg == Algorithm::Brute {
-                            let scaled: Vec<Vec<f64>> = got.distances.iter().map(|r| r.iter().map(|v| v * f).collect()).collect();
+                            let scaled: Vec<f64> = got.distances.iter().map(|v| v * f).collect();
                             assert_eq!(s.distances, scaled);
                         }
+                        // Radius queries at that scale: the same sets, distances scaled back.
+                        // (A hair above the 7th distance: the radius search sums in another order.)
+                        let r = got.row(0).1[6] * (1.0 + 1e-10);
+                        let near = Index::build(xs.view(), alg, 16, &mon).unwrap().radius(qs.view(), &[r * f], &mon).unwrap();
+                        let mut g = near.row(0).0.to_vec();
+                        g.sort();
+                        let mut w = want[0].clone();
+                        w.sort();
+                        assert_eq!(g, w, "radius d={d} case {case} 2^{e} {alg:?}");
                     }
                 }
             }
@@ -438,11 +540,16 @@ mod tests {
     #[test]
     fn bad_k_is_an_error() {
         let x = Array2::<f64>::zeros((5, 2));
-        let idx = Index::build(x.view(), Algorithm::Auto, 16).unwrap();
-        assert!(idx.knn(x.view(), 0).is_err());
-        assert!(idx.knn(x.view(), 6).is_err());
-        assert!(idx.knn(Array2::<f64>::zeros((2, 3)).view(), 1).is_err());
-        assert!(Index::build(Array2::<f64>::zeros((0, 2)).view(), Algorithm::Auto, 16).is_err());
+        let mon = Monitor::default();
+        let idx = Index::build(x.view(), Algorithm::Auto, 16, &mon).unwrap();
+        assert!(idx.knn(x.view(), 0, &mon).is_err());
+        assert!(idx.knn(x.view(), 6, &mon).is_err());
+        assert!(idx.knn(Array2::<f64>::zeros((2, 3)).view(), 1, &mon).is_err());
+        assert!(Index::build(Array2::<f64>::zeros((0, 2)).view(), Algorithm::Auto, 16, &mon).is_err());
+        assert!(idx.radius(x.view(), &[f64::NAN], &mon).is_err());
+        assert!(idx.radius(x.view(), &[-1.0], &mon).is_err());
+        assert!(idx.radius(x.view(), &[1.0, 2.0], &mon).is_err());
+        assert_eq!(idx.radius(x.view(), &[f64::INFINITY], &mon).unwrap().row(0).0.len(), 5);
     }
 
     #[test]
@@ -450,7 +557,7 @@ mod tests {
         let mut rng = StdRng::seed_from_u64(4);
         for (d, radius, max_size) in [(1, 0.05, 1000), (2, 0.2, 1000), (2, 10.0, 37), (3, 0.0, 5)] {
             let x = data(&mut rng, 900, d, true);
-            let (order, starts) = radius_leaves(x.view(), radius, max_size);
+            let (order, starts) = radius_leaves(x.view(), radius, max_size, &Monitor::default()).unwrap();
             let mut seen = order.clone();
             seen.sort_unstable();
             assert_eq!(seen, (0..900).collect::<Vec<_>>());

@@ -2,6 +2,8 @@
 
 import time
 
+import numpy as np
+
 
 def best_time(fn, repeat=3):
     """Best wall time of `repeat` runs (the machines are shared: the minimum is the least noisy)."""
@@ -16,3 +18,15 @@ def best_time(fn, repeat=3):
 
 def report(name, ours, peer, peer_name):
     print(f"{name:<46} ours {ours:9.4f} s   {peer_name} {peer:9.4f} s   ratio {peer / ours:7.1f}x")
+
+
+def fashion_mnist(n):
+    """Up to n Fashion-MNIST training images (float32 rows in [0, 1], d = 784) when the full
+    files are found (``LOCALIZATION_DATA``), else the 2,000 shipped test images; and the source."""
+    from localization.datasets import load_fashion_mnist
+
+    try:
+        X, _, source = load_fashion_mnist("train", n=n, return_source=True)
+    except FileNotFoundError:
+        X, _, source = load_fashion_mnist("test", n=n, return_source=True)
+    return np.ascontiguousarray(X), source

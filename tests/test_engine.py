@@ -139,12 +139,26 @@ def test_kernel_objects_pickle():
 
 @pytest.mark.parametrize("kernel", ["gaussian", "tricube", "knn"])
 def test_identity_13_normalised_laplacian_kills_constants(rng, kernel):
-    """L̃ = I − K̃ with K̃ = D⁻¹K row-stochastic: L̃·1 = 0, through the engine and the dense matrix."""
-    X = rng.random((120, 3))
-    ones = np.ones(120)
-    np.testing.assert_allclose(ones - local_mean(X, X, ones, kernel=kernel, bandwidth=0.6, n_neighbors=7), 0.0, atol=1e-14)
+    """L̃ = I − K̃ with K̃ = D⁻¹K row-stochastic: L̃·1 = 0, with K̃ and K as the library computes them."""
+    from sklearn.neighbors import NearestNeighbors as SkNearestNeighbors
+
     from localization import kernel_matrix
 
-    K = kernel_matrix(X, X, kernel=kernel, bandwidth=0.6, n_neighbors=7)
-    L = np.eye(120) - K / K.sum(1, keepdims=True)
-    np.testing.assert_allclose(L @ ones, 0.0, atol=1e-14)
+    X = rng.random((120, 3))
+    kw = dict(kernel=kernel, bandwidth=0.6, n_neighbors=7)
+    ones = np.ones(120)
+    np.testing.assert_allclose(ones - local_mean(X, X, ones, **kw), 0.0, atol=1e-14)
+    # K̃ from the engine: its rows are the local means of the unit vectors.
+    Kt = local_mean(X, X, np.eye(120), **kw)
+    np.testing.assert_allclose((np.eye(120) - Kt) @ ones, 0.0, atol=1e-14)
+    # The dense kernel matrix is the definition, and K̃ is it with rows normalised.
+    D = np.sqrt(((X[:, None] - X[None]) ** 2).sum(-1))
+    if kernel == "knn":
+        ind = SkNearestNeighbors(n_neighbors=7).fit(X).kneighbors(X, return_distance=False)
+        want = np.zeros((120, 120))
+        np.put_along_axis(want, ind, 1.0, axis=1)
+    else:
+        want = profile(kernel, D / 0.6)
+    K = kernel_matrix(X, X, **kw)
+    np.testing.assert_allclose(K, want, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(Kt, want / want.sum(1, keepdims=True), rtol=1e-12, atol=1e-15)

@@ -308,7 +308,7 @@ def step_reference(Q, X, q, h):
     return np.array(out)
 
 
-@pytest.mark.parametrize("q", [0, 1, 2])
+@pytest.mark.parametrize("q", [0, 1, 2, 3])
 def test_pc_shift_identity_9(q):
     X = np.random.default_rng(3).standard_normal((200, 3)) * [1.0, 0.5, 0.2]
     Q = np.random.default_rng(4).standard_normal((25, 3))
@@ -316,7 +316,7 @@ def test_pc_shift_identity_9(q):
     np.testing.assert_allclose(got, step_reference(Q, X, q, 0.8), atol=1e-10)
     if q == 0:
         np.testing.assert_allclose(got, local_mean(Q, X, bandwidth=0.8) - Q, atol=1e-12)
-    if q == 3:
+    if q == 3:  # P = I: every direction is projected out
         np.testing.assert_allclose(got, 0.0, atol=1e-12)
 
 

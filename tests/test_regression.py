@@ -68,9 +68,13 @@ def test_series_expansion_agrees_with_direct_sums(rng, d, h):
 def test_series_expansion_at_extreme_bandwidths():
     X = np.array([[1e6], [-1e6], [0.5], [3.0]])
     y = np.array([1.0, 2.0, 3.0, 5.0])
-    for h, degree in [(1e300, 1), (1e100, 2), (1e-100, 0)]:
-        fits = [LocalPolynomialRegressor(degree=degree, bandwidth=h, algorithm=a).fit(X, y).predict(X) for a in ("brute", "expansion")]
-        np.testing.assert_allclose(fits[1], fits[0], rtol=1e-12)
+    # A bandwidth far beyond the data weighs every sample alike: the local fit is the global
+    # least-squares polynomial. A tiny one sees the nearest sample only.
+    global_fit = lambda degree: np.polyval(np.polyfit(X[:, 0], y, degree), X[:, 0])  # noqa: E731
+    for h, degree, want in [(1e300, 1, global_fit(1)), (1e100, 2, global_fit(2)), (1e-100, 0, y)]:
+        for algorithm in ("brute", "expansion"):
+            fit = LocalPolynomialRegressor(degree=degree, bandwidth=h, algorithm=algorithm).fit(X, y).predict(X)
+            np.testing.assert_allclose(fit, want, rtol=1e-9, err_msg=f"h={h} degree={degree} {algorithm}")
     with pytest.raises(ValueError, match="bandwidth"):
         local_mean(X, X, y, bandwidth=1e-200, algorithm="expansion")
 
@@ -184,6 +188,44 @@ def test_multi_output(rng):
     Y = rng.random((100, 3))
     for est in [LocalMeanRegressor(bandwidth=0.3), LocalPolynomialRegressor(bandwidth=0.3)]:
         assert est.fit(X, Y).predict(X[:4]).shape == (4, 3)
+
+
+def test_local_model_weights_are_the_kernel_values(rng):
+    """SPEC: each local fit uses the weights K(x*, xᵢ) themselves. A penalised estimator tells
+    K from K / max K: its penalty is balanced against Σ K·loss."""
+    from sklearn.linear_model import Ridge
+
+    X = rng.random((60, 2))
+    y = np.sin(4 * X[:, 0]) + X[:, 1]
+    Q = rng.random((7, 2)) + 0.5  # partly outside the data: max K well below 1
+    w = rng.random(60) + 0.5
+    got = LocalModel(Ridge(alpha=1.0), bandwidth=0.2).fit(X, y, sample_weight=w).predict(Q)
+    D2 = ((Q[:, None] - X[None]) ** 2).sum(-1)
+    K = np.exp(-D2 / (2 * 0.2**2)) * w
+    want = [Ridge(alpha=1.0).fit(X, y, sample_weight=k).predict(q[None])[0] for k, q in zip(K, Q)]
+    np.testing.assert_allclose(got, want, rtol=1e-10)
+
+
+def test_local_model_streams_the_kernel_by_query_blocks(rng, monkeypatch):
+    import localization.regression as regression
+    from localization.engine import BoundKernel
+
+    X = rng.random((50, 2))
+    y = X[:, 0] - X[:, 1]
+    Q = rng.random((23, 2))
+    whole = LocalModel(LinearRegression(), bandwidth=0.3).fit(X, y).predict(Q)
+    rows = []
+    matrix = BoundKernel.matrix
+
+    def spy(self, Q, n_jobs=None):
+        rows.append(len(Q))
+        return matrix(self, Q, n_jobs=n_jobs)
+
+    monkeypatch.setattr(BoundKernel, "matrix", spy)
+    monkeypatch.setattr(regression, "_BLOCK_VALUES", 5 * 50)  # five queries' weights at a time
+    blocked = LocalModel(LinearRegression(), bandwidth=0.3).fit(X, y).predict(Q)
+    assert rows == [5, 5, 5, 5, 3]
+    np.testing.assert_array_equal(blocked, whole)
 
 
 @pytest.mark.parametrize("k", [1, 4, 10])

@@ -76,10 +76,15 @@ def test_identity12_products_of_row_stochastic_kernels():
     X = rng.normal(size=(40, 3))
     Q = rng.normal(size=(7, 3))
     V = rng.normal(size=(40, 2))
-    K1 = kernel_matrix(Q, X, bandwidth=0.8)
-    K2 = kernel_matrix(X, X, kernel="epanechnikov", bandwidth=2.5)
-    T1 = K1 / K1.sum(1, keepdims=True)
-    T2 = K2 / K2.sum(1, keepdims=True)
+    # K̃ as the engine computes it (the local means of the unit vectors), checked against the
+    # kernels' definitions; then the identity on those matrices.
+    T1 = local_mean(Q, X, np.eye(40), bandwidth=0.8)
+    T2 = local_mean(X, X, np.eye(40), kernel="epanechnikov", bandwidth=2.5)
+    D1, D2 = np.linalg.norm(Q[:, None] - X[None], axis=2), np.linalg.norm(X[:, None] - X[None], axis=2)
+    K1, K2 = np.exp(-0.5 * (D1 / 0.8) ** 2), np.clip(1 - (D2 / 2.5) ** 2, 0, None)
+    np.testing.assert_allclose(kernel_matrix(Q, X, bandwidth=0.8), K1, rtol=1e-12)
+    np.testing.assert_allclose(T1, K1 / K1.sum(1, keepdims=True), rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(T2, K2 / K2.sum(1, keepdims=True), rtol=1e-12, atol=1e-15)
     np.testing.assert_allclose((T1 @ T2).sum(1), 1.0, rtol=0, atol=1e-12)
     assert np.all(T1 @ T2 >= 0)
     # Two layers of local means = one local mean with the composed kernel T1·T2.

@@ -136,8 +136,14 @@ def get_bin_seeds(X, bin_size, min_bin_freq=1):
             stacklevel=2,
         )
         return X
-    # scikit-learn scales the bin indices in float32 arithmetic; the same values here.
-    return seeds.astype(np.float32) * np.float32(bin_size)
+    # scikit-learn scales the bin indices in float32 arithmetic; the same values here, unless
+    # the bin size or the seeds leave float32's range (where scikit-learn's seeds are inf or 0).
+    with np.errstate(over="ignore", invalid="ignore"):
+        b32 = np.float32(bin_size)
+        out = seeds.astype(np.float32) * b32
+    if np.isfinite(b32) and b32 >= np.finfo(np.float32).tiny and np.all(np.isfinite(out)):
+        return out
+    return seeds * bin_size
 
 
 def _progress_bar(enabled, desc, unit="it"):
@@ -169,17 +175,21 @@ def _nearest(centres, P, n_jobs):
     P = np.ascontiguousarray(P)
     if len(centres) <= 64:
         # Few centres: blocked direct distances beat an index (ties go to the lower index).
+        # Coordinates are taken relative to a power of two near their largest magnitude (exact),
+        # so the squares neither overflow nor underflow at any scale.
         ind = np.empty(len(P), dtype=np.int64)
         dist = np.empty(len(P), dtype=np.float64)
-        c64 = centres.astype(np.float64)
+        top = max(np.max(np.abs(centres), initial=0.0), np.max(np.abs(P), initial=0.0))
+        e = int(np.frexp(top)[1]) if top > 0 else 0
+        c64 = np.ldexp(centres.astype(np.float64), -e)
         for a in range(0, len(P), 65536):
-            block = P[a : a + 65536].astype(np.float64)
+            block = np.ldexp(P[a : a + 65536].astype(np.float64), -e)
             d2 = np.zeros((len(block), len(c64)))
             for k in range(P.shape[1]):
                 d2 += (block[:, k, None] - c64[None, :, k]) ** 2
             j = np.argmin(d2, axis=1)
             ind[a : a + len(block)] = j
-            dist[a : a + len(block)] = np.sqrt(d2[np.arange(len(block)), j])
+            dist[a : a + len(block)] = np.ldexp(np.sqrt(d2[np.arange(len(block)), j]), e)
         return ind, dist
     index = _core.NeighborIndex(centres, "auto", 30)
     dist, ind = index.knn(P, 1, n_jobs)
@@ -276,7 +286,10 @@ class MeanShift(ClusterMixin, BaseEstimator):
     seed_modes_ : ndarray of shape (n_seeds, n_features)
         Where each seed stopped.
     seed_n_iter_, seed_converged_, seed_support_ : ndarray of shape (n_seeds,)
-        Per seed: iterations, whether it met ``tol``, and Σ K w at its last window.
+        Per seed: iterations, whether it met ``tol``, and Σ K w at its last window (with sample
+        weights far outside the floating range's middle — beyond ~1e±77 in float64, ~4e±9 in
+        float32 — up to a common power of two, so that the order of the seeds, by which modes
+        are merged, stays exact).
     trajectories_ : list of ndarray, only with ``return_trajectories``
         Per seed, the positions it visited (start first).
     algorithm_ : str

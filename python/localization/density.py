@@ -79,14 +79,18 @@ class KernelDensity(LocalEstimator):
         Q = self._query(X)
         w = self.sample_weight_
         d = Q.shape[1]
-        weights = w
+        weights, log_unit = w, 0.0
         if bk.sample_h is not None:
-            hw = bk.sample_h.astype(np.float64) ** (-d)
+            # wᵢ·hᵢ^(−d) overflows or underflows for extreme h: take it relative to its largest
+            # value and put that back in the log domain.
+            log_hw = -d * np.log(bk.sample_h.astype(np.float64))
+            log_unit = float(log_hw.max())
+            hw = np.exp(log_hw - log_unit)
             weights = (hw if w is None else w * hw).astype(Q.dtype)
         _, den, log_scale, _, _ = bk.sums(Q, None, weights, algorithm=self.algorithm, n_jobs=self.n_jobs)
-        total = len(self.X_fit_) if w is None else float(np.sum(w, dtype=np.float64))
+        log_total = np.log(len(self.X_fit_)) if w is None else _log_sum(w)
         with np.errstate(divide="ignore"):
-            out = np.log(den.astype(np.float64)) + log_scale - np.log(total) - self._log_norm - bk.log_bandwidth_volume
+            out = np.log(den.astype(np.float64)) + log_scale + log_unit - log_total - self._log_norm - bk.log_bandwidth_volume
         if isinstance(self.kernel_.bandwidth, Balloon):
             out -= d * np.log(bk.query_bandwidth(bk._scale(Q)).astype(np.float64))
         return out
@@ -119,7 +123,8 @@ class KernelDensity(LocalEstimator):
         _, den, ls, _, _ = _core.local_sums(Qs, bk.Xs, None, kernel=name, **kw)
         num = num.astype(np.float64) - Qs.astype(np.float64) * sden.astype(np.float64)[:, None]
         with np.errstate(invalid="ignore", divide="ignore"):
-            g = c * num * np.exp(sls - ls)[:, None] / (bk.h**2 * den.astype(np.float64)[:, None])
+            # Divided by h twice: h² alone overflows or underflows for extreme scales.
+            g = c * num * np.exp(sls - ls)[:, None] / den.astype(np.float64)[:, None] / bk.h / bk.h
         g[~(den > 0)] = np.nan
         if bk.feature_scale is not None:
             g /= bk.feature_scale
@@ -156,13 +161,29 @@ class KernelDensity(LocalEstimator):
         if self.sample_weight_ is None:
             idx = (u * n).astype(np.int64)
         else:
-            cumulative = np.cumsum(self.sample_weight_, dtype=np.float64)
+            # scikit-learn's draws; the weights scaled exactly so their running sum cannot overflow.
+            cumulative = np.cumsum(_relative(self.sample_weight_))
             idx = np.minimum(np.searchsorted(cumulative, u * cumulative[-1]), n - 1)
         draws = _radial_draws(canonical_name(self.kernel_.name), d, n_samples, rng)
         scale = bk.h if bk.sample_h is None else bk.sample_h[idx].astype(np.float64)[:, None]
         if bk.feature_scale is not None:
             scale = scale * bk.feature_scale
         return X[idx].astype(np.float64) + draws * scale
+
+
+def _relative(w):
+    """w · 2^−e in float64 with the largest near 1: the same ratios exactly (weights only matter
+    relatively), and a running sum that cannot overflow."""
+    w = np.asarray(w, dtype=np.float64)
+    return np.ldexp(w, -int(np.frexp(w.max())[1]))
+
+
+def _log_sum(w):
+    """log Σ wᵢ, right even where the sum overflows or the weights are subnormal."""
+    w = np.asarray(w, dtype=np.float64)
+    m = w.max()
+    e = np.frexp(m)[1]
+    return float(np.log(np.sum(np.ldexp(w, -e))) + e * np.log(2.0))
 
 
 def _radial_draws(name, d, n, rng):

@@ -16,6 +16,9 @@ from .engine import check_algorithm, ratio
 
 SINGULAR = "a singular local design (too few samples in the window for the polynomial basis, or none)"
 
+# LocalModel computes kernel weights for blocks of queries holding at most this many values.
+_BLOCK_VALUES = 1 << 22
+
 
 def _fit_xy(est, X, y):
     X, y = validate_data(est, X, y, dtype=FLOAT_DTYPES, order="C", multi_output=True, y_numeric=True, densify=True)
@@ -129,7 +132,8 @@ class LocalMeanRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator):
         if np.any(~(den != 0)):
             return np.inf
         resid = num / den[:, None] - self.y_fit_
-        w = np.ones(len(resid)) if self.sample_weight_ is None else self.sample_weight_
+        # Relative weights: their sum may overflow (only ratios matter to the average).
+        w = np.ones(len(resid)) if self.sample_weight_ is None else self.sample_weight_ / self.sample_weight_.max()
         return float(np.average(np.sum(resid.astype(np.float64) ** 2, axis=1), weights=w))
 
     def loo_predict(self):
@@ -244,10 +248,16 @@ class LocalModel(MultiOutputMixin, LocalEstimator):
     """The localization trick for any scikit-learn estimator (SPEC §2).
 
     For every query x*, a clone of ``estimator`` is fitted with ``sample_weight`` equal to
-    K(x*, xᵢ) (optionally on the ``n_neighbors`` heaviest samples only) and predicts at x*.
-    Localizing a constant model gives the local mean, ``LinearRegression`` gives local
-    linear regression, ``LogisticRegression`` a local classifier. This is the general,
-    slow path: one fit per query (in parallel threads).
+    K(x*, xᵢ) (times the fit's own sample weights; optionally on the ``n_neighbors``
+    heaviest samples only) and predicts at x*. The weights are the kernel values themselves,
+    not rescaled: an estimator with a penalty (``Ridge``, ``LogisticRegression``) balances it
+    against Σᵢ K(x*, xᵢ)·loss exactly as written. Localizing a constant model gives the local
+    mean, ``LinearRegression`` gives local linear regression, ``LogisticRegression`` a local
+    classifier. This is the general, slow path: one fit per query (in parallel threads).
+
+    Memory: the kernel weights are computed for blocks of queries of at most 2²² values
+    (32 MB) at a time — never the whole n_queries × n_samples matrix — plus what the
+    estimator's fits allocate (one copy of the weighted samples per running thread).
 
     Parameters
     ----------
@@ -303,7 +313,7 @@ class LocalModel(MultiOutputMixin, LocalEstimator):
             return None
         if is_classifier(self.estimator_) and len(np.unique(y[idx])) == 1:
             return y[idx[0]]
-        est = clone(self.estimator_).fit(self.X_fit_[idx], y[idx], sample_weight=w[idx] / w[idx].max())
+        est = clone(self.estimator_).fit(self.X_fit_[idx], y[idx], sample_weight=w[idx])
         return est.predict(x[None, :])[0]
 
     def predict(self, X):
@@ -311,11 +321,16 @@ class LocalModel(MultiOutputMixin, LocalEstimator):
         from joblib import Parallel, delayed
 
         Q = self._query(X)
-        K = self._bound().matrix(Q, n_jobs=self.n_jobs).astype(np.float64)
-        if self.sample_weight_ is not None:
-            K *= self.sample_weight_
+        bk = self._bound()
+        block = max(1, _BLOCK_VALUES // len(self.X_fit_))
         n_jobs = _core.effective_n_jobs(self.n_jobs)
-        preds = Parallel(n_jobs=n_jobs, prefer="threads")(delayed(self._predict_one)(K[i], Q[i]) for i in range(len(Q)))
+        preds = []
+        with Parallel(n_jobs=n_jobs, prefer="threads") as parallel:
+            for a in range(0, len(Q), block):
+                K = bk.matrix(Q[a : a + block], n_jobs=self.n_jobs).astype(np.float64)
+                if self.sample_weight_ is not None:
+                    K *= self.sample_weight_
+                preds.extend(parallel(delayed(self._predict_one)(K[i], Q[a + i]) for i in range(len(K))))
         empty = np.array([p is None for p in preds])
         warn_zero_weight(empty)
         shape = np.shape(self.y_fit_[0])

@@ -1,8 +1,15 @@
 //! Local polynomial regression from the engine's design moments (SPEC §3):
 //! per query solve (ΦᵀWΦ + λI) β = ΦᵀWy and predict β₀; and the equivalent kernel ℓ(x*)
 //! with ŷ(x*) = Σᵢ ℓᵢ(x*) yᵢ.
+//!
+//! The moments of degree g scale like length^g: with the data at 1e10, or a bandwidth of
+//! 1e-3, the raw system mixes entries 1e40 apart and a pivot test relative to its largest
+//! entry calls it singular. Each system is therefore equilibrated (rows and columns scaled by
+//! powers of two to unit diagonal, exactly) before it is solved, and the moments are taken in
+//! the engine's working units, where they cannot overflow however large the coordinates.
 
-use crate::engine::{fill_kernel_matrix, local_sums, validate, Bandwidth, Kernel, LocalSums, Neighborhood, Options, Problem};
+use crate::distance::{pow2, Scale};
+use crate::engine::{basis_degrees, fill_kernel_matrix, local_sums_scaled, validate_in_range, Bandwidth, Kernel, LocalSums, Neighborhood, Options, Problem};
 use crate::error::Result;
 use crate::kernel::Real;
 use crate::memory;
@@ -53,9 +60,11 @@ pub fn solve_in_place(a: &mut [f64], b: &mut [f64], n: usize, nrhs: usize) -> bo
     true
 }
 
-/// Per-query local polynomial coefficients: row i holds β (D × nrhs, row-major) and
-/// `singular[i]` whether the local design was singular (then β is NaN).
-fn coefficients<F: Real>(sums: &LocalSums<F>, ridge: f64, rhs: Rhs) -> Result<(Array2<f64>, Vec<bool>)> {
+/// Per-query local polynomial coefficients: row i holds β (D × nrhs, row-major) in the
+/// working units of `lengths` (β_a for a basis function of degree g is 2^(g·e) times the
+/// true one; β₀ is unit-free), and `singular[i]` whether the local design was singular (then
+/// β is NaN). `degrees[a]` is the degree of basis function a.
+fn coefficients<F: Real>(sums: &LocalSums<F>, lengths: Scale, degrees: &[usize], ridge: f64, rhs: Rhs) -> Result<(Array2<f64>, Vec<bool>)> {
     let mom = sums.moments.as_ref().expect("engine called with a degree");
     let cross = sums.cross.as_ref().expect("engine called with a degree");
     let (m, nb, _) = mom.dim();
@@ -71,23 +80,43 @@ fn coefficients<F: Real>(sums: &LocalSums<F>, ridge: f64, rhs: Rhs) -> Result<(A
     let mut singular = memory::try_vec("singular mask", &[m], false)?;
     let rows = beta.as_slice_mut().unwrap_or_default().par_chunks_mut((nb * nrhs).max(1));
     rows.zip(singular.par_iter_mut()).enumerate().for_each_init(
-        || vec![0.0; nb * nb],
-        |a, (i, (b, singular))| {
+        || (vec![0.0; nb * nb], vec![0; nb]),
+        |(a, eq), (i, (b, singular))| {
             for (x, v) in a.iter_mut().zip(&mom[i * nb * nb..]) {
                 *x = v.f64();
             }
             if ridge > 0.0 {
-                // The moments are scaled by exp(−log_scale); so is the ridge.
+                // The moments are scaled by exp(−log_scale), and a moment of degree g by
+                // 2^(−g·e) per factor: so is the ridge on each diagonal entry.
                 let r = ridge * (-sums.log_scale[i].f64()).exp();
-                (0..nb).for_each(|k| a[k * nb + k] += r);
+                (0..nb).for_each(|k| a[k * nb + k] += pow2(r, -2 * lengths.exponent() * degrees[k] as i32));
             }
             match rhs {
                 Rhs::Values => b.iter_mut().zip(&cross[i * nb * p..]).for_each(|(x, v)| *x = v.f64()),
                 Rhs::FirstUnit => b.iter_mut().enumerate().for_each(|(k, x)| *x = if k == 0 { 1.0 } else { 0.0 }),
             }
+            // Equilibrate: A ← DAD, b ← Db with D = diag(2^−e_k), 2^e_k ≈ √A_kk; then β = D·y.
+            for (k, e) in eq.iter_mut().enumerate() {
+                let akk = a[k * nb + k];
+                *e = if akk > 0.0 && akk.is_finite() { (0.5 * akk.log2()).round() as i32 } else { 0 };
+            }
+            for r in 0..nb {
+                for c in 0..nb {
+                    a[r * nb + c] = pow2(a[r * nb + c], -eq[r] - eq[c]);
+                }
+                for c in 0..nrhs {
+                    b[r * nrhs + c] = pow2(b[r * nrhs + c], -eq[r]);
+                }
+            }
             *singular = !(sums.den[i] > F::zero() && solve_in_place(a, b, nb, nrhs));
             if *singular {
                 b.fill(f64::NAN);
+            } else {
+                for r in 0..nb {
+                    for c in 0..nrhs {
+                        b[r * nrhs + c] = pow2(b[r * nrhs + c], -eq[r]);
+                    }
+                }
             }
         },
     );
@@ -106,9 +135,9 @@ pub fn predict<F: Real>(
     pb: &Problem<F>, kernel: &Kernel, bw: &Bandwidth<F>, degree: usize, ridge: f64, neighborhood: Neighborhood, mon: &Monitor,
 ) -> Result<(Array2<F>, Vec<bool>)> {
     let opts = Options { degree: Some(degree), neighborhood, monitor: mon.clone(), ..Options::default() };
-    let sums = local_sums(pb, kernel, bw, &opts)?;
+    let (sums, lengths) = local_sums_scaled(pb, kernel, bw, &opts)?;
     let p = sums.num.ncols();
-    let (beta, singular) = coefficients(&sums, ridge, Rhs::Values)?;
+    let (beta, singular) = coefficients(&sums, lengths, &basis_degrees(pb.x.ncols(), degree), ridge, Rhs::Values)?;
     let mut pred = memory::try_array("predictions", (beta.nrows(), p), F::zero())?;
     pred.indexed_iter_mut().for_each(|((i, c), v)| *v = F::of(beta[(i, c)]));
     Ok((pred, singular))
@@ -123,13 +152,15 @@ pub fn equivalent_kernel<F: Real>(
 ) -> Result<(Array2<F>, Vec<bool>)> {
     let pb = Problem { queries: q, x, values: None, weights: None };
     let opts = Options { degree: Some(degree), neighborhood, monitor: mon.clone(), ..Options::default() };
-    validate(&pb, kernel, bw, &opts)?;
+    validate_in_range(&pb, kernel, bw, &opts)?;
     let mut ell = memory::try_array("equivalent kernel", (q.nrows(), x.nrows()), F::zero())?;
-    let sums = local_sums(&pb, kernel, bw, &opts)?;
-    let (a, singular) = coefficients(&sums, ridge, Rhs::FirstUnit)?;
+    let (sums, lengths) = local_sums_scaled(&pb, kernel, bw, &opts)?;
+    let (a, singular) = coefficients(&sums, lengths, &basis_degrees(x.ncols(), degree), ridge, Rhs::FirstUnit)?;
     let shift: Vec<F> = sums.log_scale.to_vec();
     fill_kernel_matrix(ell.view_mut(), q, x, kernel, bw, Some(&shift), mon)?;
     let d = x.ncols();
+    // δ = x − q in the coefficients' working units.
+    let delta = |j: usize, i: usize, k: usize| (lengths.down(x[(j, k)]) - lengths.down(q[(i, k)])).f64();
     ell.axis_iter_mut(ndarray::Axis(0)).into_par_iter().enumerate().for_each(|(i, mut row)| {
         if mon.stopped() {
             return;
@@ -141,11 +172,11 @@ pub fn equivalent_kernel<F: Real>(
             if degree >= 1 {
                 let mut at = 1 + d;
                 for k in 0..d {
-                    let dk = (x[(j, k)] - q[(i, k)]).f64();
+                    let dk = delta(j, i, k);
                     s += ai[1 + k] * dk;
                     if degree >= 2 {
                         for l in k..d {
-                            s += ai[at] * dk * (x[(j, l)] - q[(i, l)]).f64();
+                            s += ai[at] * dk * delta(j, i, l);
                             at += 1;
                         }
                     }

@@ -17,8 +17,12 @@
 //! iterations through the engine. Every loop polls the run's `Monitor` (Ctrl-C) and reports
 //! its progress there (finished seeds, or iterations); trajectories and histories grow
 //! fallibly (`OutOfMemory`, not an abort, when they do not fit).
+//!
+//! Coordinates far from 1 (with the bandwidth alike) and extreme sample weights are moved
+//! into the floating range's middle by exact powers of two (`distance::Scale`) and the
+//! results moved back: mean shift is invariant to both.
 
-use crate::distance::{sq_euclidean, GEMM_MIN_DIM};
+use crate::distance::{pow2, sq_euclidean, Scale, GEMM_MIN_DIM};
 use crate::engine::{local_sums, Bandwidth, Kernel, Options, Problem};
 use crate::error::{LocalizationError, Result};
 use crate::kernel::{dispatch_profile, Profile, ProfileFn, Real};
@@ -63,7 +67,10 @@ impl Params {
 #[derive(Clone, Debug)]
 pub struct Shifted<F> {
     pub modes: Array2<F>,
-    /// Σ K w at the last position a mean was taken from (scikit-learn's "intensity").
+    /// Σ K w at the last position a mean was taken from (scikit-learn's "intensity"). With
+    /// sample weights far outside the floating range's middle, in the units of the weights
+    /// scaled into it by a common power of two: their order, which merging uses, is kept
+    /// where the true sums would overflow or lose their bits to underflow.
     pub support: Vec<f64>,
     /// Completed iterations per seed (scikit-learn's count: the first mean is iteration 0).
     pub n_iter: Vec<usize>,
@@ -196,6 +203,32 @@ pub fn uses_tree(profile: Profile, d: usize) -> bool {
 pub fn shift_seeds<F: Real>(x: ArrayView2<F>, w: Option<ArrayView1<F>>, seeds: ArrayView2<F>, p: &Params, mon: &Monitor) -> Result<Shifted<F>> {
     p.validate()?;
     check_data(x, w, seeds)?;
+    let lengths = Scale::of_arrays(&[x, seeds]);
+    let weights = w.map_or(Scale::ONE, |w| Scale::of_values(w.iter().copied()));
+    if lengths.is_one() && weights.is_one() {
+        return shift_in_range(x, w, seeds, p, mon);
+    }
+    let (xs, ss) = (lengths.down_array(x), lengths.down_array(seeds));
+    let ws = w.map(|w| w.mapv(|v| weights.down(v)));
+    let ps = Params { bandwidth: lengths.down(p.bandwidth), ..p.clone() };
+    let mut out = shift_in_range(xs.view(), ws.as_ref().map(|w| w.view()), ss.view(), &ps, mon)?;
+    out.modes.mapv_inplace(|v| lengths.up(v));
+    out.trajectories.iter_mut().flatten().for_each(|v| *v = lengths.up(*v));
+    Ok(out)
+}
+
+/// 1/h² must exist in F for the kernel to resolve the points (scaled coordinates are of order
+/// one, so this bounds h against the data's extent).
+fn check_reach<F: Real>(h: f64) -> Result<()> {
+    let h = F::of(h);
+    if !(F::one() / (h * h)).is_finite() {
+        return Err(LocalizationError::param("bandwidth", "is too small against the coordinates: 1/h² overflows the floating-point type"));
+    }
+    Ok(())
+}
+
+fn shift_in_range<F: Real>(x: ArrayView2<F>, w: Option<ArrayView1<F>>, seeds: ArrayView2<F>, p: &Params, mon: &Monitor) -> Result<Shifted<F>> {
+    check_reach::<F>(p.bandwidth)?;
     if uses_tree(p.profile, x.ncols()) {
         tree_shift(x, w, seeds, p, mon)
     } else {
@@ -336,6 +369,8 @@ fn move_towards<F: Real>(mut x: ndarray::ArrayViewMut1<F>, num: ndarray::ArrayVi
 /// replaced by its weighted centroid carrying the cell's total weight.
 pub struct Grid<F> {
     pub centroids: Array2<F>,
+    /// Cell weights; sample weights far outside the floating range's middle are first scaled
+    /// by a common power of two (mean shift only sees their ratios).
     pub weights: Vec<F>,
     /// Cell (row of `centroids`) of each data point.
     pub point_cell: Vec<u32>,
@@ -406,9 +441,10 @@ impl<F: Real> Grid<F> {
         let m = n_cells as usize;
         let mut wsum = vec![0.0f64; m];
         let mut xsum = vec![0.0f64; m * d];
+        let wscale = w.map_or(Scale::ONE, |w| Scale::of_values(w.iter().copied()));
         for i in 0..n {
             let c = point_cell[i] as usize;
-            let wi = w.map_or(1.0, |w| w[i].f64());
+            let wi = w.map_or(1.0, |w| pow2(w[i].f64(), -wscale.exponent()));
             wsum[c] += wi;
             for k in 0..d {
                 xsum[c * d + k] += wi * x[(i, k)].f64();
@@ -445,7 +481,8 @@ pub fn grid_shift<F: Real>(grid: &Grid<F>, seeds: ArrayView2<F>, p: &Params, mon
     shift_seeds(grid.centroids.view(), Some(w), seeds, &flat, mon)
 }
 
-/// Whole-data iterations: result positions, per-point Σ K w at the end, iterations, converged.
+/// Whole-data iterations: result positions, per-point Σ K w at the end (scaled like
+/// `Shifted::support`), iterations, converged.
 pub struct Diffused<F> {
     pub positions: Array2<F>,
     pub support: Vec<f64>,
@@ -461,6 +498,22 @@ pub struct Diffused<F> {
 pub fn diffuse<F: Real>(x: ArrayView2<F>, w: Option<ArrayView1<F>>, p: &Params, blurring: bool, mon: &Monitor) -> Result<Diffused<F>> {
     p.validate()?;
     check_data(x, w, x)?;
+    let lengths = Scale::of_arrays(&[x]);
+    let weights = w.map_or(Scale::ONE, |w| Scale::of_values(w.iter().copied()));
+    if lengths.is_one() && weights.is_one() {
+        return diffuse_in_range(x, w, p, blurring, mon);
+    }
+    let xs = lengths.down_array(x);
+    let ws = w.map(|w| w.mapv(|v| weights.down(v)));
+    let ps = Params { bandwidth: lengths.down(p.bandwidth), ..p.clone() };
+    let mut out = diffuse_in_range(xs.view(), ws.as_ref().map(|w| w.view()), &ps, blurring, mon)?;
+    out.positions.mapv_inplace(|v| lengths.up(v));
+    out.history.iter_mut().for_each(|h| h.mapv_inplace(|v| lengths.up(v)));
+    Ok(out)
+}
+
+fn diffuse_in_range<F: Real>(x: ArrayView2<F>, w: Option<ArrayView1<F>>, p: &Params, blurring: bool, mon: &Monitor) -> Result<Diffused<F>> {
+    check_reach::<F>(p.bandwidth)?;
     let n = x.nrows();
     let kernel = Kernel::Radial(p.profile);
     let bw = Bandwidth::Scalar(F::of(p.bandwidth));
@@ -533,11 +586,14 @@ pub fn merge_modes<F: Real>(centres: ArrayView2<F>, support: &[f64], valid: &[bo
         reps.push(i);
     }
     reps.sort_by(|&a, &b| support[b].total_cmp(&support[a]).then(lex(b, a)));
-    let r2 = radius * radius;
+    // Squared distances in a scaled space, where they cannot overflow.
+    let lengths = Scale::of_arrays(&[centres]);
+    let r = lengths.down(radius);
+    let r2 = r * r;
     let mut kept: Vec<usize> = Vec::new();
     let mut kept_rows: Vec<Vec<F>> = Vec::new();
     for &i in &reps {
-        let row = centres.row(i).to_vec();
+        let row: Vec<F> = centres.row(i).iter().map(|&v| lengths.down(v)).collect();
         if kept_rows.iter().all(|c| sq_euclidean(c, &row).f64() > r2) {
             kept.push(i);
             kept_rows.push(row);

@@ -17,8 +17,12 @@
 //!   (i itself included): O(N·k·d) and O(N·k²) time, nothing N×N.
 //!
 //! Ties in the arg-min go to the smallest index (so duplicated samples merge instead of
-//! each staying a root), and results do not depend on the thread count.
+//! each staying a root), and results do not depend on the thread count. The arg-min is
+//! invariant to scaling the distances with the bandwidth, and the weights, by a power of two:
+//! extreme ones are brought into the floating range's middle first (`distance::Scale`), so
+//! that squared distances and weighted costs neither overflow nor underflow.
 
+use crate::distance::Scale;
 use crate::error::{LocalizationError, Result};
 use crate::kernel::{dispatch_profile, Profile, ProfileFn, Real};
 use crate::memory;
@@ -67,6 +71,13 @@ fn check_bandwidth(h: f64) -> Result<()> {
     Ok(())
 }
 
+/// Sample weights scaled into the comfortable range (None when they already are).
+fn scaled_weights(w: Option<&[f64]>) -> Option<Vec<f64>> {
+    let w = w?;
+    let s = Scale::of_values(w.iter().copied());
+    (!s.is_one()).then(|| w.iter().map(|&v| s.down(v)).collect())
+}
+
 // Rows of kernel weights per product: large enough that each packed panel of D∘D is reused.
 const ROW_BLOCK: usize = 256;
 // Columns per product, so that Ctrl-C is seen between products even for large N.
@@ -84,6 +95,12 @@ pub fn dense_step<F: Real>(d: ArrayView2<F>, profile: Profile, h: f64, weights: 
     }
     check_bandwidth(h)?;
     check_weights(weights, n)?;
+    let lengths = Scale::of_arrays(&[d]);
+    let d = lengths.down_array(d);
+    let d = d.view();
+    let h = lengths.down(h);
+    let sw = scaled_weights(weights);
+    let weights = sw.as_deref().or(weights);
     // B[k, j] = D[j, k]², stored row-major so the product packs it with sequential reads.
     let mut d2t = memory::try_array("squared distance matrix", (n, n), F::zero())?;
     for (j, row) in d.rows().into_iter().enumerate() {
@@ -153,6 +170,13 @@ pub fn knn_step_euclidean<F: Real>(
     if dist.len() != n * k {
         return Err(LocalizationError::shape("distances", format!("{} values", n * k), dist.len()));
     }
+    let lengths = Scale::of_arrays(&[x]);
+    let x = lengths.down_array(x);
+    let x = x.view();
+    let h = lengths.down(h);
+    let dist: Vec<F> = dist.iter().map(|&v| lengths.down(v)).collect();
+    let sw = scaled_weights(weights);
+    let weights = sw.as_deref().or(weights);
     (0..n)
         .into_par_iter()
         .map(|i| {
@@ -202,6 +226,12 @@ pub fn knn_step_precomputed<F: Real>(
     }
     check_neighbors(n, idx, k)?;
     check_bandwidth(h)?;
+    let lengths = Scale::of_arrays(&[dm]);
+    let dm = lengths.down_array(dm);
+    let dm = dm.view();
+    let h = lengths.down(h);
+    let sw = scaled_weights(weights);
+    let weights = sw.as_deref().or(weights);
     (0..n)
         .into_par_iter()
         .map(|i| {

@@ -5,8 +5,11 @@
 //! Optionally both the density and the search are restricted to a box [`Window`] on some
 //! features: scikit-image's `quickshift` sums its Gaussian and looks for parents only within
 //! ±⌈3σ⌉ pixels in row and column, which is this window on the two position features.
+//!
+//! Coordinates far from 1 are searched in an exactly rescaled space (`distance::Scale`), with
+//! the bandwidth, `max_dist` and the window's half-width alike.
 
-use crate::distance::sq_euclidean;
+use crate::distance::{sq_euclidean, Scale};
 use crate::error::{LocalizationError, Result};
 use crate::kernel::{dispatch_profile, Profile, ProfileFn, Real};
 use crate::neighbors::KdTree;
@@ -30,6 +33,11 @@ impl Window {
             return Err(LocalizationError::param("window", "must be a non-negative number"));
         }
         Ok(())
+    }
+
+    /// The window in the working units of `lengths` (its half-width is a length).
+    fn scaled(&self, lengths: Scale) -> Window {
+        Window { features: self.features.clone(), half_width: lengths.down(self.half_width) }
     }
 }
 
@@ -102,9 +110,14 @@ pub fn windowed_density<F: Real>(
     if weights.is_some_and(|w| w.len() != n) {
         return Err(LocalizationError::shape("sample_weight", format!("{n} values"), weights.map_or(0, |w| w.len())));
     }
-    let index = WindowIndex::build(x, window, mon)?;
+    // Distances over the bandwidth are scale free: far-from-1 coordinates are rescaled exactly.
+    let lengths = Scale::of_arrays(&[x]);
+    let x = lengths.down_array(x);
+    let window = window.scaled(lengths);
+    let index = WindowIndex::build(x.view(), &window, mon)?;
     let w: Option<Vec<f64>> = weights.map(|w| index.tree.order().iter().map(|&j| w[j]).collect());
-    let inv_h2 = 1.0 / (bandwidth * bandwidth);
+    let h = lengths.down(bandwidth);
+    let inv_h2 = 1.0 / (h * h);
     dispatch_profile!(profile, P, window_sums::<F, P>(&index, inv_h2, w.as_deref()))
 }
 
@@ -144,15 +157,18 @@ pub fn link<F: Real>(
     if !(max_dist >= 0.0) {
         return Err(LocalizationError::param("max_dist", "must be non-negative"));
     }
+    let lengths = Scale::of_arrays(&[x]);
+    let x = lengths.down_array(x);
     let x = x.as_standard_layout();
-    let r = F::of(max_dist);
+    let window = window.map(|w| w.scaled(lengths));
+    let r = F::of(lengths.down(max_dist));
     let r2 = if r.is_finite() { r * r } else { F::infinity() };
     let consider = |i: usize, j: usize, d2: F, best: &mut (usize, F)| {
         if above(log_density, j, i) && (d2 < best.1 || (d2 == best.1 && j < best.0)) {
             *best = (j, d2);
         }
     };
-    let links: Vec<(usize, F)> = match window {
+    let links: Vec<(usize, F)> = match &window {
         None => {
             let tree = KdTree::build(x.view(), 32, mon)?;
             let order = tree.order();
@@ -163,7 +179,7 @@ pub fn link<F: Real>(
                     let q = x.row(i);
                     let mut best = (i, F::infinity());
                     tree.visit_within(q.as_slice().expect("standard layout"), r2, &mut |pos, d2| consider(i, order[pos], d2, &mut best));
-                    Ok((best.0, best.1.sqrt()))
+                    Ok((best.0, lengths.up(best.1.sqrt())))
                 })
                 .collect::<Result<_>>()?
         }
@@ -179,7 +195,7 @@ pub fn link<F: Real>(
                         consider(i, order[p], d2, &mut best);
                     }
                 });
-                (best.0, best.1.sqrt())
+                (best.0, lengths.up(best.1.sqrt()))
             })?
         }
     };

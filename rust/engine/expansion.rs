@@ -140,11 +140,13 @@ struct Side {
 }
 
 impl Side {
-    /// Clusters of radius at most `max_radius` (in bandwidths) and at most `max_size` points.
-    /// None if `mon` stopped meanwhile.
-    fn new<F: Real>(x: ndarray::ArrayView2<F>, inv_h: f64, max_radius: f64, max_size: usize, mon: &Monitor) -> Option<Self> {
+    /// Clusters of radius at most `max_radius` (in bandwidths) and at most `max_size` points,
+    /// in coordinates (x − origin)/h. Subtracting the origin first keeps offset data exact:
+    /// (x − origin) is exact or nearly for points near it, where x/h alone would round at the
+    /// scale of the offset. None if `mon` stopped meanwhile.
+    fn new<F: Real>(x: ndarray::ArrayView2<F>, origin: &[f64], inv_h: f64, max_radius: f64, max_size: usize, mon: &Monitor) -> Option<Self> {
         let (n, d) = x.dim();
-        let z = Array2::from_shape_fn((n, d), |(i, k)| x[(i, k)].f64() * inv_h);
+        let z = Array2::from_shape_fn((n, d), |(i, k)| (x[(i, k)].f64() - origin[k]) * inv_h);
         let (order, starts) = radius_leaves(z.view(), max_radius, max_size, mon).ok()?;
         let nc = starts.len() - 1;
         let (mut centre, mut lo, mut hi, mut radius) = (vec![0.0; nc * d], vec![0.0; nc * d], vec![0.0; nc * d], vec![0.0; nc]);
@@ -251,7 +253,17 @@ impl Expansion {
             return None;
         }
         let max_size = (TABLE_VALUES / rows).max(lanes::LANES);
-        let refs = Side::new(pb.x, inv_h, RHO, max_size, &opts.monitor)?;
+        // Both sides relative to the middle of the references' box.
+        let origin: Vec<f64> = pb
+            .x
+            .columns()
+            .into_iter()
+            .map(|c| {
+                let (lo, hi) = c.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), &v| (l.min(v.f64()), h.max(v.f64())));
+                0.5 * lo + 0.5 * hi
+            })
+            .collect();
+        let refs = Side::new(pb.x, &origin, inv_h, RHO, max_size, &opts.monitor)?;
         // Moving a moment Σ K (x − a)^γ from the cluster centre a to a query q = a + u loses
         // about ((|u| + s)/s)^|γ| ulps, s the typical |x − q|. Query clusters no wider than
         // the reference clusters keep that small even when the bandwidth dwarfs the data
@@ -259,7 +271,7 @@ impl Expansion {
         let query_radius = max_radius(&refs).min(RHO);
         // Fitted values (queries = the sample itself) need the clustering once.
         let same = pb.queries.as_ptr() == pb.x.as_ptr() && pb.queries.dim() == pb.x.dim();
-        let queries = if same { refs.clone() } else { Side::new(pb.queries, inv_h, query_radius, max_size, &opts.monitor)? };
+        let queries = if same { refs.clone() } else { Side::new(pb.queries, &origin, inv_h, query_radius, max_size, &opts.monitor)? };
         if auto && relative_cost::<F>(&queries, &refs, d, p, degree) >= 1.0 {
             return None;
         }

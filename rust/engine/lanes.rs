@@ -49,6 +49,29 @@ pub fn max<F: Real>(x: &[F]) -> F {
     acc.iter().fold(tail, |a, &b| if b > a { b } else { a })
 }
 
+/// max_j f(x_j, y_j), with the same lanes as `max`.
+#[inline(always)]
+pub fn max_map<F: Real>(x: &[F], y: &[F], f: impl Fn(F, F) -> F) -> F {
+    let y = &y[..x.len()];
+    let mut acc = [F::neg_infinity(); LANES];
+    let (cx, cy) = (x.chunks_exact(LANES), y.chunks_exact(LANES));
+    let tail = cx.remainder().iter().zip(cy.remainder()).fold(F::neg_infinity(), |a, (&u, &v)| {
+        let b = f(u, v);
+        if b > a {
+            b
+        } else {
+            a
+        }
+    });
+    for (a, b) in cx.zip(cy) {
+        for l in 0..LANES {
+            let v = f(a[l], b[l]);
+            acc[l] = if v > acc[l] { v } else { acc[l] };
+        }
+    }
+    acc.iter().fold(tail, |a, &b| if b > a { b } else { a })
+}
+
 /// Turn log-kernel (EXP) or kernel values into weights k·w in place, returning (Σ k·w, Σ k·w·v)
 /// in one pass; `shift` is the running max subtracted before exponentiating. `FMA` as in
 /// `Real::exp_with`.

@@ -363,6 +363,78 @@ fn tile_skipping_by_bounding_boxes_is_exact() {
     }
 }
 
+/// Points near a common offset and two clusters far apart, in d ≥ GEMM_MIN_DIM: the product
+/// path must agree with direct differences (the naive loop), with design moments too.
+#[test]
+fn product_path_is_right_on_offset_data_and_far_clusters() {
+    let mut rng = StdRng::seed_from_u64(21);
+    for &d in &[16usize, 40] {
+        let (n, m) = (700, 50);
+        for case in 0..2 {
+            let shift = |i: usize| if case == 0 { 1e5 } else if i % 2 == 0 { 1e7 } else { -1e7 };
+            let x = Array2::from_shape_fn((n, d), |(i, k)| if k == 0 || case == 0 { shift(i) } else { 0.0 } + 0.01 * rng.random::<f64>());
+            let q = Array2::from_shape_fn((m, d), |(i, k)| if k == 0 || case == 0 { shift(i) } else { 0.0 } + 0.01 * rng.random::<f64>());
+            let v = rand_mat(&mut rng, n, 2);
+            let w = vec![1.0; n];
+            let h = 0.01;
+            let kf = |_: usize, _: usize, d2: f64| (-0.5 * d2 / (h * h)).exp();
+            let (wn, wd) = naive(&q, &x, &v, &w, &kf, false);
+            let pb = Problem { queries: q.view(), x: x.view(), values: Some(v.view()), weights: None };
+            let s = local_sums(&pb, &Kernel::Radial(Profile::Gaussian), &Bandwidth::Scalar(h), &Options { degree: Some(1), ..Options::default() }).unwrap();
+            let (gn, gd) = true_sums(&s);
+            for i in 0..m {
+                assert!((gd[i] - wd[i]).abs() <= 1e-11 * wd[i], "case {case} d={d}: {} vs {}", gd[i], wd[i]);
+                for c in 0..2 {
+                    assert!((gn[(i, c)] / gd[i] - wn[(i, c)] / wd[i]).abs() < 1e-11, "case {case} d={d}");
+                }
+                // First moments Σ K (x − q) against the loop.
+                let f = s.log_scale[i].exp();
+                for k in 0..d {
+                    let want: f64 = (0..n).map(|j| kf(i, j, crate::distance::sq_euclidean(q.row(i).as_slice().unwrap(), x.row(j).as_slice().unwrap())) * (x[(j, k)] - q[(i, k)])).sum();
+                    let got = s.moments.as_ref().unwrap()[(i, 0, 1 + k)] * f;
+                    assert!((got - want).abs() <= 1e-10 * wd[i] * h, "moment case {case} d={d}: {got} vs {want}");
+                }
+            }
+        }
+    }
+}
+
+/// Weights and values near the float limits, and coordinates at 2^±600 with the bandwidth
+/// alike: the sums are those of ordinary inputs, scaled back.
+#[test]
+fn extreme_magnitudes_are_rescaled_exactly() {
+    let mut rng = StdRng::seed_from_u64(22);
+    for &d in &[2usize, 20] {
+        let x = rand_mat(&mut rng, 300, d);
+        let v = rand_mat(&mut rng, 300, 2);
+        let w: Vec<f64> = (0..300).map(|_| 0.5 + rng.random::<f64>()).collect();
+        let kernel = Kernel::Radial(Profile::Gaussian);
+        let opts = Options::default();
+        let base = local_sums(&Problem { queries: x.view(), x: x.view(), values: Some(v.view()), weights: Some(ndarray::ArrayView1::from(&w)) }, &kernel, &Bandwidth::Scalar(0.5), &opts).unwrap();
+        let (bn, bd) = true_sums(&base);
+        // Coordinates and bandwidth times 2^600 and 2^-600: the same bits.
+        for e in [600, -600] {
+            let f = 2f64.powi(e);
+            let xs = x.mapv(|a| a * f);
+            let s = local_sums(&Problem { queries: xs.view(), x: xs.view(), values: Some(v.view()), weights: Some(ndarray::ArrayView1::from(&w)) }, &kernel, &Bandwidth::Scalar(0.5 * f), &opts).unwrap();
+            assert_eq!(s.num, base.num);
+            assert_eq!(s.den, base.den);
+        }
+        // Weights times 2^1000: the sums times 2^1000, with what does not fit in log_scale.
+        let wb: Vec<f64> = w.iter().map(|a| a * 2f64.powi(1000)).collect();
+        let vb = v.mapv(|a| a * 1e300);
+        let s = local_sums(&Problem { queries: x.view(), x: x.view(), values: Some(vb.view()), weights: Some(ndarray::ArrayView1::from(&wb)) }, &kernel, &Bandwidth::Scalar(0.5), &opts).unwrap();
+        for i in 0..300 {
+            assert!(s.den[i].is_finite() && s.num.row(i).iter().all(|a| a.is_finite()));
+            let log_den = s.den[i].ln() + s.log_scale[i];
+            assert!((log_den - (bd[i].ln() + 1000.0 * std::f64::consts::LN_2)).abs() < 1e-12);
+            for c in 0..2 {
+                assert!((s.num[(i, c)] / s.den[i] - 1e300 * bn[(i, c)] / bd[i]).abs() < 1e-12 * 1e300);
+            }
+        }
+    }
+}
+
 #[test]
 fn a_stopped_monitor_interrupts_every_path() {
     let mut rng = StdRng::seed_from_u64(9);

@@ -7,7 +7,7 @@
 //! the input order.
 
 use super::{Bandwidth, Problem, TILE, WIDE_VALUES};
-use crate::distance::{row_sq_norms, GEMM_MIN_DIM};
+use crate::distance::{centred, column_means, row_sq_norms};
 use crate::error::Result;
 use crate::kernel::Real;
 use crate::neighbors::chunked_order;
@@ -17,11 +17,18 @@ use ndarray::{s, Array2, ArrayView2, CowArray, Ix2};
 /// References laid out tile by tile, feature-major inside a tile, so the pair loop
 /// streams contiguous memory and vectorises over references.
 pub(super) struct Tiles<F> {
+    /// Empty when nothing reads them (the matrix-product path without design moments).
     pub coords: Vec<F>,
     pub weights: Vec<F>,
     pub values: Vec<F>,
     pub inv_h2: Option<Vec<F>>,
+    /// Matrix-product path of a distance kernel: the reference mean μ, the references minus μ
+    /// (row-major, input order) and their squared norms.
+    pub centre: Vec<F>,
+    pub centred: Option<Array2<F>>,
     pub norms: Vec<F>,
+    /// h² per reference (sample-point bandwidths on the matrix-product path).
+    pub h2: Option<Vec<F>>,
     pub has_zero_weight: bool,
     pub d: usize,
     pub p: usize,
@@ -39,18 +46,22 @@ pub(super) struct Tiles<F> {
 }
 
 impl<F: Real> Tiles<F> {
-    pub fn new(pb: &Problem<F>, bw: &Bandwidth<F>, spatial: bool, mon: &Monitor) -> Result<Self> {
+    /// `coords`: build the feature-major coordinates (direct differences, design moments);
+    /// `centre`: centre the references for the matrix product.
+    pub fn new(pb: &Problem<F>, bw: &Bandwidth<F>, spatial: bool, coords: bool, centre: bool, mon: &Monitor) -> Result<Self> {
         let (n, d) = pb.x.dim();
         let p = pb.values.as_ref().map_or(0, |v| v.ncols());
         let order = spatial.then(|| chunked_order(pb.x, TILE, mon)).transpose()?;
         let row = |i: usize| order.as_ref().map_or(i, |o| o[i]);
         let n_tiles = n.div_ceil(TILE);
-        let mut coords = vec![F::zero(); n_tiles * TILE * d];
+        let mut coords = vec![F::zero(); if coords { n_tiles * TILE * d } else { 0 }];
         let mut values = vec![F::zero(); n_tiles * TILE * p];
         for i in 0..n {
             let (t, j, src) = (i / TILE, i % TILE, row(i));
-            for k in 0..d {
-                coords[(t * d + k) * TILE + j] = pb.x[(src, k)];
+            if !coords.is_empty() {
+                for k in 0..d {
+                    coords[(t * d + k) * TILE + j] = pb.x[(src, k)];
+                }
             }
             if let Some(v) = &pb.values {
                 for c in 0..p {
@@ -67,7 +78,13 @@ impl<F: Real> Tiles<F> {
             Some(ih) => ih.chunks(TILE).map(|c| c.iter().fold(F::infinity(), |a, &b| a.min(b))).collect(),
             None => Vec::new(),
         };
-        let norms = if d >= GEMM_MIN_DIM { row_sq_norms(pb.x) } else { Vec::new() };
+        let centre = if centre { column_means(pb.x) } else { Vec::new() };
+        let centred = (!centre.is_empty()).then(|| centred(pb.x, &centre));
+        let norms = centred.as_ref().map_or_else(Vec::new, |c| row_sq_norms(c.view()));
+        let h2 = match (bw, &centred) {
+            (Bandwidth::PerReference(h), Some(_)) => Some((0..n).map(|i| h[row(i)] * h[row(i)]).collect()),
+            _ => None,
+        };
         let has_zero_weight = weights.iter().any(|w| *w == F::zero());
         let mut boxes = Vec::new();
         let mut position = Vec::new();
@@ -92,7 +109,7 @@ impl<F: Real> Tiles<F> {
                 wide_values = Some(v.select(ndarray::Axis(0), o));
             }
         }
-        Ok(Tiles { coords, weights, values, inv_h2, norms, has_zero_weight, d, p, n, order, position, boxes, min_inv_h2, wide_values })
+        Ok(Tiles { coords, weights, values, inv_h2, centre, centred, norms, h2, has_zero_weight, d, p, n, order, position, boxes, min_inv_h2, wide_values })
     }
 
     /// Position of input row `i`.

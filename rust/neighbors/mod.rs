@@ -3,10 +3,15 @@
 //! them deterministic and independent of the thread count. Outputs are allocated fallibly
 //! (`OutOfMemory` rather than an abort when m × k or the radius lists do not fit) and the
 //! loops poll the run's `Monitor` per query or tile.
+//!
+//! Exact means: the neighbours and distances that direct differences Σ (q_k − x_k)² give.
+//! The brute force in high dimensions screens candidates with the matrix-product form on
+//! centred coordinates, widened by its rounding bound, and ranks them by direct differences;
+//! coordinates far from 1 are searched in an exactly rescaled space (`distance::Scale`).
 
 pub mod kdtree;
 
-use crate::distance::{row_sq_norms, sq_dist_tile_gemm, sq_euclidean, GEMM_MIN_DIM};
+use crate::distance::{centred, column_means, product_error, row_sq_norms, sq_dist_tile_gemm, sq_euclidean, sq_euclidean_wide, Scale, GEMM_MIN_DIM};
 use crate::error::{LocalizationError, Result};
 use crate::kernel::Real;
 use crate::memory;
@@ -50,10 +55,27 @@ impl<F> Neighbors<F> {
     }
 }
 
-/// A fitted search structure over the reference rows.
-pub enum Index<F: Real> {
+/// A fitted search structure over the reference rows, in working units `lengths`
+/// (coordinates times an exact power of two; one for ordinary data).
+pub struct Index<F: Real> {
+    lengths: Scale,
+    inner: Inner<F>,
+}
+
+enum Inner<F: Real> {
     Tree(KdTree<F>),
-    Brute { x: Array2<F>, norms: Vec<F> },
+    Brute(Brute<F>),
+}
+
+/// The brute-force index: the rows, and for the product path (d ≥ `GEMM_MIN_DIM`) the rows
+/// centred on their mean, their squared norms and their part c·‖x̂‖² of the product's
+/// rounding bound (`distance::product_error`).
+struct Brute<F> {
+    x: Array2<F>,
+    centre: Vec<F>,
+    centred: Option<Array2<F>>,
+    norms: Vec<F>,
+    bounds: Vec<F>,
 }
 
 impl<F: Real> Index<F> {
@@ -66,25 +88,54 @@ impl<F: Real> Index<F> {
             Algorithm::Brute => false,
             Algorithm::Auto => x.ncols() < GEMM_MIN_DIM && x.nrows() > 64,
         };
-        Ok(if use_tree {
-            Index::Tree(KdTree::build(x, leaf_size, mon)?)
+        let lengths = Scale::of_arrays(&[x]);
+        let x = lengths.down_array(x);
+        let inner = if use_tree {
+            Inner::Tree(KdTree::build(x.view(), leaf_size, mon)?)
         } else {
-            Index::Brute { x: x.as_standard_layout().into_owned(), norms: row_sq_norms(x) }
-        })
+            let x = x.as_standard_layout().into_owned();
+            let (centre, centred, norms) = if x.ncols() >= GEMM_MIN_DIM {
+                let centre = column_means(x.view());
+                let c = centred(x.view(), &centre);
+                let norms = row_sq_norms(c.view());
+                (centre, Some(c), norms)
+            } else {
+                (Vec::new(), None, Vec::new())
+            };
+            let c = product_error::<F>(x.ncols());
+            let bounds = norms.iter().map(|&v| c * v).collect();
+            Inner::Brute(Brute { x, centre, centred, norms, bounds })
+        };
+        Ok(Index { lengths, inner })
     }
 
     pub fn n_samples(&self) -> usize {
-        match self {
-            Index::Tree(t) => t.n_samples(),
-            Index::Brute { x, .. } => x.nrows(),
+        match &self.inner {
+            Inner::Tree(t) => t.n_samples(),
+            Inner::Brute(b) => b.x.nrows(),
         }
     }
 
     pub fn dim(&self) -> usize {
-        match self {
-            Index::Tree(t) => t.dim(),
-            Index::Brute { x, .. } => x.ncols(),
+        match &self.inner {
+            Inner::Tree(t) => t.dim(),
+            Inner::Brute(b) => b.x.ncols(),
         }
+    }
+
+    /// Distances of the working space back to the caller's units; an error if some cannot be
+    /// represented (queries so far from the fitted rows that their distances overflow).
+    fn to_caller_units(&self, mut nb: Neighbors<F>) -> Result<Neighbors<F>> {
+        if self.lengths.is_one() {
+            return Ok(nb);
+        }
+        for v in nb.distances.iter_mut() {
+            *v = self.lengths.up(*v);
+            if !v.is_finite() {
+                return Err(LocalizationError::param("X", "distances between these queries and the fitted samples overflow the floating-point type"));
+            }
+        }
+        Ok(nb)
     }
 
     fn check_query(&self, q: &ArrayView2<F>) -> Result<()> {
@@ -110,8 +161,10 @@ impl<F: Real> Index<F> {
         let m = q.nrows();
         let mut indices = memory::try_vec("neighbor indices", &[m, k], 0usize)?;
         let mut distances = memory::try_vec("neighbor distances", &[m, k], F::zero())?;
-        match self {
-            Index::Tree(t) => indices.par_chunks_mut(k).zip(distances.par_chunks_mut(k)).enumerate().for_each(|(i, (ind, dist))| {
+        let q = self.lengths.down_array(q);
+        let q = q.view();
+        match &self.inner {
+            Inner::Tree(t) => indices.par_chunks_mut(k).zip(distances.par_chunks_mut(k)).enumerate().for_each(|(i, (ind, dist))| {
                 if mon.stopped() {
                     return;
                 }
@@ -119,10 +172,10 @@ impl<F: Real> Index<F> {
                 ind.copy_from_slice(&a);
                 dist.copy_from_slice(&b);
             }),
-            Index::Brute { x, norms } => brute_knn(q, x.view(), norms, k, &mut indices, &mut distances, mon),
+            Inner::Brute(b) => brute_knn(q, b, k, &mut indices, &mut distances, mon),
         }
         mon.check()?;
-        Ok(Neighbors { indices, distances, offsets: (0..=m).map(|i| i * k).collect() })
+        self.to_caller_units(Neighbors { indices, distances, offsets: (0..=m).map(|i| i * k).collect() })
     }
 
     /// All references within distance r (inclusive) of each query row, ascending. `radii`
@@ -137,8 +190,10 @@ impl<F: Real> Index<F> {
         if radii.iter().any(|r| !(*r >= F::zero())) {
             return Err(LocalizationError::param("radius", "must be non-negative (+inf allowed), not NaN"));
         }
+        let q = self.lengths.down_array(q);
+        let q = q.view();
         let r2_of = |i: usize| {
-            let r = radii[if radii.len() == 1 { 0 } else { i }];
+            let r = self.lengths.down(radii[if radii.len() == 1 { 0 } else { i }]);
             r * r
         };
         let m = q.nrows();
@@ -153,12 +208,12 @@ impl<F: Real> Index<F> {
                     let (qs, r2) = (q.row(i), r2_of(i));
                     let qs = qs.as_slice().expect("row-major (checked on entry)");
                     let mut hits = Hits::default();
-                    match self {
-                        Index::Tree(t) => {
+                    match &self.inner {
+                        Inner::Tree(t) => {
                             let order = t.order();
                             t.visit_within(qs, r2, &mut |pos, d2| hits.push(d2, order[pos]));
                         }
-                        Index::Brute { x, .. } => {
+                        Inner::Brute(Brute { x, .. }) => {
                             for (j, xr) in x.rows().into_iter().enumerate() {
                                 let d2 = sq_euclidean(qs, xr.as_slice().expect("row-major (checked on entry)"));
                                 if d2 <= r2 {
@@ -188,7 +243,7 @@ impl<F: Real> Index<F> {
                 out.offsets.push(out.indices.len());
             }
         }
-        Ok(out)
+        self.to_caller_units(out)
     }
 }
 
@@ -229,51 +284,81 @@ fn by_distance_then_index<F: Real>(a: &(F, usize), b: &(F, usize)) -> std::cmp::
 const QUERY_BLOCK: usize = 64;
 const REF_TILE: usize = 512;
 
-/// Tiled brute-force kNN into the m × k outputs: squared distances of a query block against a
-/// reference tile come from one matrix product; each query keeps a bounded candidate list.
-/// Final distances are recomputed directly so they carry no cancellation error.
-fn brute_knn<F: Real>(q: ArrayView2<F>, x: ArrayView2<F>, xn: &[F], k: usize, indices: &mut [usize], distances: &mut [F], mon: &Monitor) {
-    let n = x.nrows();
-    let use_gemm = x.ncols() >= GEMM_MIN_DIM;
+/// Tiled brute-force kNN into the m × k outputs. In high dimensions the squared distances of
+/// a query block against a reference tile come from one matrix product on centred rows; an
+/// entry is a candidate when its lower bound (the product minus its rounding bound) is within
+/// the query's current k-th distance, and candidates are ranked by direct differences. So the
+/// result is the one direct differences give, at the cost of the product plus about k direct
+/// differences per query. Polls `mon` per tile (the caller checks it afterwards).
+fn brute_knn<F: Real>(q: ArrayView2<F>, b: &Brute<F>, k: usize, indices: &mut [usize], distances: &mut [F], mon: &Monitor) {
+    let (n, d) = b.x.dim();
+    let x = b.x.view();
+    let c = product_error::<F>(d);
     indices.par_chunks_mut(QUERY_BLOCK * k).zip(distances.par_chunks_mut(QUERY_BLOCK * k)).enumerate().for_each(|(blk, (ind, dist))| {
             let b0 = blk * QUERY_BLOCK;
             let b1 = (b0 + QUERY_BLOCK).min(q.nrows());
             let qb = q.slice(s![b0..b1, ..]);
-            let qn = row_sq_norms(qb);
-            let mut best: Vec<Vec<(F, usize)>> = vec![Vec::with_capacity(2 * k + REF_TILE); b1 - b0];
+            let qc = b.centred.as_ref().map(|_| centred(qb, &b.centre));
+            let qn = qc.as_ref().map_or_else(Vec::new, |qc| row_sq_norms(qc.view()));
+            let mut best: Vec<Best<F>> = (0..b1 - b0).map(|_| Best::new(k)).collect();
             let mut tile = Array2::<F>::zeros((b1 - b0, REF_TILE));
+            let mut pending: Vec<(F, F, usize)> = Vec::with_capacity(REF_TILE);
+            let mut scratch: Vec<F> = Vec::with_capacity(REF_TILE + k);
             for t0 in (0..n).step_by(REF_TILE) {
                 if mon.stopped() {
                     return;
                 }
                 let t1 = (t0 + REF_TILE).min(n);
                 let mut tv = tile.slice_mut(s![.., 0..t1 - t0]);
-                if use_gemm {
-                    sq_dist_tile_gemm(qb, &qn, x.slice(s![t0..t1, ..]), &xn[t0..t1], tv.view_mut());
-                } else {
-                    for (i, mut row) in tv.rows_mut().into_iter().enumerate() {
-                        let qs = qb.row(i);
-                        let qs = qs.as_slice().expect("row-major (checked on entry)");
-                        for (j, v) in row.iter_mut().enumerate() {
-                            *v = sq_euclidean(qs, x.row(t0 + j).as_slice().expect("row-major (checked on entry)"));
+                match (&qc, &b.centred) {
+                    (Some(qc), Some(xc)) => sq_dist_tile_gemm(qc.view(), &qn, xc.slice(s![t0..t1, ..]), &b.norms[t0..t1], tv.view_mut()),
+                    _ => {
+                        for (i, mut row) in tv.rows_mut().into_iter().enumerate() {
+                            let qs = qb.row(i);
+                            let qs = qs.as_slice().expect("row-major (checked on entry)");
+                            for (j, v) in row.iter_mut().enumerate() {
+                                *v = sq_euclidean(qs, x.row(t0 + j).as_slice().expect("row-major (checked on entry)"));
+                            }
                         }
                     }
                 }
-                for (i, cand) in best.iter_mut().enumerate() {
-                    let worst = if cand.len() >= k { cand[k - 1].0 } else { F::infinity() };
-                    for (j, &d2) in tv.row(i).iter().enumerate() {
-                        if d2 <= worst {
-                            cand.push((d2, t0 + j));
+                for (i, best) in best.iter_mut().enumerate() {
+                    let qs = qb.row(i);
+                    let qs = qs.as_slice().expect("row-major (checked on entry)");
+                    pending.clear();
+                    // (lower bound, upper bound, index); the direct path's entries are exact.
+                    let row = tv.row(i);
+                    let row = row.as_slice().expect("contiguous scratch");
+                    if qc.is_some() {
+                        let (qe, bx) = (c * qn[i], &b.bounds[t0..t1]);
+                        let w = best.worst() + qe;
+                        for (j, (&v, &e)) in row.iter().zip(bx).enumerate() {
+                            if v - e <= w {
+                                pending.push((v - e - qe, v + e + qe, t0 + j));
+                            }
                         }
+                    } else {
+                        let w = best.worst();
+                        pending.extend(row.iter().enumerate().filter(|(_, &v)| v <= w).map(|(j, &v)| (v, v, t0 + j)));
                     }
-                    if cand.len() > k + REF_TILE / 2 || t1 == n {
-                        prune(cand, k, qb.row(i).as_slice().expect("row-major (checked on entry)"), x, use_gemm && t1 == n);
+                    if qc.is_some() && pending.len() > k {
+                        // At least k candidates lie at or below the k-th smallest upper bound:
+                        // whatever lies wholly above it cannot be among the k nearest.
+                        scratch.clear();
+                        scratch.extend(best.dist2());
+                        scratch.extend(pending.iter().map(|p| p.1));
+                        scratch.select_nth_unstable_by(k - 1, |a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+                        let cut = scratch[k - 1];
+                        pending.retain(|p| p.0 <= cut);
+                    }
+                    for &(lo, _, j) in &pending {
+                        let d2 = if qc.is_some() { sq_euclidean_wide(qs, x.row(j).as_slice().expect("row-major (checked on entry)")) } else { lo };
+                        best.offer(d2, j);
                     }
                 }
             }
-            // After the last tile every list is pruned: the k best, sorted.
-            for (i, c) in best.iter().enumerate() {
-                for (j, &(d2, idx)) in c.iter().enumerate() {
+            for (i, best) in best.into_iter().enumerate() {
+                for (j, (d2, idx)) in best.into_sorted().into_iter().enumerate() {
                     ind[i * k + j] = idx;
                     dist[i * k + j] = d2.sqrt();
                 }
@@ -281,20 +366,54 @@ fn brute_knn<F: Real>(q: ArrayView2<F>, x: ArrayView2<F>, xn: &[F], k: usize, in
         });
 }
 
-/// Keep the k best candidates (ties broken by index); optionally recompute exact distances.
-fn prune<F: Real>(cand: &mut Vec<(F, usize)>, k: usize, q: &[F], x: ArrayView2<F>, exact: bool) {
-    let key = by_distance_then_index::<F>;
-    if exact {
-        // The product form can misorder near-ties by rounding; widen, recompute, re-select.
-        for c in cand.iter_mut() {
-            c.0 = sq_euclidean(q, x.row(c.1).as_slice().expect("row-major (checked on entry)"));
+/// The k best (squared distance, index) pairs seen so far, ties broken by index.
+struct Best<F> {
+    k: usize,
+    cand: Vec<(F, usize)>,
+    /// The k-th smallest squared distance once there are k candidates.
+    worst: F,
+}
+
+impl<F: Real> Best<F> {
+    fn new(k: usize) -> Self {
+        Best { k, cand: Vec::with_capacity(2 * k), worst: F::infinity() }
+    }
+
+    fn worst(&self) -> F {
+        self.worst
+    }
+
+    fn dist2(&self) -> impl Iterator<Item = F> + '_ {
+        self.cand.iter().map(|c| c.0)
+    }
+
+    fn offer(&mut self, d2: F, j: usize) {
+        if d2 > self.worst {
+            return;
+        }
+        self.cand.push((d2, j));
+        if self.cand.len() > 2 * self.k {
+            self.prune();
+        } else if self.cand.len() == self.k {
+            self.worst = self.cand.iter().fold(F::neg_infinity(), |m, c| m.max(c.0));
         }
     }
-    if cand.len() > k {
-        cand.select_nth_unstable_by(k - 1, key);
-        cand.truncate(k);
+
+    /// The k nearest (squared distance, index) pairs, ascending.
+    fn into_sorted(mut self) -> Vec<(F, usize)> {
+        if self.cand.len() > self.k {
+            self.prune();
+        }
+        self.cand.sort_unstable_by(by_distance_then_index);
+        self.cand
     }
-    cand.sort_unstable_by(key);
+
+    /// Keep the k smallest by (d², index) and tighten the bound.
+    fn prune(&mut self) {
+        self.cand.select_nth_unstable_by(self.k - 1, by_distance_then_index);
+        self.cand.truncate(self.k);
+        self.worst = self.cand.iter().fold(F::neg_infinity(), |m, c| m.max(c.0));
+    }
 }
 
 #[cfg(test)]
@@ -361,6 +480,57 @@ mod tests {
                         g.sort();
                         assert_eq!(g, within(radii[i]));
                         assert!(each.row(i).1.windows(2).all(|w| w[0] <= w[1]));
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn brute_force_is_exact_on_offset_data_and_far_clusters() {
+        // Distances tiny against the norms: the product screens, direct differences decide.
+        let mut rng = StdRng::seed_from_u64(9);
+        for &d in &[16usize, 50] {
+            for case in 0..3 {
+                let at = |i: usize, k: usize| match case {
+                    0 => 1e5,
+                    1 if k == 0 => if i % 2 == 0 { 1e7 } else { -1e7 },
+                    _ => 0.0,
+                };
+                let x = Array2::from_shape_fn((1300, d), |(i, k)| at(i, k) + 0.01 * rng.random::<f64>());
+                // case 2: queries far from every sample.
+                let q = Array2::from_shape_fn((40, d), |(i, k)| at(i, k) + if case == 2 { 1e4 } else { 0.0 } + 0.01 * rng.random::<f64>());
+                let want = naive(&q, &x, 7);
+                let mon = Monitor::default();
+                let idx = Index::build(x.view(), Algorithm::Brute, 16, &mon).unwrap();
+                let got = idx.knn(q.view(), 7, &mon).unwrap();
+                let rows = |nb: &Neighbors<f64>| (0..q.nrows()).map(|i| nb.row(i).0.to_vec()).collect::<Vec<_>>();
+                assert_eq!(rows(&got), want, "d={d} case {case}");
+                for i in 0..q.nrows() {
+                    for (&dist, &j) in got.row(i).1.iter().zip(&want[i]) {
+                        assert_eq!(dist, sq_euclidean_wide(q.row(i).as_slice().unwrap(), x.row(j).as_slice().unwrap()).sqrt());
+                    }
+                }
+                // Same at 2^±600: the same neighbours, the distances scaled exactly.
+                for e in [600, -600] {
+                    let f = 2f64.powi(e);
+                    let (xs, qs) = (x.mapv(|v| v * f), q.mapv(|v| v * f));
+                    for alg in [Algorithm::Brute, Algorithm::KdTree] {
+                        let s = Index::build(xs.view(), alg, 16, &mon).unwrap().knn(qs.view(), 7, &mon).unwrap();
+                        assert_eq!(rows(&s), want, "d={d} case {case} 2^{e} {alg:?}");
+                        if alg == Algorithm::Brute {
+                            let scaled: Vec<f64> = got.distances.iter().map(|v| v * f).collect();
+                            assert_eq!(s.distances, scaled);
+                        }
+                        // Radius queries at that scale: the same sets, distances scaled back.
+                        // (A hair above the 7th distance: the radius search sums in another order.)
+                        let r = got.row(0).1[6] * (1.0 + 1e-10);
+                        let near = Index::build(xs.view(), alg, 16, &mon).unwrap().radius(qs.view(), &[r * f], &mon).unwrap();
+                        let mut g = near.row(0).0.to_vec();
+                        g.sort();
+                        let mut w = want[0].clone();
+                        w.sort();
+                        assert_eq!(g, w, "radius d={d} case {case} 2^{e} {alg:?}");
                     }
                 }
             }

@@ -8,14 +8,14 @@ under a localization kernel K (C. Song, "The General Theory of Localization Meth
 This package computes it with a multithreaded native engine and builds the methods on it.
 """
 
-from . import cluster, datasets, denoise, embedding, fuzzy, generative, kernels, memory, semi_supervised
+from . import cluster, datasets, denoise, embedding, fuzzy, generative, kernels, memory, metrics, semi_supervised, text
 from ._core import __version__
 from ._validation import LocalizationWarning
 from .classification import LocalModeClassifier
 from .cluster import LocalModeClustering, MeanShift, MedoidShift, PCShift, QuickShift, estimate_bandwidth, mean_shift
 from .denoise import NonLocalMeans, SelfLocalMean
 from .density import KernelDensity
-from .embedding import LocalPCA
+from .embedding import AsymmetricMDS, LocalPCA, LocallyLinearEmbedding, OrdinalEmbedding, TripletEmbedding
 from .fuzzy import FuzzyInferenceRegressor
 from .generative import LocalMeanDenoiser, LocalMeanDiffusion
 from .memory import Hopfield, ModernHopfield
@@ -26,6 +26,7 @@ from .regression import LocalMeanRegressor, LocalModel, LocalPolynomialRegressor
 from .semi_supervised import LabelPropagation
 
 __all__ = [
+    "AsymmetricMDS",
     "Balloon",
     "FuzzyInferenceRegressor",
     "Hopfield",
@@ -39,6 +40,7 @@ __all__ = [
     "LocalModeClustering",
     "LocalModel",
     "LocalPCA",
+    "LocallyLinearEmbedding",
     "LocalPolynomialRegressor",
     "LocalizationWarning",
     "MeanShift",
@@ -46,10 +48,12 @@ __all__ = [
     "ModernHopfield",
     "NearestNeighbors",
     "NonLocalMeans",
+    "OrdinalEmbedding",
     "PCShift",
     "QuickShift",
     "SamplePoint",
     "SelfLocalMean",
+    "TripletEmbedding",
     "cluster",
     "datasets",
     "denoise",
@@ -63,6 +67,8 @@ __all__ = [
     "local_mean",
     "mean_shift",
     "memory",
+    "metrics",
     "semi_supervised",
+    "text",
     "__version__",
 ]

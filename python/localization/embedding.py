@@ -423,7 +423,7 @@ class LocallyLinearEmbedding(TransformerMixin, BaseEstimator):
 _TRIPLET_LOSSES = ("trimap", "linear", "ste", "tste")
 
 
-def _check_triplets(triplets, n_samples=None, name="triplets"):
+def _check_triplets(triplets, n_samples=None, name="triplets", distinct=True):
     T = np.asarray(triplets)
     if T.dtype.kind not in "iu":
         if T.dtype.kind == "f" and T.size and np.all(np.isfinite(T)) and np.all(T == np.round(T)):
@@ -438,7 +438,7 @@ def _check_triplets(triplets, n_samples=None, name="triplets"):
         raise ValueError(f"`{name}` holds negative indices")
     if n_samples is not None and T.max() >= n_samples:
         raise ValueError(f"`{name}` refers to sample {int(T.max())}, but there are {n_samples}")
-    if np.any((T[:, 0] == T[:, 1]) | (T[:, 0] == T[:, 2]) | (T[:, 1] == T[:, 2])):
+    if distinct and np.any((T[:, 0] == T[:, 1]) | (T[:, 0] == T[:, 2]) | (T[:, 1] == T[:, 2])):
         raise ValueError(f"every row of `{name}` must name three different samples (i, j, k)")
     return np.ascontiguousarray(T, dtype=np.int64)
 
@@ -446,7 +446,9 @@ def _check_triplets(triplets, n_samples=None, name="triplets"):
 def triplet_loss(Y, triplets, weights=None, *, loss="trimap", alpha=1.0, n_jobs=None):
     """Σ_t w_t ℓ(d²_ij, d²_ik) over triplets t = (i, j, k) and its gradient in ``Y``.
 
-    d² are squared distances between rows of the embedding ``Y``. The losses:
+    d² are squared distances between rows of the embedding ``Y`` (degenerate triplets such
+    as (i, j, j) are allowed here: they make the sums over all index triples exact). The
+    losses:
 
     * ``"trimap"``: ℓ = (1 + d²_ij) / (2 + d²_ij + d²_ik) = 1 − q_ij / (q_ij + q_ik), with the
       heavy-tailed similarity q = 1 / (1 + d²) (TriMap);
@@ -471,7 +473,7 @@ def triplet_loss(Y, triplets, weights=None, *, loss="trimap", alpha=1.0, n_jobs=
     -8.0
     """
     Y = as_float_array(Y, "Y", dtype=np.float64)
-    T = _check_triplets(triplets, Y.shape[0])
+    T = _check_triplets(triplets, Y.shape[0], distinct=False)
     w = np.ones(len(T)) if weights is None else as_float_array(weights, "weights", dtype=np.float64, ensure_2d=False)
     if w.shape != (len(T),):
         raise ValueError(f"`weights` must have shape ({len(T)},), got {w.shape}")
@@ -729,6 +731,9 @@ class OrdinalEmbedding(BaseEstimator):
         tol = _check_positive(self.tol, "tol", allow_zero=True)
         _check_n_jobs(self.n_jobs)
         w = np.ones(len(T)) if sample_weight is None else check_sample_weight(sample_weight, len(T), np.float64)
+        # Triplets sharing (i, j) in runs: the native gradient reuses y_i − y_j within a run.
+        order = np.lexsort((T[:, 1], T[:, 0]))
+        T, w = np.ascontiguousarray(T[order]), np.ascontiguousarray(w[order])
         loss = self.loss
 
         def fun(theta):

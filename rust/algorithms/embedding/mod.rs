@@ -43,7 +43,7 @@ pub fn stream(seed: u64, stage: u64, item: u64) -> ChaCha8Rng {
 
 /// Deterministic scatter-add of row vectors into an n×q matrix, in parallel.
 ///
-/// Contributions are rounded to a fixed-point grid (1/scale) and added as integers, which
+/// Contributions are truncated to a fixed-point grid (1/scale) and added as integers, which
 /// is associative: the total does not depend on the order of the additions, so the work
 /// can be split across any number of threads and still give the same bits. `bound` must
 /// bound the sum of |contribution| that any one entry receives; the grid is then
@@ -61,10 +61,11 @@ impl Scatter {
         Scatter { n, q, scale: (1u64 << 61) as f64 / bound }
     }
 
-    /// Run `body(item, emit)` for every item (in parallel, chunks of `chunk` items) where
-    /// `emit(row, col, values)` adds `values` to `row` from column `col` on; also sums the f64 returned by
-    /// `body` in a fixed order (per chunk, then over chunks). Returns (matrix, sum).
-    pub fn run<T: Sync>(&self, items: &[T], chunk: usize, body: impl Fn(usize, &T, &mut dyn FnMut(usize, usize, &[f64])) -> f64 + Sync) -> (Array2<f64>, f64) {
+    /// Run `body(index, item, emit)` for every item (in parallel, chunks of `chunk` items),
+    /// where `emit.add(row, col, values)` adds `values` to `row` from column `col` on; also
+    /// sums the f64 returned by `body` in a fixed order (per chunk, then over chunks).
+    /// Returns (matrix, sum).
+    pub fn run<T: Sync>(&self, items: &[T], chunk: usize, body: impl Fn(usize, &T, &mut Emitter) -> f64 + Sync) -> (Array2<f64>, f64) {
         let (n, q, scale) = (self.n, self.q, self.scale);
         let chunk = chunk.max(1);
         type State = (Vec<i64>, Vec<(usize, f64)>);
@@ -77,13 +78,8 @@ impl Scatter {
                     if buf.is_empty() {
                         buf = vec![0i64; n * q];
                     }
+                    let mut emit = Emitter { buf: &mut buf, q, scale };
                     let mut s = 0.0;
-                    let mut emit = |row: usize, col: usize, v: &[f64]| {
-                        let dst = &mut buf[row * q + col..row * q + col + v.len()];
-                        for (a, &x) in dst.iter_mut().zip(v) {
-                            *a = a.wrapping_add((x * scale).round() as i64);
-                        }
-                    };
                     for (t, item) in items.iter().enumerate() {
                         s += body(c * chunk + t, item, &mut emit);
                     }
@@ -113,6 +109,26 @@ impl Scatter {
     }
 }
 
+/// Where a [`Scatter`] body adds its contributions (one integer buffer per parallel task).
+pub struct Emitter<'a> {
+    buf: &'a mut [i64],
+    q: usize,
+    scale: f64,
+}
+
+impl Emitter<'_> {
+    /// Add `v` to row `row`, columns `col..col + v.len()`.
+    #[inline(always)]
+    pub fn add(&mut self, row: usize, col: usize, v: &[f64]) {
+        let at = row * self.q + col;
+        for (a, &x) in self.buf[at..at + v.len()].iter_mut().zip(v) {
+            // Truncation (one instruction; `round` is a libm call) is as deterministic: it
+            // depends on the contribution only.
+            *a = a.wrapping_add((x * self.scale) as i64);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -126,7 +142,7 @@ mod tests {
         let run = |threads: usize| {
             rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap().install(|| {
                 sc.run(&items, 100, |t, it, emit| {
-                    emit(it.0, 0, &it.1);
+                    emit.add(it.0, 0, &it.1);
                     t as f64 * 1e-3
                 })
             })

@@ -144,7 +144,7 @@ fn eval(z1: ArrayView2<f64>, z2: ArrayView2<f64>, t: &Target, w: &[f64], pi: &[f
             for (r, zv) in row.iter_mut().zip(zi) {
                 *r = c * zv;
             }
-            emit(j, q, &row);
+            emit.add(j, q, &row);
         }
         for (&k, &e) in samples.iter().zip(&en) {
             let c = wi * e / zhat;
@@ -154,9 +154,9 @@ fn eval(z1: ArrayView2<f64>, z2: ArrayView2<f64>, t: &Target, w: &[f64], pi: &[f
             for (r, zv) in row.iter_mut().zip(zi) {
                 *r = c * zv;
             }
-            emit(k, q, &row);
+            emit.add(k, q, &row);
         }
-        emit(i, 0, &g1);
+        emit.add(i, 0, &g1);
         wi * loss
     });
     (loss, g)

@@ -484,13 +484,21 @@ def triplet_loss(Y, triplets, weights=None, *, loss="trimap", alpha=1.0, n_jobs=
 
 
 def _pca(X, q):
-    """Centred coordinates on the top-q principal axes (exact, through the covariance)."""
+    """Centred coordinates on the top-q principal axes (exact: an eigendecomposition of the
+    smaller of the covariance and the Gram matrix), signs as scikit-learn's PCA."""
     Xc = X - X.mean(axis=0)
-    C = (Xc.T @ Xc).astype(np.float64)
-    vals, vecs = np.linalg.eigh(C)
-    V = vecs[:, ::-1][:, :q]
-    V *= np.where(V[np.abs(V).argmax(axis=0), np.arange(V.shape[1])] < 0, -1.0, 1.0)  # sign as scikit-learn
-    return np.ascontiguousarray(Xc @ V.astype(X.dtype))
+    n, d = Xc.shape
+    q = min(q, n, d)
+    if n < d:
+        vals, U = scipy.linalg.eigh((Xc @ Xc.T).astype(np.float64), subset_by_index=(n - q, n - 1))
+        coords = U[:, ::-1] * np.sqrt(np.maximum(vals[::-1], 0.0))
+        axes = Xc.T.astype(np.float64) @ U[:, ::-1]
+    else:
+        vals, V = scipy.linalg.eigh((Xc.T @ Xc).astype(np.float64), subset_by_index=(d - q, d - 1))
+        axes = V[:, ::-1]
+        coords = Xc @ axes.astype(X.dtype)
+    flip = np.where(axes[np.abs(axes).argmax(axis=0), np.arange(q)] < 0, -1.0, 1.0)
+    return np.ascontiguousarray(coords * flip.astype(coords.dtype), dtype=X.dtype)
 
 
 class TripletEmbedding(TransformerMixin, BaseEstimator):
@@ -946,6 +954,10 @@ def _softmax_exact(Z1, Z2, target, H, w, n_jobs, keys=True):
     return loss, g1, g2
 
 
+# Up to this many items a kernel's softmax target is kept as a dense matrix (≤ 32 MB).
+_DENSE_TARGET = 2048
+
+
 class AsymmetricMDS(TransformerMixin, BaseEstimator):
     """Asymmetric MDS: an asymmetric kernel fitted by two points per item, K ≈ Z₁ Z₂ᵀ.
 
@@ -1109,6 +1121,10 @@ class AsymmetricMDS(TransformerMixin, BaseEstimator):
             raise ValueError("normalizer='sampled' needs a sparse affinity: use kernel='knn' or a precomputed matrix")
         max_iter = check_positive_int(self.max_iter, "max_iter")
         rng = check_random_state(self.random_state)
+        if aff is not None and n <= _DENSE_TARGET:
+            # Every step multiplies by K̃ and K̃ᵀ: for small n its rows, computed once, are
+            # cheaper than two engine passes over the data per step.
+            A, aff = np.vstack([K for _, K in aff.rows()]), None
         target = _Target(A, aff)
         w = self._row_weights(target)
         Z1 = 0.1 * rng.standard_normal((n, q))
@@ -1186,7 +1202,8 @@ class AsymmetricMDS(TransformerMixin, BaseEstimator):
             loss = float(np.sum(np.log(den) + ls - np.einsum("ij,ij->i", Z, PZ2)))
             return loss, (num / den[:, None] - PZ2).ravel()
 
-        theta, _, _ = _lbfgs(fun, np.zeros(m * q), check_positive_int(self.max_iter, "max_iter"), float(self.tol), False, "")
+        # Convex and small: solved to rounding.
+        theta, _, _ = _lbfgs(fun, np.zeros(m * q), max(check_positive_int(self.max_iter, "max_iter"), 1000), 1e-15, False, "")
         return theta.reshape(m, q)
 
     def __sklearn_tags__(self):

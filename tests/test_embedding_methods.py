@@ -434,3 +434,13 @@ def test_sklearn_compatible_softmax(estimator, check):
     # Slow: every check refits to L-BFGS convergence (transform must then agree with
     # fit_transform, which only holds at the optimum).
     check(estimator)
+
+
+def test_docstring_examples_run():
+    import doctest
+
+    from localization import embedding, metrics, text
+
+    for module in (embedding, metrics, text):
+        failed, _ = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+        assert failed == 0, module.__name__

@@ -704,8 +704,8 @@ class OrdinalEmbedding(BaseEstimator):
     >>> D = ((P[:, None] - P[None]) ** 2).sum(-1)
     >>> T = [(i, j, k) for i in range(4) for j in range(4) for k in range(4)
     ...      if len({i, j, k}) == 3 and D[i, j] < D[i, k]]
-    >>> emb = OrdinalEmbedding(random_state=0).fit(T)
-    >>> emb.satisfied_
+    >>> emb = OrdinalEmbedding(loss="ste", random_state=0).fit(T)
+    >>> emb.satisfied_                                   # every comparison holds in 2-D
     1.0
     """
 

@@ -854,10 +854,11 @@ def _check_affinity(A):
     if A.shape[0] != A.shape[1]:
         raise ValueError(f"a precomputed affinity `X` must be square, got shape {A.shape}")
     if sp.issparse(A):
-        A = sp.csr_matrix(A, copy=True)
-        A.sum_duplicates()
-        A.sort_indices()
-        A.eliminate_zeros()
+        A = sp.csr_matrix(A)
+        if not A.has_canonical_format or np.any(A.data == 0):
+            A = A.copy()  # canonical form without touching the caller's matrix
+            A.sum_duplicates()
+            A.eliminate_zeros()
         data = A.data
     else:
         A = np.ascontiguousarray(A)
@@ -1094,7 +1095,11 @@ class AsymmetricMDS(TransformerMixin, BaseEstimator):
         self.embedding_ = U * root
         self.key_embedding_ = Vt.T * root
         self.singular_values_ = s
-        total = aff.frobenius2() if aff is not None else (float(A.multiply(A).sum()) if sp.issparse(A) else float(np.sum(A * A)))
+        if aff is not None:
+            total = aff.frobenius2()
+        else:
+            data = A.data if sp.issparse(A) else A.ravel()
+            total = float(data @ data)
         self.loss_ = max(total - float(np.sum(s * s)), 0.0)
         self.stress_ = float(np.sqrt(self.loss_))
         self.n_iter_ = 1

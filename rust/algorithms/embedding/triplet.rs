@@ -53,9 +53,10 @@ impl Loss {
     fn eval(self, a: f64, b: f64) -> (f64, f64, f64) {
         match self {
             Loss::TriMap => {
-                let s = 2.0 + a + b;
-                let s2 = s * s;
-                ((1.0 + a) / s, (1.0 + b) / s2, -(1.0 + a) / s2)
+                // One division: it dominates the arithmetic of a triplet.
+                let inv = 1.0 / (2.0 + a + b);
+                let inv2 = inv * inv;
+                ((1.0 + a) * inv, (1.0 + b) * inv2, -(1.0 + a) * inv2)
             }
             Loss::Linear => (a - b, 1.0, -1.0),
             Loss::Ste => {

@@ -444,3 +444,39 @@ def test_docstring_examples_run():
     for module in (embedding, metrics, text):
         failed, _ = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
         assert failed == 0, module.__name__
+
+
+# ----------------------------------------------------------------------------- native layer fuzz
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(n=st.integers(1, 12), q=st.integers(1, 3), m=st.integers(0, 20), lo=st.integers(-3, 0), hi=st.integers(1, 15),
+       k=st.integers(0, 14), seed=st.integers(0, 2**32), bad=st.sampled_from([None, np.nan, np.inf, -1.0]))
+def test_native_embedding_entry_points_never_panic(n, q, m, lo, hi, k, seed, bad):
+    """Arbitrary sizes, out-of-range indices, malformed CSR and bad numbers: a result or a
+    ValueError/TypeError, never a panic (PanicException is not an Exception)."""
+    rng = np.random.default_rng(seed)
+    Y = rng.standard_normal((n, q))
+    X = rng.standard_normal((n, 3))
+    T = rng.integers(lo, hi, (m, 3))
+    w = rng.random(m)
+    if bad is not None and m:
+        w[0] = bad
+    calls = [
+        lambda: _core.triplet_loss_grad(Y, T, w, loss="tste", alpha=1.0),
+        lambda: _core.triplet_optimize(Y, T, w, n_iter=3),
+        lambda: _core.lle_weights(X, k, 1e-3),
+        lambda: _core.lle_weights(X, k, 1e-3, queries=Y),
+        lambda: _core.trustworthiness_penalty(X, np.arange(n, dtype=np.int64), rng.integers(lo, hi, (n, max(k, 1)))),
+        lambda: _core.trimap_triplets(X, rng.integers(lo, hi, (n, max(k, 1))), np.abs(rng.standard_normal((n, max(k, 1)))), n_inliers=2, n_outliers=2),
+        lambda: _core.softmax_sampled_loss_grad(Y, Y, np.sort(rng.integers(lo, hi, n + 1)), rng.integers(lo, hi, m), w, np.ones(n), np.ones(n)),
+        lambda: _core.softmax_fit_sampled(Y, Y, np.arange(n + 1, dtype=np.int64), np.arange(n, dtype=np.int64), np.ones(n), np.ones(n), w[:n] if len(w) >= n else np.ones(n), n_iter=2),
+    ]
+    for call in calls:
+        try:
+            call()
+        except (ValueError, TypeError):
+            pass

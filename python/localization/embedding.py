@@ -280,7 +280,7 @@ def _bottom_eigenvectors(W, q, eigen_solver, tol, max_iter, random_state):
     A = (sp.identity(n, format="csr") - W).tocsr()
     M = (A.T @ A).tocsr()
     if eigen_solver == "auto":
-        eigen_solver = "dense" if n <= 1500 or q + 1 >= 10 else "arpack"
+        eigen_solver = "dense" if n <= 1500 else "arpack"
     if eigen_solver == "dense":
         vals, vecs = scipy.linalg.eigh(M.toarray(), subset_by_index=(1, q))
         order = np.argsort(np.abs(vals))
@@ -326,9 +326,10 @@ class LocallyLinearEmbedding(TransformerMixin, BaseEstimator):
         Regularisation of the local Gram systems (relative to their trace).
     eigen_solver : {"auto", "arpack", "dense"}, default="auto"
         ``"dense"``: the full eigendecomposition of the n×n matrix (small n; this is
-        scikit-learn's ``eigen_solver="dense"``). ``"arpack"``: ARPACK in shift-invert mode
-        with one sparse LU of I − W, then a Rayleigh–Ritz refinement with (I − W)ᵀ(I − W).
-        ``"auto"``: dense up to 1,500 samples, else arpack.
+        scikit-learn's ``eigen_solver="dense"``). ``"arpack"``: ARPACK on the
+        pseudo-inverse of (I − W)ᵀ(I − W), applied through one sparse LU of the grounded
+        I − W, then a Rayleigh–Ritz refinement with (I − W)ᵀ(I − W) itself (memory
+        O(n·k) plus the LU's fill-in). ``"auto"``: dense up to 1,500 samples, else arpack.
     tol : float, default=1e-6
         ARPACK tolerance (the refinement makes the eigenvalues much more accurate).
     max_iter : int, default=100

@@ -81,8 +81,8 @@ fn check(z1: &ArrayView2<f64>, z2: &ArrayView2<f64>, t: &Target, w: &[f64], s: &
     if s.n_negative == 0 {
         return Err(LocalizationError::param("n_negative", "must be at least 1"));
     }
-    if z1.iter().chain(z2.iter()).any(|v| !v.is_finite()) {
-        return Err(LocalizationError::NonFinite { name: "embedding" });
+    if z1.iter().chain(z2.iter()).any(|v| !v.is_finite() || v.abs() > 1e100) {
+        return Err(LocalizationError::param("embedding", "coordinates must be finite and below 1e100 in magnitude"));
     }
     Ok(())
 }
@@ -116,7 +116,7 @@ fn eval(z1: ArrayView2<f64>, z2: ArrayView2<f64>, t: &Target, w: &[f64], pi: &[f
         let dot = |j: usize| zi.iter().zip(key(j)).map(|(u, v)| u * v).sum::<f64>();
         let pos = &t.indices[lo..hi];
         let pdat = &t.data[lo..hi];
-        let mut rng = stream(s.seed, 2 + stage, i as u64);
+        let mut rng = stream(s.seed, stage.wrapping_add(2), i as u64);
         let samples: Vec<usize> = (0..s.n_negative)
             .map(|_| {
                 let u = rng.random::<f64>() * last;
@@ -212,6 +212,9 @@ pub fn fit_sampled(z1: ArrayView2<f64>, z2: ArrayView2<f64>, t: &Target, w: &[f6
             l
         })?;
         history.push(l);
+        if theta.iter().any(|v| !v.is_finite() || v.abs() > 1e100) {
+            return Err(LocalizationError::param("learning_rate", format!("the embedding diverged at iteration {}; lower it", it + 1)));
+        }
         if last.elapsed() >= REPORT_EVERY || it + 1 == opt.n_iter {
             progress(it + 1, opt.n_iter)?;
             last = Instant::now();

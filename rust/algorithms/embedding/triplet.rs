@@ -133,7 +133,19 @@ pub fn anchor_groups(triplets: &[Triplet]) -> Vec<(usize, usize)> {
 /// anchor (and, within it, a near point j) are consecutive.
 pub fn loss_grad(y: ArrayView2<f64>, triplets: &[Triplet], weights: &[f64], loss: Loss) -> Result<(f64, Array2<f64>)> {
     check_triplets(triplets, weights, y.nrows())?;
+    check_embedding(y, "embedding")?;
     Ok(loss_grad_grouped(y, triplets, &anchor_groups(triplets), weights, loss))
+}
+
+/// Finite coordinates small enough that the gradient's fixed-point bound stays finite.
+fn check_embedding(y: ArrayView2<f64>, name: &'static str) -> Result<()> {
+    if y.iter().any(|v| !v.is_finite()) {
+        return Err(LocalizationError::NonFinite { name });
+    }
+    if y.iter().any(|v| v.abs() > 1e100) {
+        return Err(LocalizationError::param(name, "coordinates beyond 1e100 in magnitude"));
+    }
+    Ok(())
 }
 
 fn loss_grad_grouped(y: ArrayView2<f64>, triplets: &[Triplet], groups: &[(usize, usize)], weights: &[f64], loss: Loss) -> (f64, Array2<f64>) {
@@ -283,16 +295,20 @@ pub fn sample_trimap<F: Real>(x: ArrayView2<F>, nbrs: &[usize], dists: &[F], lis
     let per = s.n_inliers * s.n_outliers;
     let knn: Vec<(Vec<Triplet>, Vec<f64>)> = (0..n)
         .into_par_iter()
-        .map(|i| {
+        .map(|i| -> Result<(Vec<Triplet>, Vec<f64>)> {
             let nb = &nbrs[i * listed..(i + 1) * listed];
             let dd = &dists[i * listed..(i + 1) * listed];
             // log s_ij for the listed neighbours, sorted by decreasing similarity.
             let mut p: Vec<(f64, usize)> = nb.iter().zip(dd).map(|(&j, &dj)| (-(dj.f64() * dj.f64()) / (sig[i] * sig[j]), j)).collect();
             p.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-            // Self first whatever the ties: it is never an inlier.
-            if let Some(pos) = p.iter().position(|e| e.1 == i) {
-                let e = p.remove(pos);
-                p.insert(0, e);
+            // Each sample once, and i itself first whatever the ties (duplicates of x_i can
+            // push it down or off the list): it is never an inlier, and the n_inliers + 1
+            // excluded samples then leave ≥ n_outliers candidates (checked on entry).
+            let mut seen = std::collections::HashSet::with_capacity(p.len());
+            p.retain(|e| e.1 != i && seen.insert(e.1));
+            p.insert(0, (0.0, i));
+            if p.len() < s.n_inliers + 1 {
+                return Err(LocalizationError::param("neighbors", format!("row {i} lists fewer than n_inliers = {} other samples", s.n_inliers)));
             }
             let mut rng = stream(s.seed, 0, i as u64);
             let mut tr = Vec::with_capacity(per);
@@ -314,9 +330,9 @@ pub fn sample_trimap<F: Real>(x: ArrayView2<F>, nbrs: &[usize], dists: &[F], lis
                     w.push(p_sim - p_out);
                 }
             }
-            (tr, w)
+            Ok((tr, w))
         })
-        .collect();
+        .collect::<Result<_>>()?;
     let random: Vec<(Vec<Triplet>, Vec<f64>)> = (0..n)
         .into_par_iter()
         .map(|i| {
@@ -389,9 +405,7 @@ pub fn optimize(y0: ArrayView2<f64>, triplets: &[Triplet], weights: &[f64], loss
     if !(opt.learning_rate > 0.0) || !opt.learning_rate.is_finite() {
         return Err(LocalizationError::param("learning_rate", "must be finite and > 0"));
     }
-    if y0.iter().any(|v| !v.is_finite()) {
-        return Err(LocalizationError::NonFinite { name: "init" });
-    }
+    check_embedding(y0, "init")?;
     check_triplets(triplets, weights, y0.nrows())?;
     let groups = anchor_groups(triplets);
     let mut y = y0.as_standard_layout().into_owned();
@@ -419,7 +433,7 @@ pub fn optimize(y0: ArrayView2<f64>, triplets: &[Triplet], weights: &[f64], loss
             progress(it + 1, opt.n_iter)?;
             last = Instant::now();
         }
-        if y.iter().any(|v| !v.is_finite()) {
+        if check_embedding(y.view(), "embedding").is_err() {
             return Err(LocalizationError::param("learning_rate", format!("the embedding diverged at iteration {}; lower it", it + 1)));
         }
     }

@@ -393,9 +393,15 @@ def test_progress_callback_errors_stop_the_fit():
         seen.append((done, total))
         raise KeyboardInterrupt
 
+    # The watcher reports progress while the fit runs; its error stops the fit between two
+    # iterations, long before the million asked for, and is the one raised.
     with pytest.raises(KeyboardInterrupt):
-        _core.triplet_optimize(Y0, T, np.ones(50), n_iter=10, progress=stop)
-    assert seen == [(0, 10)]
+        _core.triplet_optimize(Y0, T, np.ones(50), n_iter=10**6, progress=stop)
+    assert len(seen) == 1 and seen[0][1] == 10**6 and seen[0][0] < 10**6
+    seen.clear()
+    with pytest.raises(KeyboardInterrupt):  # a fit shorter than one watch period: raised at the end
+        _core.triplet_optimize(Y0, T, np.ones(50), n_iter=3, progress=stop)
+    assert len(seen) == 1 and seen[0][1] == 3
     TripletEmbedding(max_iter=20, verbose=True, random_state=0).fit(rng.random((40, 3)))
 
 
@@ -480,3 +486,21 @@ def test_native_embedding_entry_points_never_panic(n, q, m, lo, hi, k, seed, bad
             call()
         except (ValueError, TypeError):
             pass
+
+
+def test_failed_refit_keeps_the_previous_fit():
+    X = swiss(80)
+    bad = X.copy()
+    bad[0, 0] = np.nan
+    for est in (LocallyLinearEmbedding(n_neighbors=6), AsymmetricMDS(kernel="knn", n_neighbors=5),
+                TripletEmbedding(max_iter=5, random_state=0)):
+        Y = est.fit(X).embedding_.copy()
+        with pytest.raises(ValueError):
+            est.fit(bad)
+        np.testing.assert_array_equal(est.embedding_, Y)
+        assert est.n_features_in_ == 3
+    emb = OrdinalEmbedding(max_iter=20, random_state=0).fit([[0, 1, 2], [1, 2, 3], [2, 3, 0]])
+    Y = emb.embedding_.copy()
+    with pytest.raises(ValueError):
+        emb.fit([[0, 1, -1]])
+    np.testing.assert_array_equal(emb.embedding_, Y)

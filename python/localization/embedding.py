@@ -33,8 +33,10 @@ from scipy.sparse.linalg import LinearOperator, eigsh, splu, svds
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_array, check_is_fitted
+from threadpoolctl import threadpool_limits
 
 from . import _core
+from ._base import keeps_state_on_error
 from ._validation import (
     FLOAT_DTYPES,
     LocalizationWarning,
@@ -113,6 +115,7 @@ class LocalPCA(TransformerMixin, BaseEstimator):
         self.algorithm = algorithm
         self.n_jobs = n_jobs
 
+    @keeps_state_on_error
     def fit(self, X, y=None, sample_weight=None):
         """Store the sample (lazy learning). Returns self."""
         X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C")
@@ -124,7 +127,8 @@ class LocalPCA(TransformerMixin, BaseEstimator):
         return self
 
     def _bound(self):
-        return bind(self.kernel, self.bandwidth, self.X_fit_, _knn_k(self.kernel, self.n_neighbors), self.sample_weight_)
+        return bind(self.kernel, self.bandwidth, self.X_fit_, _knn_k(self.kernel, self.n_neighbors), self.sample_weight_,
+                    consumer="LocalPCA")
 
     def _query(self, X):
         check_is_fitted(self)
@@ -282,7 +286,8 @@ def _bottom_eigenvectors(W, q, eigen_solver, tol, max_iter, random_state):
     if eigen_solver == "auto":
         eigen_solver = "dense" if n <= 1500 else "arpack"
     if eigen_solver == "dense":
-        vals, vecs = scipy.linalg.eigh(M.toarray(), subset_by_index=(1, q))
+        with threadpool_limits(1 if n <= _EIGH_ONE_THREAD else None, user_api="blas"):
+            vals, vecs = scipy.linalg.eigh(M.toarray(), subset_by_index=(1, q))
         order = np.argsort(np.abs(vals))
         return vecs[:, order], float(np.sum(vals))
     v0 = check_random_state(random_state).uniform(-1, 1, n)
@@ -375,6 +380,7 @@ class LocallyLinearEmbedding(TransformerMixin, BaseEstimator):
         self.random_state = random_state
         self.n_jobs = n_jobs
 
+    @keeps_state_on_error
     def fit(self, X, y=None):
         """Compute the local kernel W and the embedding. Returns self."""
         X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C", ensure_min_samples=2)
@@ -484,18 +490,26 @@ def triplet_loss(Y, triplets, weights=None, *, loss="trimap", alpha=1.0, n_jobs=
     return _core.triplet_loss_grad(Y, T, w, loss=loss, alpha=_check_positive(alpha, "alpha"), n_jobs=n_jobs)
 
 
+# Eigendecompositions up to this size run on one BLAS thread (see _pca).
+_EIGH_ONE_THREAD = 2048
+
+
 def _pca(X, q):
     """Centred coordinates on the top-q principal axes (exact: an eigendecomposition of the
     smaller of the covariance and the Gram matrix), signs as scikit-learn's PCA."""
     Xc = X - X.mean(axis=0)
     n, d = Xc.shape
     q = min(q, n, d)
+    small = min(n, d)
+    G = (Xc @ Xc.T if n < d else Xc.T @ Xc).astype(np.float64)
+    # OpenBLAS's threaded tridiagonalisation of a matrix this small is all synchronisation:
+    # on a busy machine it ran 30× slower than one thread (784×784: 6 s against 0.2 s).
+    with threadpool_limits(1 if small <= _EIGH_ONE_THREAD else None, user_api="blas"):
+        vals, V = scipy.linalg.eigh(G, subset_by_index=(small - q, small - 1))
     if n < d:
-        vals, U = scipy.linalg.eigh((Xc @ Xc.T).astype(np.float64), subset_by_index=(n - q, n - 1))
-        coords = U[:, ::-1] * np.sqrt(np.maximum(vals[::-1], 0.0))
-        axes = Xc.T.astype(np.float64) @ U[:, ::-1]
+        coords = V[:, ::-1] * np.sqrt(np.maximum(vals[::-1], 0.0))
+        axes = Xc.T.astype(np.float64) @ V[:, ::-1]
     else:
-        vals, V = scipy.linalg.eigh((Xc.T @ Xc).astype(np.float64), subset_by_index=(d - q, d - 1))
         axes = V[:, ::-1]
         coords = Xc @ axes.astype(X.dtype)
     flip = np.where(axes[np.abs(axes).argmax(axis=0), np.arange(q)] < 0, -1.0, 1.0)
@@ -597,6 +611,7 @@ class TripletEmbedding(TransformerMixin, BaseEstimator):
             n_in, n_out = fit_in, fit_out
         return n_in, n_out, n_rand
 
+    @keeps_state_on_error
     def fit(self, X, y=None):
         """Sample the triplets and optimise the embedding. Returns self."""
         X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C")
@@ -722,6 +737,7 @@ class OrdinalEmbedding(BaseEstimator):
         self.n_jobs = n_jobs
         self.verbose = verbose
 
+    @keeps_state_on_error
     def fit(self, X, y=None, *, n_samples=None, sample_weight=None):
         """Fit to triplets ``X`` (integer array of shape (n_triplets, 3), rows (i, j, k)).
 
@@ -1073,6 +1089,7 @@ class AsymmetricMDS(TransformerMixin, BaseEstimator):
             return _knn_affinity(X, kernel, self.n_jobs), None
         return None, _KernelAffinity(BoundKernel(kernel, X), self.n_jobs)
 
+    @keeps_state_on_error
     def fit(self, X, y=None):
         """Fit the query and key coordinates. Returns self."""
         if self.loss not in ("frobenius", "softmax"):

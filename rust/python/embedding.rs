@@ -1,43 +1,14 @@
 //! Bindings of the embedding family (LLE, triplet / ordinal embedding, softmax asymmetric
-//! MDS, trustworthiness): arrays in, plain arrays out. No math here.
+//! MDS, trustworthiness): arrays in, plain arrays out. No math here. Every call runs through
+//! `runtime::run` (GIL released, the pool `n_jobs` selects, Ctrl-C and progress watched).
 
+use super::runtime::{run, NJobs};
 use super::{is_f32, view1, view2};
-use crate::algorithms::embedding::{lle, quality, softmax, triplet, Progress};
-use crate::error::LocalizationError;
+use crate::algorithms::embedding::{lle, quality, softmax, triplet};
 use crate::neighbors::Algorithm;
-use crate::parallel;
 use numpy::{IntoPyArray, PyArray1, PyArray2, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use std::sync::Mutex;
-
-/// Run a long loop without the GIL: the algorithm runs its loop on this thread and its
-/// parallel steps on the pool of `threads`; between steps it calls the hook, which
-/// re-attaches to Python, checks for Ctrl-C and calls `progress(done, total)`. A Python
-/// error raised there (KeyboardInterrupt, a failing callback) stops the loop and is the
-/// one reported. The only place that knows how progress and signals reach Python.
-fn run_long<T: Send>(py: Python<'_>, progress: Option<Py<PyAny>>, f: impl FnOnce(Progress<'_>) -> crate::error::Result<T> + Send) -> PyResult<T> {
-    let slot: Mutex<Option<PyErr>> = Mutex::new(None);
-    let r = py.detach(|| {
-        let mut hook = |done: usize, total: usize| {
-            Python::attach(|py| {
-                let r = py.check_signals().and_then(|_| match &progress {
-                    Some(f) => f.call1(py, (done, total)).map(|_| ()),
-                    None => Ok(()),
-                });
-                r.map_err(|e| {
-                    *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
-                    LocalizationError::Interrupted
-                })
-            })
-        };
-        f(&mut hook)
-    });
-    match r {
-        Ok(v) => Ok(v),
-        Err(e) => Err(slot.into_inner().unwrap_or_else(|p| p.into_inner()).unwrap_or_else(|| e.into())),
-    }
-}
 
 /// A 2-D int64 array as usize rows.
 fn indices2(a: &Bound<'_, PyAny>, name: &str) -> PyResult<(Vec<usize>, usize)> {
@@ -80,15 +51,14 @@ fn to_i64_2d(v: Vec<usize>, cols: usize) -> PyResult<ndarray::Array2<i64>> {
 #[pyfunction]
 #[pyo3(signature = (x, n_neighbors, reg=1e-3, queries=None, algorithm="auto", n_jobs=None))]
 fn lle_weights<'py>(
-    py: Python<'py>, x: &Bound<'py, PyAny>, n_neighbors: usize, reg: f64, queries: Option<&Bound<'py, PyAny>>, algorithm: &str, n_jobs: Option<i64>,
+    py: Python<'py>, x: &Bound<'py, PyAny>, n_neighbors: usize, reg: f64, queries: Option<&Bound<'py, PyAny>>, algorithm: &str, n_jobs: Option<NJobs>,
 ) -> PyResult<(Bound<'py, PyArray2<i64>>, Bound<'py, PyArray2<f64>>)> {
-    let threads = parallel::resolve_n_jobs(n_jobs)?;
     let alg = Algorithm::from_name(algorithm)?;
     let (nb, w) = with_float!(x, F, {
         let xr = view2::<F>(x, "X")?;
         let qr = queries.map(|q| view2::<F>(q, "X")).transpose()?;
         let (xa, qa) = (xr.as_array(), qr.as_ref().map(|q| q.as_array()));
-        py.detach(|| parallel::install(threads, || lle::neighbors_and_weights(xa, qa, n_neighbors, reg, alg)))??
+        run(py, n_jobs, None, |mon| lle::neighbors_and_weights(xa, qa, n_neighbors, reg, alg, mon))?
     });
     Ok((to_i64_2d(nb, n_neighbors)?.into_pyarray(py), w.into_pyarray(py)))
 }
@@ -99,9 +69,8 @@ fn lle_weights<'py>(
 #[allow(clippy::too_many_arguments)]
 fn trimap_triplets<'py>(
     py: Python<'py>, x: &Bound<'py, PyAny>, neighbors: &Bound<'py, PyAny>, distances: &Bound<'py, PyAny>, n_inliers: usize, n_outliers: usize,
-    n_random: usize, weight_temp: f64, random_weight: f64, seed: u64, n_jobs: Option<i64>,
+    n_random: usize, weight_temp: f64, random_weight: f64, seed: u64, n_jobs: Option<NJobs>,
 ) -> PyResult<(Bound<'py, PyArray2<i64>>, Bound<'py, PyArray1<f64>>)> {
-    let threads = parallel::resolve_n_jobs(n_jobs)?;
     let (nb, listed) = indices2(neighbors, "neighbors")?;
     let s = triplet::Sampling { n_inliers, n_outliers, n_random, weight_temp, random_weight, seed };
     let (tr, w) = with_float!(x, F, {
@@ -109,7 +78,7 @@ fn trimap_triplets<'py>(
         let dr = view2::<F>(distances, "distances")?;
         let (xa, da) = (xr.as_array(), dr.as_array());
         let dv: Vec<F> = da.iter().copied().collect();
-        py.detach(|| parallel::install(threads, || triplet::sample_trimap(xa, &nb, &dv, listed, &s)))??
+        run(py, n_jobs, None, |_| triplet::sample_trimap(xa, &nb, &dv, listed, &s))?
     });
     let flat: Vec<usize> = tr.iter().flat_map(|t| t.map(|v| v as usize)).collect();
     Ok((to_i64_2d(flat, 3)?.into_pyarray(py), w.into_pyarray(py)))
@@ -119,15 +88,14 @@ fn trimap_triplets<'py>(
 #[pyfunction]
 #[pyo3(signature = (y, triplets, weights, loss="trimap", alpha=1.0, n_jobs=None))]
 fn triplet_loss_grad<'py>(
-    py: Python<'py>, y: &Bound<'py, PyAny>, triplets: &Bound<'py, PyAny>, weights: &Bound<'py, PyAny>, loss: &str, alpha: f64, n_jobs: Option<i64>,
+    py: Python<'py>, y: &Bound<'py, PyAny>, triplets: &Bound<'py, PyAny>, weights: &Bound<'py, PyAny>, loss: &str, alpha: f64, n_jobs: Option<NJobs>,
 ) -> PyResult<(f64, Bound<'py, PyArray2<f64>>)> {
-    let threads = parallel::resolve_n_jobs(n_jobs)?;
     let loss = triplet::Loss::from_name(loss, alpha)?;
     let tr = self::triplets(triplets)?;
     let w = f64_vec(weights, "weights")?;
     let yv = view2::<f64>(y, "embedding")?;
     let ya = yv.as_array();
-    let (l, g) = py.detach(|| parallel::install(threads, || triplet::loss_grad(ya, &tr, &w, loss)))??;
+    let (l, g) = run(py, n_jobs, None, |_| triplet::loss_grad(ya, &tr, &w, loss))?;
     Ok((l, g.into_pyarray(py)))
 }
 
@@ -137,16 +105,15 @@ fn triplet_loss_grad<'py>(
 #[allow(clippy::too_many_arguments)]
 fn triplet_optimize<'py>(
     py: Python<'py>, y0: &Bound<'py, PyAny>, triplets: &Bound<'py, PyAny>, weights: &Bound<'py, PyAny>, loss: &str, alpha: f64,
-    learning_rate: f64, n_iter: usize, n_jobs: Option<i64>, progress: Option<Py<PyAny>>,
+    learning_rate: f64, n_iter: usize, n_jobs: Option<NJobs>, progress: Option<Py<PyAny>>,
 ) -> PyResult<(Bound<'py, PyArray2<f64>>, Bound<'py, PyArray1<f64>>)> {
-    let threads = parallel::resolve_n_jobs(n_jobs)?;
     let loss = triplet::Loss::from_name(loss, alpha)?;
     let tr = self::triplets(triplets)?;
     let w = f64_vec(weights, "weights")?;
     let yv = view2::<f64>(y0, "init")?;
     let ya = yv.as_array();
     let opt = triplet::Optimizer { learning_rate, n_iter };
-    let fit = run_long(py, progress, |hook| triplet::optimize(ya, &tr, &w, loss, &opt, threads, hook))?;
+    let fit = run(py, n_jobs, progress.as_ref(), |mon| triplet::optimize(ya, &tr, &w, loss, &opt, mon))?;
     Ok((fit.y.into_pyarray(py), fit.loss.into_pyarray(py)))
 }
 
@@ -167,16 +134,15 @@ fn csr(indptr: &Bound<'_, PyAny>, indices: &Bound<'_, PyAny>, data: &Bound<'_, P
 fn softmax_sampled_loss_grad<'py>(
     py: Python<'py>, z1: &Bound<'py, PyAny>, z2: &Bound<'py, PyAny>, indptr: &Bound<'py, PyAny>, indices: &Bound<'py, PyAny>,
     data: &Bound<'py, PyAny>, row_weight: &Bound<'py, PyAny>, proposal: &Bound<'py, PyAny>, n_negative: usize, seed: u64, stage: u64,
-    n_jobs: Option<i64>,
+    n_jobs: Option<NJobs>,
 ) -> PyResult<(f64, Bound<'py, PyArray2<f64>>)> {
-    let threads = parallel::resolve_n_jobs(n_jobs)?;
     let p = csr(indptr, indices, data)?;
     let (w, pr) = (f64_vec(row_weight, "row_weight")?, f64_vec(proposal, "proposal")?);
     let (a, b) = (view2::<f64>(z1, "embedding")?, view2::<f64>(z2, "key_embedding")?);
     let (za, zb) = (a.as_array(), b.as_array());
     let t = softmax::Target { indptr: &p.indptr, indices: &p.indices, data: &p.data };
     let s = softmax::Sampler { proposal: &pr, n_negative, seed };
-    let (l, g) = py.detach(|| parallel::install(threads, || softmax::sampled_loss_grad(za, zb, &t, &w, &s, stage)))??;
+    let (l, g) = run(py, n_jobs, None, |_| softmax::sampled_loss_grad(za, zb, &t, &w, &s, stage))?;
     Ok((l, g.into_pyarray(py)))
 }
 
@@ -188,9 +154,8 @@ fn softmax_sampled_loss_grad<'py>(
 fn softmax_fit_sampled<'py>(
     py: Python<'py>, z1: &Bound<'py, PyAny>, z2: &Bound<'py, PyAny>, indptr: &Bound<'py, PyAny>, indices: &Bound<'py, PyAny>,
     data: &Bound<'py, PyAny>, row_weight: &Bound<'py, PyAny>, proposal: &Bound<'py, PyAny>, n_negative: usize, seed: u64,
-    learning_rate: f64, n_iter: usize, n_jobs: Option<i64>, progress: Option<Py<PyAny>>,
+    learning_rate: f64, n_iter: usize, n_jobs: Option<NJobs>, progress: Option<Py<PyAny>>,
 ) -> PyResult<(Bound<'py, PyArray2<f64>>, Bound<'py, PyArray2<f64>>, Bound<'py, PyArray1<f64>>)> {
-    let threads = parallel::resolve_n_jobs(n_jobs)?;
     let p = csr(indptr, indices, data)?;
     let (w, pr) = (f64_vec(row_weight, "row_weight")?, f64_vec(proposal, "proposal")?);
     let (a, b) = (view2::<f64>(z1, "embedding")?, view2::<f64>(z2, "key_embedding")?);
@@ -198,7 +163,7 @@ fn softmax_fit_sampled<'py>(
     let t = softmax::Target { indptr: &p.indptr, indices: &p.indices, data: &p.data };
     let s = softmax::Sampler { proposal: &pr, n_negative, seed };
     let opt = softmax::Adam { learning_rate, n_iter };
-    let fit = run_long(py, progress, |hook| softmax::fit_sampled(za, zb, &t, &w, &s, &opt, threads, hook))?;
+    let fit = run(py, n_jobs, progress.as_ref(), |mon| softmax::fit_sampled(za, zb, &t, &w, &s, &opt, mon))?;
     Ok((fit.z1.into_pyarray(py), fit.z2.into_pyarray(py), fit.loss.into_pyarray(py)))
 }
 
@@ -206,15 +171,14 @@ fn softmax_fit_sampled<'py>(
 #[pyfunction]
 #[pyo3(signature = (x, anchors, embedded_neighbors, n_jobs=None))]
 fn trustworthiness_penalty<'py>(
-    py: Python<'py>, x: &Bound<'py, PyAny>, anchors: &Bound<'py, PyAny>, embedded_neighbors: &Bound<'py, PyAny>, n_jobs: Option<i64>,
+    py: Python<'py>, x: &Bound<'py, PyAny>, anchors: &Bound<'py, PyAny>, embedded_neighbors: &Bound<'py, PyAny>, n_jobs: Option<NJobs>,
 ) -> PyResult<u64> {
-    let threads = parallel::resolve_n_jobs(n_jobs)?;
     let anchors = indices1(anchors, "anchors")?;
     let (nb, k) = indices2(embedded_neighbors, "embedded_neighbors")?;
     let pen = with_float!(x, F, {
         let xr = view2::<F>(x, "X")?;
         let xa = xr.as_array();
-        py.detach(|| parallel::install(threads, || quality::trustworthiness_penalty(xa, &anchors, &nb, k)))??
+        run(py, n_jobs, None, |_| quality::trustworthiness_penalty(xa, &anchors, &nb, k))?
     });
     Ok(pen)
 }

@@ -12,6 +12,7 @@ use crate::algorithms::local_poly::solve_in_place;
 use crate::error::{LocalizationError, Result};
 use crate::kernel::Real;
 use crate::neighbors::{Algorithm, Index};
+use crate::parallel::Monitor;
 use ndarray::{Array2, ArrayView2};
 use rayon::prelude::*;
 
@@ -79,7 +80,7 @@ pub fn barycenter_weights<F: Real>(queries: ArrayView2<F>, x: ArrayView2<F>, nbr
 /// The k nearest neighbours of each query among the rows of `x` (ascending, ties by index)
 /// and their barycentric weights. With `queries = None` the queries are the rows of `x` and
 /// each row's own index is left out (the hollow kernel).
-pub fn neighbors_and_weights<F: Real>(x: ArrayView2<F>, queries: Option<ArrayView2<F>>, k: usize, reg: f64, algorithm: Algorithm) -> Result<(Vec<usize>, Array2<f64>)> {
+pub fn neighbors_and_weights<F: Real>(x: ArrayView2<F>, queries: Option<ArrayView2<F>>, k: usize, reg: f64, algorithm: Algorithm, mon: &Monitor) -> Result<(Vec<usize>, Array2<f64>)> {
     let n = x.nrows();
     let hollow = queries.is_none();
     if k == 0 || k + hollow as usize > n {
@@ -88,20 +89,18 @@ pub fn neighbors_and_weights<F: Real>(x: ArrayView2<F>, queries: Option<ArrayVie
             format!("must be in [1, {}] for {n} samples, got {k}", n - hollow as usize),
         ));
     }
-    let index = Index::build(x, algorithm, 30)?;
+    let index = Index::build(x, algorithm, 30, mon)?;
     let q = queries.unwrap_or(x);
-    let found = index.knn(q, k + hollow as usize)?;
+    let kk = k + hollow as usize;
+    let found = index.knn(q, kk, mon)?;
     let nbrs: Vec<usize> = found
         .indices
-        .into_iter()
+        .chunks_exact(kk)
         .enumerate()
-        .flat_map(|(i, mut row)| {
-            if hollow {
-                // Leave out the point itself; if duplicates pushed it off the list, the farthest.
-                let at = row.iter().position(|&j| j == i).unwrap_or(row.len() - 1);
-                row.remove(at);
-            }
-            row
+        .flat_map(|(i, row)| {
+            // Leave out the point itself; if duplicates pushed it off the list, the farthest.
+            let skip = if hollow { row.iter().position(|&j| j == i).unwrap_or(kk - 1) } else { kk };
+            row.iter().enumerate().filter(move |&(t, _)| t != skip).map(|(_, &j)| j)
         })
         .collect();
     let w = barycenter_weights(q, x, &nbrs, k, reg)?;
@@ -121,7 +120,7 @@ mod tests {
         let uv = Array2::from_shape_fn((200, 2), |_| rng.random::<f64>());
         let a = ndarray::arr2(&[[1.0, 0.5, -0.3, 2.0], [0.2, -1.0, 0.7, 0.1]]);
         let x = uv.dot(&a);
-        let (nb, w) = neighbors_and_weights(x.view(), None, 5, 1e-9, Algorithm::Auto).unwrap();
+        let (nb, w) = neighbors_and_weights(x.view(), None, 5, 1e-9, Algorithm::Auto, &Monitor::default()).unwrap();
         for i in 0..200 {
             assert!((w.row(i).sum() - 1.0).abs() < 1e-12);
             assert!(!nb[i * 5..(i + 1) * 5].contains(&i));
@@ -130,11 +129,11 @@ mod tests {
                 assert!((rec - x[(i, c)]).abs() < 1e-6, "{i} {c} {rec} {}", x[(i, c)]);
             }
         }
-        assert!(neighbors_and_weights(x.view(), None, 200, 1e-3, Algorithm::Auto).is_err());
-        assert!(neighbors_and_weights(x.view(), None, 5, -1.0, Algorithm::Auto).is_err());
+        assert!(neighbors_and_weights(x.view(), None, 200, 1e-3, Algorithm::Auto, &Monitor::default()).is_err());
+        assert!(neighbors_and_weights(x.view(), None, 5, -1.0, Algorithm::Auto, &Monitor::default()).is_err());
         // A point whose neighbours all coincide with it: singular without regularisation.
         let same = Array2::<f64>::zeros((4, 2));
-        assert!(neighbors_and_weights(same.view(), None, 2, 0.0, Algorithm::Auto).is_err());
-        assert!(neighbors_and_weights(same.view(), None, 2, 1e-3, Algorithm::Auto).is_ok());
+        assert!(neighbors_and_weights(same.view(), None, 2, 0.0, Algorithm::Auto, &Monitor::default()).is_err());
+        assert!(neighbors_and_weights(same.view(), None, 2, 1e-3, Algorithm::Auto, &Monitor::default()).is_ok());
     }
 }

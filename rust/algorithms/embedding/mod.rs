@@ -27,10 +27,6 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
-/// Progress hook called between chunks of a long loop with (done, total); an error
-/// (Ctrl-C, a failing callback) stops the loop.
-pub type Progress<'a> = &'a mut dyn FnMut(usize, usize) -> crate::error::Result<()>;
-
 /// The random stream of item `item` (a point, a row) at stage `stage` (e.g. an epoch) of a
 /// run seeded by `seed`: a function of these three numbers only.
 pub fn stream(seed: u64, stage: u64, item: u64) -> ChaCha8Rng {

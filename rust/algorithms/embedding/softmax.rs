@@ -13,12 +13,11 @@
 //! distribution) applied to the softmax loss itself rather than to its logistic surrogate,
 //! so the fit targets the same optimum as the exact loss.
 
-use super::{stream, Progress, Scatter};
+use super::{stream, Scatter};
 use crate::error::{LocalizationError, Result};
-use crate::parallel;
+use crate::parallel::Monitor;
 use ndarray::{s, Array2, ArrayView2, Zip};
 use rand::Rng;
-use std::time::{Duration, Instant};
 
 /// A row-normalised sparse target in CSR form (sorted column indices per row).
 pub struct Target<'a> {
@@ -176,12 +175,12 @@ pub struct Fitted {
     pub loss: Vec<f64>,
 }
 
-const REPORT_EVERY: Duration = Duration::from_millis(100);
-
-/// The loop runs on the calling thread, which also calls `progress`; each iteration's work
-/// runs on the pool of `threads` workers.
+/// Adam on the sampled loss from (`z1`, `z2`), the learning rate decaying linearly to zero.
+///
+/// Call it inside the pool that should do the work; it reports each finished iteration to
+/// `mon` and returns `Interrupted` between iterations once `mon` is stopped.
 #[allow(clippy::too_many_arguments)]
-pub fn fit_sampled(z1: ArrayView2<f64>, z2: ArrayView2<f64>, t: &Target, w: &[f64], s: &Sampler, opt: &Adam, threads: usize, progress: Progress) -> Result<Fitted> {
+pub fn fit_sampled(z1: ArrayView2<f64>, z2: ArrayView2<f64>, t: &Target, w: &[f64], s: &Sampler, opt: &Adam, mon: &Monitor) -> Result<Fitted> {
     check(&z1, &z2, t, w, s)?;
     if !(opt.learning_rate > 0.0) || !opt.learning_rate.is_finite() {
         return Err(LocalizationError::param("learning_rate", "must be finite and > 0"));
@@ -197,12 +196,12 @@ pub fn fit_sampled(z1: ArrayView2<f64>, z2: ArrayView2<f64>, t: &Target, w: &[f6
     let mut m2 = Array2::<f64>::zeros(theta.dim());
     let (b1, b2, eps) = (0.9f64, 0.999f64, 1e-8);
     let mut history = Vec::with_capacity(opt.n_iter);
-    let mut last = Instant::now();
-    progress(0, opt.n_iter)?;
+    mon.set_progress(0, opt.n_iter);
     for it in 0..opt.n_iter {
+        mon.check()?;
         let lr = opt.learning_rate * (1.0 - it as f64 / opt.n_iter as f64);
         let (c1, c2) = (1.0 - b1.powi(it as i32 + 1), 1.0 - b2.powi(it as i32 + 1));
-        let l = parallel::install(threads, || {
+        let l = {
             let (l, g) = eval(theta.slice(s![.., ..q]), theta.slice(s![.., q..]), t, w, &pi, &c, s, it as u64);
             Zip::from(&mut theta).and(&mut m1).and(&mut m2).and(&g).par_for_each(|th, m, v, &g| {
                 *m = b1 * *m + (1.0 - b1) * g;
@@ -210,15 +209,12 @@ pub fn fit_sampled(z1: ArrayView2<f64>, z2: ArrayView2<f64>, t: &Target, w: &[f6
                 *th -= lr * (*m / c1) / ((*v / c2).sqrt() + eps);
             });
             l
-        })?;
+        };
         history.push(l);
         if theta.iter().any(|v| !v.is_finite() || v.abs() > 1e100) {
             return Err(LocalizationError::param("learning_rate", format!("the embedding diverged at iteration {}; lower it", it + 1)));
         }
-        if last.elapsed() >= REPORT_EVERY || it + 1 == opt.n_iter {
-            progress(it + 1, opt.n_iter)?;
-            last = Instant::now();
-        }
+        mon.set_progress(it + 1, opt.n_iter);
     }
     Ok(Fitted { z1: theta.slice(s![.., ..q]).to_owned(), z2: theta.slice(s![.., q..]).to_owned(), loss: history })
 }

@@ -15,14 +15,13 @@
 //! s_ij = exp(−‖x_i − x_j‖² / (σ_i σ_j)) (σ_i a local scale), K(i,j,k) = s_ij / (s_ij + s_ik),
 //! and the weight is the (tempered) log-odds log(s_ij / s_ik) = log(K / (1 − K)).
 
-use super::{stream, Progress, Scatter};
+use super::{stream, Scatter};
 use crate::error::{LocalizationError, Result};
 use crate::kernel::Real;
-use crate::parallel;
+use crate::parallel::Monitor;
 use ndarray::{Array2, ArrayView2, Zip};
 use rand::Rng;
 use rayon::prelude::*;
-use std::time::{Duration, Instant};
 
 #[derive(Copy, Clone, Debug, PartialEq)]
 pub enum Loss {
@@ -396,12 +395,13 @@ pub struct Fitted {
 }
 
 const SWITCH_MOMENTUM: usize = 250;
-const REPORT_EVERY: Duration = Duration::from_millis(100);
 
+/// TriMap's optimiser from `y0`: the gradient at the look-ahead point y + γv, Nesterov
+/// momentum and delta-bar-delta gains.
 ///
-/// The loop runs on the calling thread, which also calls `progress` (so a binding can check
-/// for Ctrl-C there); each iteration's work runs on the pool of `threads` workers.
-pub fn optimize(y0: ArrayView2<f64>, triplets: &[Triplet], weights: &[f64], loss: Loss, opt: &Optimizer, threads: usize, progress: Progress) -> Result<Fitted> {
+/// Call it inside the pool that should do the work; it reports each finished iteration to
+/// `mon` and returns `Interrupted` between iterations once `mon` is stopped.
+pub fn optimize(y0: ArrayView2<f64>, triplets: &[Triplet], weights: &[f64], loss: Loss, opt: &Optimizer, mon: &Monitor) -> Result<Fitted> {
     if !(opt.learning_rate > 0.0) || !opt.learning_rate.is_finite() {
         return Err(LocalizationError::param("learning_rate", "must be finite and > 0"));
     }
@@ -413,11 +413,11 @@ pub fn optimize(y0: ArrayView2<f64>, triplets: &[Triplet], weights: &[f64], loss
     let mut gain = Array2::<f64>::ones(y.dim());
     let mut history = Vec::with_capacity(opt.n_iter);
     let nt = triplets.len().max(1) as f64;
-    let mut last = Instant::now();
-    progress(0, opt.n_iter)?;
+    mon.set_progress(0, opt.n_iter);
     for it in 0..opt.n_iter {
+        mon.check()?;
         let gamma = if it > SWITCH_MOMENTUM { 0.8 } else { 0.5 };
-        let l = parallel::install(threads, || {
+        let l = {
             let mut look = y.clone();
             look.scaled_add(gamma, &vel);
             let (l, g) = loss_grad_grouped(look.view(), triplets, &groups, weights, loss);
@@ -427,12 +427,9 @@ pub fn optimize(y0: ArrayView2<f64>, triplets: &[Triplet], weights: &[f64], loss
                 *y += *v;
             });
             l
-        })?;
+        };
         history.push(l / nt);
-        if last.elapsed() >= REPORT_EVERY || it + 1 == opt.n_iter {
-            progress(it + 1, opt.n_iter)?;
-            last = Instant::now();
-        }
+        mon.set_progress(it + 1, opt.n_iter);
         if check_embedding(y.view(), "embedding").is_err() {
             return Err(LocalizationError::param("learning_rate", format!("the embedding diverged at iteration {}; lower it", it + 1)));
         }
@@ -508,7 +505,7 @@ mod tests {
             rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap().install(|| {
                 let (tr, w) = sample_trimap(x.view(), &nbrs, &dists, listed, &s).unwrap();
                 let y0 = Array2::from_shape_fn((n, 2), |(i, c)| 0.01 * x[(i, c)]);
-                let f = optimize(y0.view(), &tr, &w, Loss::TriMap, &Optimizer { learning_rate: 0.05, n_iter: 30 }, threads, &mut |_, _| Ok(())).unwrap();
+                let f = optimize(y0.view(), &tr, &w, Loss::TriMap, &Optimizer { learning_rate: 0.05, n_iter: 30 }, &Monitor::default()).unwrap();
                 (tr, w, f.y)
             })
         };
@@ -530,6 +527,7 @@ mod tests {
 mod bench {
     use super::*;
     use rand::{rngs::StdRng, SeedableRng};
+    use std::time::Instant;
 
     /// `cargo test --release bench_loss_grad -- --ignored --nocapture`: ns per triplet.
     #[test]

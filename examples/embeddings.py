@@ -1,4 +1,4 @@
-"""SPEC §10, experiment 4: embeddings as localization.
+"""Experiment 4 of the paper: embeddings as localization.
 
 Part 1 — Fashion-MNIST → 2-D with TripletEmbedding (the contrastive hyperkernel) and LLE
 (the hollow local kernel), against scikit-learn's LLE, the `trimap` package, and UMAP and

@@ -2,7 +2,9 @@
 //! hollow (w_ii = 0), supported on the k nearest neighbours and with rows summing to one,
 //! that reconstructs every point from its neighbours:
 //!
-//!     w_i = argmin ‖x_i − Σ_j w_ij x_j‖²  subject to  Σ_j w_ij = 1.
+//! ```text
+//! w_i = argmin ‖x_i − Σ_j w_ij x_j‖²  subject to  Σ_j w_ij = 1.
+//! ```
 //!
 //! With C the k×d matrix of neighbour offsets x_j − x_i and G = C Cᵀ (the local Gram
 //! matrix), the solution is w ∝ G⁻¹ 1. When k > d, G is singular and is regularised as

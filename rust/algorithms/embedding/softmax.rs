@@ -6,7 +6,9 @@
 //! the row's own support (its positives, always summed exactly) plus `n_negative` samples
 //! k ~ π (a proposal over the columns) standing for the rest:
 //!
-//!     Ẑ_i = Σ_{j ∈ P_i} e^{s_ij} + (1/S) Σ_s 1[k_s ∉ P_i] e^{s_{i k_s}} / π_{k_s},
+//! ```text
+//! Ẑ_i = Σ_{j ∈ P_i} e^{s_ij} + (1/S) Σ_s 1[k_s ∉ P_i] e^{s_{i k_s}} / π_{k_s},
+//! ```
 //!
 //! an unbiased estimate of the normaliser that is exact when the support covers the row.
 //! This is the word2vec idea (positive pairs from the data, negatives from a noise

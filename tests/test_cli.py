@@ -82,6 +82,22 @@ def test_cluster_reports_bad_input_without_a_traceback(tmp_path, capsys):
     assert main(["cluster", str(bad)]) == 2
 
 
+def test_embed_writes_coordinates_and_a_figure(tmp_path, capsys):
+    out, fig = tmp_path / "emb.csv", tmp_path / "emb.png"
+    assert main(["embed", "--method", "lle", "--n-samples", "400", "--output", str(out), "--plot", str(fig), "--quiet"]) == 0
+    text = capsys.readouterr().out
+    assert "trustworthiness@10" in text and "10-NN accuracy" in text
+    import numpy as np
+
+    rows = np.loadtxt(out, delimiter=",", skiprows=1)
+    assert rows.shape == (400, 3) and fig.stat().st_size > 10_000
+    pts = tmp_path / "pts.npy"
+    np.save(pts, np.random.default_rng(0).random((60, 4)))
+    assert main(["embed", str(pts), "--method", "amds", "--n-neighbors", "5", "--output", str(out), "--no-plot"]) == 0
+    assert np.loadtxt(out, delimiter=",", skiprows=1).shape == (60, 2)
+    assert main(["embed", str(pts), "--labels", str(tmp_path / "missing.txt"), "--no-plot"]) == 2
+
+
 def test_cluster_refuses_complex_empty_and_zero_sizes(tmp_path, capsys):
     import numpy as np
     import pytest

@@ -9,14 +9,14 @@ This package computes it with a multithreaded native engine and builds the metho
 """
 
 from . import _threads  # noqa: F401  (registers the thread pool with threadpoolctl)
-from . import cluster, datasets, denoise, embedding, fuzzy, generative, kernels, memory, semi_supervised
+from . import cluster, datasets, denoise, embedding, fuzzy, generative, kernels, memory, metrics, semi_supervised, text
 from ._core import __version__
 from ._validation import LocalizationWarning
 from .classification import LocalModeClassifier
 from .cluster import LocalModeClustering, MeanShift, MedoidShift, PCShift, QuickShift, estimate_bandwidth, mean_shift
 from .denoise import NonLocalMeans, SelfLocalMean
 from .density import KernelDensity
-from .embedding import LocalPCA
+from .embedding import AsymmetricMDS, LocalPCA, LocallyLinearEmbedding, OrdinalEmbedding, TripletEmbedding
 from .fuzzy import FuzzyInferenceRegressor
 from .generative import LocalMeanDenoiser, LocalMeanDiffusion
 from .memory import Hopfield, ModernHopfield
@@ -27,6 +27,7 @@ from .regression import LocalMeanRegressor, LocalModel, LocalPolynomialRegressor
 from .semi_supervised import LabelPropagation
 
 __all__ = [
+    "AsymmetricMDS",
     "Balloon",
     "FuzzyInferenceRegressor",
     "Hopfield",
@@ -41,6 +42,7 @@ __all__ = [
     "LocalModeClustering",
     "LocalModel",
     "LocalPCA",
+    "LocallyLinearEmbedding",
     "LocalPolynomialRegressor",
     "LocalizationWarning",
     "MeanShift",
@@ -48,10 +50,12 @@ __all__ = [
     "ModernHopfield",
     "NearestNeighbors",
     "NonLocalMeans",
+    "OrdinalEmbedding",
     "PCShift",
     "QuickShift",
     "SamplePoint",
     "SelfLocalMean",
+    "TripletEmbedding",
     "cluster",
     "datasets",
     "denoise",
@@ -65,6 +69,8 @@ __all__ = [
     "local_mean",
     "mean_shift",
     "memory",
+    "metrics",
     "semi_supervised",
+    "text",
     "__version__",
 ]

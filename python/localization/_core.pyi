@@ -188,3 +188,93 @@ def nl_means(
     n_jobs: int | None = None,
 ) -> NDArray[np.floating]:
     """Non-local means of a planar (channels, rows+s-1, cols+s-1) padded image; returns (rows, cols, channels)."""
+
+# ---- embedding (rust/python/embedding.rs) ----------------------------------------------------
+
+def lle_weights(
+    x: npt.NDArray[np.floating],
+    n_neighbors: int,
+    reg: float = 1e-3,
+    queries: Optional[npt.NDArray[np.floating]] = None,
+    algorithm: str = "auto",
+    n_jobs: Optional[int] = None,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+    """(neighbour indices m×k, barycentric weights m×k, rows summing to 1); queries=None: the
+    samples, each leaving itself out."""
+
+def trimap_triplets(
+    x: npt.NDArray[np.floating],
+    neighbors: npt.NDArray[np.int64],
+    distances: npt.NDArray[np.floating],
+    n_inliers: int = 12,
+    n_outliers: int = 4,
+    n_random: int = 3,
+    weight_temp: float = 0.5,
+    random_weight: float = 0.1,
+    seed: int = 0,
+    n_jobs: Optional[int] = None,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+    """TriMap's triplets (T×3: anchor, near, far) and weights from neighbour lists (self first)."""
+
+def triplet_loss_grad(
+    y: npt.NDArray[np.float64],
+    triplets: npt.NDArray[np.int64],
+    weights: npt.NDArray[np.float64],
+    loss: str = "trimap",
+    alpha: float = 1.0,
+    n_jobs: Optional[int] = None,
+) -> tuple[float, npt.NDArray[np.float64]]:
+    """Σ w ℓ(d²_ij, d²_ik) ('trimap', 'linear', 'ste', 'tste') and its gradient in y."""
+
+def triplet_optimize(
+    y0: npt.NDArray[np.float64],
+    triplets: npt.NDArray[np.int64],
+    weights: npt.NDArray[np.float64],
+    loss: str = "trimap",
+    alpha: float = 1.0,
+    learning_rate: float = 0.05,
+    n_iter: int = 400,
+    n_jobs: Optional[int] = None,
+    progress: Optional[Callable[[int, int], object]] = None,
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """TriMap's optimiser from y0: (embedding, mean loss per triplet at every iteration)."""
+
+def softmax_sampled_loss_grad(
+    z1: npt.NDArray[np.float64],
+    z2: npt.NDArray[np.float64],
+    indptr: npt.NDArray[np.int64],
+    indices: npt.NDArray[np.int64],
+    data: npt.NDArray[np.float64],
+    row_weight: npt.NDArray[np.float64],
+    proposal: npt.NDArray[np.float64],
+    n_negative: int = 20,
+    seed: int = 0,
+    stage: int = 0,
+    n_jobs: Optional[int] = None,
+) -> tuple[float, npt.NDArray[np.float64]]:
+    """Sampled Σ_i w_i KL(P_i ‖ softmax(z1_i·Z2ᵀ)) and its gradient [∂Z1 | ∂Z2] (n × 2q)."""
+
+def softmax_fit_sampled(
+    z1: npt.NDArray[np.float64],
+    z2: npt.NDArray[np.float64],
+    indptr: npt.NDArray[np.int64],
+    indices: npt.NDArray[np.int64],
+    data: npt.NDArray[np.float64],
+    row_weight: npt.NDArray[np.float64],
+    proposal: npt.NDArray[np.float64],
+    n_negative: int = 20,
+    seed: int = 0,
+    learning_rate: float = 0.05,
+    n_iter: int = 200,
+    n_jobs: Optional[int] = None,
+    progress: Optional[Callable[[int, int], object]] = None,
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """Adam on the sampled softmax loss: (Z1, Z2, loss at every iteration)."""
+
+def trustworthiness_penalty(
+    x: npt.NDArray[np.floating],
+    anchors: npt.NDArray[np.int64],
+    embedded_neighbors: npt.NDArray[np.int64],
+    n_jobs: Optional[int] = None,
+) -> int:
+    """Σ over anchors i and their embedded neighbours j of max(rank_ij − k, 0), ranks in x."""

@@ -385,9 +385,111 @@ def cmd_cluster(args):
     return 0
 
 
+def _build_embed(p):
+    p.add_argument("input", nargs="?", help="CSV (numeric columns, optional header) or .npy file of points; default: "
+                   "Fashion-MNIST (all 70,000 images when the IDX files are found through --data or LOCALIZATION_DATA, "
+                   "else the 2,000 shipped ones)")
+    p.add_argument("--labels", help="labels for INPUT (one per line, or a .npy file), used for colours and k-NN accuracy")
+    p.add_argument("--method", choices=("triplet", "lle", "amds"), default="triplet",
+                   help="TripletEmbedding (TriMap-style, default), LocallyLinearEmbedding, or AsymmetricMDS of the "
+                   "kNN kernel (query coordinates)")
+    p.add_argument("--n-neighbors", type=int, default=10, help="k of LLE and of the kNN kernel (default 10)")
+    p.add_argument("--n-samples", type=int, default=None, help="use only the first N points")
+    p.add_argument("--data", help="folder with the Fashion-MNIST IDX files")
+    p.add_argument("--random-state", type=int, default=0)
+    p.add_argument("--n-jobs", type=int, default=None, help="threads (default: all cores)")
+    p.add_argument("--output", default="embedding.csv", help="2-D coordinates (and labels) as CSV (default embedding.csv)")
+    p.add_argument("--plot", default="embedding.png", help="scatter plot coloured by label, PNG (default embedding.png)")
+    p.add_argument("--no-plot", action="store_true", help="skip the figure")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def _read_labels(path, n):
+    y = np.load(path) if path.endswith(".npy") else np.loadtxt(path, dtype=str, ndmin=1)
+    y = np.asarray(y).ravel()
+    if len(y) != n:
+        raise ValueError(f"{path}: {len(y)} labels for {n} points")
+    return y
+
+
+def cmd_embed(args):
+    """Embed points in 2-D (SPEC experiment 4) and report trustworthiness and k-NN accuracy."""
+    from .datasets import FASHION_MNIST_CLASSES, load_fashion_mnist
+    from .embedding import AsymmetricMDS, LocallyLinearEmbedding, TripletEmbedding
+    from .metrics import knn_accuracy, trustworthiness
+
+    names = None
+    if args.input is None:
+        try:
+            X, y, src = load_fashion_mnist("all", args.n_samples, args.data, return_source=True)
+            source = f"Fashion-MNIST, {len(X):,} images (training + test files)"
+        except FileNotFoundError:
+            if args.data is not None:
+                raise
+            X, y = load_fashion_mnist("test", args.n_samples)
+            source = f"Fashion-MNIST, the {len(X):,} shipped test images (point --data or LOCALIZATION_DATA at the IDX files for all 70,000)"
+        names = FASHION_MNIST_CLASSES
+    else:
+        X = _read_points(args.input)
+        y = _read_labels(args.labels, len(X)) if args.labels else None
+        if args.n_samples is not None:
+            X = X[: args.n_samples]
+            y = None if y is None else y[: args.n_samples]
+        source = f"{args.input}: {X.shape[0]:,} points × {X.shape[1]} features"
+    print(source)
+    k = args.n_neighbors
+    if args.method == "triplet":
+        model = TripletEmbedding(random_state=args.random_state, n_jobs=args.n_jobs, verbose=not args.quiet)
+    elif args.method == "lle":
+        model = LocallyLinearEmbedding(n_neighbors=k, random_state=args.random_state, n_jobs=args.n_jobs)
+    else:
+        model = AsymmetricMDS(kernel="knn", n_neighbors=k, random_state=args.random_state, n_jobs=args.n_jobs)
+    t0 = time.perf_counter()
+    Y = model.fit_transform(X)
+    dt = time.perf_counter() - t0
+    print(f"{type(model).__name__}: {len(X):,} points → 2-D in {dt:.2f} s")
+    big = len(X) > 20_000
+    t = trustworthiness(X, Y, n_neighbors=10, sample_size=5_000 if big else None, random_state=0, n_jobs=args.n_jobs)
+    print(f"  trustworthiness@10 = {t:.4f}" + (" (over 5,000 random points)" if big else ""))
+    if y is not None:
+        print(f"  10-NN accuracy     = {knn_accuracy(Y, y, n_neighbors=10, n_jobs=args.n_jobs):.4f}")
+    if args.output:
+        with open(args.output, "w") as f:
+            f.write("x,y" + (",label" if y is not None else "") + "\n")
+            for i in range(len(Y)):
+                f.write(f"{Y[i, 0]:.7g},{Y[i, 1]:.7g}" + (f",{y[i]}" if y is not None else "") + "\n")
+        print(f"coordinates written to {args.output}")
+    if args.plot and not args.no_plot:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(7, 6))
+        if y is None:
+            ax.scatter(Y[:, 0], Y[:, 1], s=2, label="points")
+        else:
+            classes = np.unique(y)
+            cmap = plt.get_cmap("tab10" if len(classes) <= 10 else "tab20")
+            for c_i, c in enumerate(classes):
+                m = y == c
+                label = names[int(c)] if names is not None else str(c)
+                ax.scatter(Y[m, 0], Y[m, 1], s=2 if len(X) > 5000 else 6, color=cmap(c_i % cmap.N), label=label)
+            ax.legend(markerscale=4, fontsize=8, loc="best")
+        ax.set_xlabel("embedding dimension 1")
+        ax.set_ylabel("embedding dimension 2")
+        ax.set_title(f"{type(model).__name__} of {len(X):,} points")
+        fig.tight_layout()
+        fig.savefig(args.plot, dpi=110)
+        plt.close(fig)
+        print(f"plot written to {args.plot}")
+    return 0
+
+
 COMMANDS = {
     "demo": (cmd_demo, _build_demo, "run the paper's experiments on built-in data (no network) and tour the API"),
     "cluster": (cmd_cluster, _build_cluster, "cluster points by mode seeking (MeanShift, MedoidShift, QuickShift)"),
+    "embed": (cmd_embed, _build_embed, "embed points in 2-D (TripletEmbedding, LLE, asymmetric MDS) with quality figures"),
 }
 
 

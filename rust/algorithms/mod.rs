@@ -1,5 +1,6 @@
 //! Methods built on the engine: per-query solves, iterations, merging.
 
+pub mod embedding;
 pub mod local_poly;
 pub mod mean_shift;
 pub mod forest;

@@ -347,6 +347,7 @@ fn effective_n_jobs(n_jobs: Option<NJobs>) -> PyResult<usize> {
 mod cluster;
 mod modes;
 mod denoise;
+mod embedding;
 mod runtime;
 
 #[pymodule]
@@ -363,6 +364,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     cluster::register(m)?;
     modes::register(m)?;
     denoise::register(m)?;
+    embedding::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -94,8 +94,9 @@ def load_fashion_mnist(subset="test", n=None, path=None, *, as_images=False, ret
 
     Parameters
     ----------
-    subset : {"test", "train"}, default="test"
-        ``"train"`` needs the full files (the package ships test images only).
+    subset : {"test", "train", "all"}, default="test"
+        ``"train"`` needs the full files (the package ships test images only); ``"all"``
+        is the 60,000 training images followed by the 10,000 test images.
     n : int, optional
         Return only the first ``n`` images (all by default).
     path : str or Path, optional
@@ -119,8 +120,14 @@ def load_fashion_mnist(subset="test", n=None, path=None, *, as_images=False, ret
     >>> X.shape, X.dtype.name, int(y.max()) <= 9
     ((100, 784), 'float32', True)
     """
+    if subset == "all":
+        Xtr, ytr, src = load_fashion_mnist("train", None, path, as_images=as_images, return_source=True)
+        Xte, yte = load_fashion_mnist("test", None, path, as_images=as_images)
+        n = _check_n(n, len(ytr) + len(yte), "the Fashion-MNIST training and test sets")
+        X, y = np.concatenate([Xtr, Xte])[:n], np.concatenate([ytr, yte])[:n]
+        return (X, y, src) if return_source else (X, y)
     if subset not in _IDX:
-        raise ValueError(f"`subset` must be 'test' or 'train', got {subset!r}")
+        raise ValueError(f"`subset` must be 'test', 'train' or 'all', got {subset!r}")
     found = _find_idx(subset, path)
     if found is not None:
         n = _check_n(n, _SIZES[subset], f"the Fashion-MNIST {subset} set")

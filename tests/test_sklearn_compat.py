@@ -5,6 +5,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from localization import (
     KernelDensity,
+    LocalMeanImputer,
     LocalMeanRegressor,
     LocalModeClassifier,
     LocalModel,
@@ -21,6 +22,11 @@ ESTIMATORS = [
     KernelDensity(),
     LocalModel(LinearRegression()),
     NearestNeighbors(),
+    LocalMeanRegressor(bandwidth="loo"),
+    LocalPolynomialRegressor(bandwidth="loo"),
+    LocalModeClassifier(bandwidth="loo"),
+    KernelDensity(bandwidth="loo"),
+    LocalMeanImputer(random_state=0),
 ]
 
 

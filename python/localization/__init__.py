@@ -8,7 +8,7 @@ under a localization kernel K (C. Song, "The General Theory of Localization Meth
 This package computes it with a multithreaded native engine and builds the methods on it.
 """
 
-from . import cluster, datasets, denoise, embedding, fuzzy, generative, kernels, memory, semi_supervised
+from . import adaptive, cluster, datasets, denoise, embedding, fuzzy, generative, kernels, memory, semi_supervised
 from ._core import __version__
 from ._validation import LocalizationWarning
 from .classification import LocalModeClassifier
@@ -18,6 +18,7 @@ from .density import KernelDensity
 from .embedding import LocalPCA
 from .fuzzy import FuzzyInferenceRegressor
 from .generative import LocalMeanDenoiser, LocalMeanDiffusion
+from .impute import LocalMeanImputer
 from .memory import Hopfield, ModernHopfield
 from .engine import kernel_matrix, kernel_sum, local_mean
 from .kernels import Balloon, Kernel, KernelCombination, SamplePoint
@@ -35,6 +36,7 @@ __all__ = [
     "LabelPropagation",
     "LocalMeanDenoiser",
     "LocalMeanDiffusion",
+    "LocalMeanImputer",
     "LocalMeanRegressor",
     "LocalModeClassifier",
     "LocalModeClustering",
@@ -51,6 +53,7 @@ __all__ = [
     "QuickShift",
     "SamplePoint",
     "SelfLocalMean",
+    "adaptive",
     "cluster",
     "datasets",
     "denoise",

@@ -7,6 +7,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
 from ._validation import FLOAT_DTYPES, check_sample_weight, validate_data
+from .adaptive import LOO_RULES, is_loo
 from .engine import bind_kernel
 from .kernels import as_kernel
 
@@ -26,7 +27,8 @@ class LocalEstimator(BaseEstimator):
         return as_kernel(self.kernel, self._bandwidth(), k)
 
     def _bandwidth(self):
-        return self.bandwidth
+        # A leave-one-out rule starts from h = 1; the search then sets kernel_ (adaptive.fit_loo).
+        return 1.0 if is_loo(self.bandwidth, LOO_RULES + ("lscv", "lscv_per_feature")) else self.bandwidth
 
     def _store(self, X, sample_weight):
         self.X_fit_ = X

@@ -98,9 +98,14 @@ enum Rhs {
     FirstUnit,
 }
 
-/// Local polynomial predictions (m × p) and the singular-design mask.
-pub fn predict<F: Real>(pb: &Problem<F>, kernel: &Kernel, bw: &Bandwidth<F>, degree: usize, ridge: f64, neighborhood: Neighborhood) -> Result<(Array2<F>, Vec<bool>)> {
-    let opts = Options { degree: Some(degree), neighborhood, ..Options::default() };
+/// Local polynomial predictions (m × p) and the singular-design mask. With `exclude_self`
+/// (queries are the sample) each fit leaves its own point out: the exact leave-one-out
+/// prediction, the same as refitting without it, from one pass of hollow moments.
+#[allow(clippy::too_many_arguments)]
+pub fn predict<F: Real>(
+    pb: &Problem<F>, kernel: &Kernel, bw: &Bandwidth<F>, degree: usize, ridge: f64, neighborhood: Neighborhood, exclude_self: bool,
+) -> Result<(Array2<F>, Vec<bool>)> {
+    let opts = Options { degree: Some(degree), neighborhood, exclude_self };
     let sums = local_sums(pb, kernel, bw, &opts)?;
     let p = sums.num.ncols();
     let (beta, singular) = coefficients(&sums, ridge, Rhs::Values);

@@ -11,6 +11,7 @@ This package computes it with a multithreaded native engine and builds the metho
 from . import adaptive, cluster, datasets, denoise, embedding, fuzzy, generative, kernels, memory, semi_supervised
 from ._core import __version__
 from ._validation import LocalizationWarning
+from .adaptive import MultiKernel
 from .classification import LocalModeClassifier
 from .cluster import LocalModeClustering, MeanShift, MedoidShift, PCShift, QuickShift, estimate_bandwidth, mean_shift
 from .denoise import NonLocalMeans, SelfLocalMean
@@ -47,6 +48,7 @@ __all__ = [
     "MeanShift",
     "MedoidShift",
     "ModernHopfield",
+    "MultiKernel",
     "NearestNeighbors",
     "NonLocalMeans",
     "PCShift",

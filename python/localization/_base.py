@@ -7,9 +7,9 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
 from ._validation import FLOAT_DTYPES, check_sample_weight, validate_data
-from .adaptive import LOO_RULES, is_loo
+from .adaptive import LOO_RULES, MultiKernel, is_loo
 from .engine import bind_kernel
-from .kernels import as_kernel
+from .kernels import KernelCombination, as_kernel
 
 DEFAULT_N_NEIGHBORS = 5
 
@@ -21,6 +21,10 @@ class LocalEstimator(BaseEstimator):
     _signed_kernels = False
 
     def _kernel(self):
+        if isinstance(self.kernel, MultiKernel):
+            # Equal weights until the LOO weights are learned (adaptive.fit_multikernel).
+            return KernelCombination(self.kernel.kernels, [1.0 / len(self.kernel.kernels)] * len(self.kernel.kernels),
+                                     normalized=True)
         k = getattr(self, "n_neighbors", None)
         if k is None and isinstance(self.kernel, str) and self.kernel.lower() == "knn":
             k = DEFAULT_N_NEIGHBORS

@@ -11,7 +11,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
 from ._base import LocalEstimator
-from .adaptive import fit_loo, is_loo
+from .adaptive import MultiKernel, fit_loo, fit_multikernel, is_loo
 from .engine import bind_kernel
 from ._validation import FLOAT_DTYPES, LocalizationWarning, validate_data
 
@@ -25,7 +25,9 @@ class LocalModeClassifier(ClassifierMixin, LocalEstimator):
 
     Parameters
     ----------
-    kernel : str, callable or Kernel, default="gaussian"
+    kernel : str, callable, Kernel or MultiKernel, default="gaussian"
+        A :class:`~localization.adaptive.MultiKernel` learns simplex mixture weights of
+        its kernels by the leave-one-out Brier score (``kernel_weights_``).
     bandwidth : float, array, rule name, "loo", "loo_per_feature", Balloon or SamplePoint, default=1.0
         ``"loo"`` chooses h by the exact leave-one-out ``scoring`` (each training point
         classified without its own vote: the hollow kernel), on a logarithmic grid refined
@@ -104,7 +106,10 @@ class LocalModeClassifier(ClassifierMixin, LocalEstimator):
         self.class_prior_ = priors if self.outputs_2d_ else priors[0]
         if self.scoring not in ("log_loss", "accuracy"):
             raise ValueError(f"`scoring` must be 'log_loss' or 'accuracy', got {self.scoring!r}")
-        if is_loo(self.bandwidth):
+        if isinstance(self.kernel, MultiKernel):
+            fit_multikernel(self, lambda k: self._loo_proba(k) - self.onehot_)
+            self.bandwidth_ = self.bandwidth
+        elif is_loo(self.bandwidth):
             if self.scoring == "accuracy" and self.bandwidth == "loo_per_feature":
                 raise ValueError("bandwidth='loo_per_feature' needs scoring='log_loss' (the error rate is piecewise "
                                  "constant, it has no gradient)")
@@ -113,14 +118,21 @@ class LocalModeClassifier(ClassifierMixin, LocalEstimator):
             self.bandwidth_ = self.bandwidth
         return self
 
-    def _loo_objective(self, kernel):
-        """The LOO log-loss or error rate under ``kernel``; inf where a sample has no neighbour."""
+    def _loo_proba(self, kernel):
+        """Leave-one-out class shares (all outputs side by side); NaN where no sample is near."""
         bk = bind_kernel(kernel, self.X_fit_, self.sample_weight_, False, type(self).__name__)
         num, den, *_ = bk.sums(self.X_fit_, self.onehot_, self.sample_weight_, exclude_self=True,
                                algorithm=self.algorithm, n_jobs=self.n_jobs)
-        if not np.all(den > 0):
+        with np.errstate(invalid="ignore", divide="ignore"):
+            proba = num.astype(np.float64) / den.astype(np.float64)[:, None]
+        proba[~(den > 0)] = np.nan
+        return proba
+
+    def _loo_objective(self, kernel):
+        """The LOO log-loss or error rate under ``kernel``; inf where a sample has no neighbour."""
+        proba = self._loo_proba(kernel)
+        if not np.all(np.isfinite(proba)):
             return np.inf
-        proba = num.astype(np.float64) / den.astype(np.float64)[:, None]
         w = None if self.sample_weight_ is None else self.sample_weight_.astype(np.float64)
         total = 0.0
         for P, T in zip(np.split(proba, self._splits, axis=1), np.split(self.onehot_, self._splits, axis=1)):

@@ -11,7 +11,7 @@ from sklearn.utils.validation import check_is_fitted
 from . import _core
 from ._base import LocalEstimator
 from ._validation import FLOAT_DTYPES, check_positive_int, validate_data, warn_zero_weight
-from .adaptive import fit_loo, is_loo
+from .adaptive import MultiKernel, fit_loo, fit_multikernel, is_loo
 from .engine import bind_kernel, check_algorithm, ratio
 
 
@@ -48,9 +48,11 @@ class LocalMeanRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator):
 
     Parameters
     ----------
-    kernel : str, callable, Kernel or KernelCombination, default="gaussian"
-        Any profile name (see :mod:`localization.kernels`), ``"knn"``, a callable, or a
-        (possibly signed) combination of kernels.
+    kernel : str, callable, Kernel, KernelCombination or MultiKernel, default="gaussian"
+        Any profile name (see :mod:`localization.kernels`), ``"knn"``, a callable, a
+        (possibly signed) combination of kernels, or a
+        :class:`~localization.adaptive.MultiKernel` whose mixture weights are learned by
+        leave-one-out (``kernel_weights_``).
     bandwidth : float, array, rule name, "loo", "loo_per_feature", Balloon or SamplePoint, default=1.0
         ``"loo"`` minimises the exact leave-one-out (LOO) squared error, computed with the
         hollow kernel at the cost of one local mean per candidate: a logarithmic grid, then
@@ -102,18 +104,25 @@ class LocalMeanRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator):
         X, Y = _fit_xy(self, X, y)
         self.y_fit_ = Y
         self._store(X, sample_weight)
-        if is_loo(self.bandwidth):
+        if isinstance(self.kernel, MultiKernel):
+            fit_multikernel(self, lambda k: self._loo_predictions(k) - self.y_fit_)
+            self.bandwidth_ = self.bandwidth
+        elif is_loo(self.bandwidth):
             fit_loo(self, self._loo_objective, n_features=X.shape[1])
         else:
             self.bandwidth_ = self.bandwidth
         return self
 
-    def _loo_objective(self, kernel):
-        """Mean squared leave-one-out error under ``kernel`` (inf where a sample has no neighbour)."""
+    def _loo_predictions(self, kernel):
+        """Exact leave-one-out local means under ``kernel`` (NaN where a sample has no neighbour)."""
         bk = bind_kernel(kernel, self.X_fit_, self.sample_weight_, self._signed_kernels, type(self).__name__)
         num, den, *_ = bk.sums(self.X_fit_, self.y_fit_, self.sample_weight_, exclude_self=True,
                                algorithm=self.algorithm, n_jobs=self.n_jobs)
-        return _mean_squared(num / den[:, None] if np.all(den != 0) else None, self.y_fit_, self.sample_weight_)
+        return ratio(num.astype(np.float64), den.astype(np.float64), warn=False)
+
+    def _loo_objective(self, kernel):
+        """Mean squared leave-one-out error under ``kernel`` (inf where a sample has no neighbour)."""
+        return _mean_squared(self._loo_predictions(kernel), self.y_fit_, self.sample_weight_)
 
     def loo_predict(self):
         """Exact leave-one-out predictions ŷ₋ᵢ(xᵢ) on the training sample (hollow kernel);

@@ -117,7 +117,9 @@ class _Recorder:
         return v
 
     def results(self):
-        h = np.array(self.h)
+        # A per-feature search records vectors: scalar evaluations are broadcast to them.
+        width = max(np.size(h) for h in self.h)
+        h = np.array([np.broadcast_to(v, (width,)) for v in self.h]) if width > 1 else np.array(self.h)
         return {"bandwidth": h, "objective": np.array(self.value), "stage": np.array(self.stage)}
 
 
@@ -138,7 +140,7 @@ def golden_section(f, a, b, tol=_LOG_TOL):
     return (c, fc) if fc <= fd else (d, fd)
 
 
-def search(objective, grid, *, per_feature=False, n_features=1, refine=True, tol=_LOG_TOL):
+def search(objective, grid, *, per_feature=False, n_features=1, refine=True, tol=_LOG_TOL, warn_edge=True):
     """Minimise a LOO objective over bandwidth factors.
 
     Parameters
@@ -153,11 +155,14 @@ def search(objective, grid, *, per_feature=False, n_features=1, refine=True, tol
         Golden-section refinement after the grid (off for piecewise-constant objectives).
     tol : float
         Width of the final golden-section bracket in log h.
+    warn_edge : bool
+        Warn when the best grid value is at an end of the grid.
 
     Returns
     -------
     best : float or ndarray
-    cv_results : dict with "bandwidth", "objective" and "stage" ("grid", "golden", "gradient")
+    cv_results : dict with "bandwidth" (one row per evaluation, of n_features columns for a
+        per-feature search), "objective" and "stage" ("grid", "golden", "gradient")
     """
     rec = _Recorder(objective)
     values = np.array([rec(s, "grid") for s in grid])
@@ -166,7 +171,7 @@ def search(objective, grid, *, per_feature=False, n_features=1, refine=True, tol
                          "no neighbour); widen `bandwidth_grid`")
     i = int(np.argmin(values))
     best, best_value = float(grid[i]), float(values[i])
-    if i in (0, len(grid) - 1) and len(grid) > 1:
+    if warn_edge and i in (0, len(grid) - 1) and len(grid) > 1:
         warnings.warn(f"the leave-one-out optimum is at the edge of the bandwidth grid (h = {best:.4g}); the best "
                       "bandwidth may lie outside it: widen `bandwidth_grid`", LocalizationWarning, stacklevel=3)
     if refine and len(grid) > 1:

@@ -50,8 +50,9 @@ class LocalMeanImputer(TransformerMixin, BaseEstimator):
     its sign flipped).
 
     Layer 2 (across samples): each sample's entries are the local mean of its own layer-1
-    values (at distance 0) and of its ``n_neighbors`` nearest *other* fitted samples' values
-    (observed where observed, layer 1 elsewhere), with Gaussian weights exp(−d²/(2(s·dₖ)²));
+    values (weight w₀, ``self_weight_``) and of its ``n_neighbors`` nearest *other* fitted
+    samples' values (observed where observed, layer 1 elsewhere), with Gaussian weights
+    exp(−d²/(2(s·dₖ)²));
     d is the Euclidean distance on the coordinates both samples observe, scaled by
     p / (number of such coordinates) as scikit-learn's ``nan_euclidean_distances``, dₖ the
     distance to the k-th neighbour and s ``bandwidth``. Missing entries take layer 2's
@@ -89,9 +90,12 @@ class LocalMeanImputer(TransformerMixin, BaseEstimator):
     ----------
     bandwidth_, feature_bandwidth_ : float
         The bandwidths used (the LOO choices for ``"loo"``).
+    self_weight_ : float
+        w₀, the weight of a sample's own layer-1 estimate in layer 2, always chosen by the
+        leave-one-out criterion (1 with a single fitted sample).
     cv_results_ : dict
-        ``{"bandwidth": ..., "feature_bandwidth": ...}``: the search records (see
-        :mod:`localization.adaptive`) of the ``"loo"`` bandwidths.
+        The search records (see :mod:`localization.adaptive`) keyed by "bandwidth",
+        "feature_bandwidth" (for ``"loo"``) and "self_weight".
     statistics_ : ndarray of shape (n_features,)
         Column means of the observed values (the starting fill; 0 for a column with none).
 
@@ -179,18 +183,25 @@ class LocalMeanImputer(TransformerMixin, BaseEstimator):
         S = np.where(observed, X, L)
         if n > 1:
             nbr_d, nbr_i = self._neighbours(X[rows], observed[rows], rows)
+            self.self_weight_ = 1.0
             self.bandwidth_ = self._choose(
                 "bandwidth", self.bandwidth, np.geomspace(0.1, 10, 12),
                 lambda s: self._layer2_error(nbr_d, nbr_i, S, L[rows], X[rows], observed[rows], s))
+            # The weight of the sample's own layer-1 estimate against its neighbours' (kernel
+            # value 1 at the k-th neighbour's distance scale), by the same criterion.
+            self.self_weight_ = self._choose(
+                "self_weight", "loo", np.geomspace(0.01, 100, 9),
+                lambda w0: self._layer2_error(nbr_d, nbr_i, S, L[rows], X[rows], observed[rows], self.bandwidth_, w0))
         else:
             self.bandwidth_ = 1.0 if self.bandwidth == "loo" else self.bandwidth
+            self.self_weight_ = 1.0
         return self
 
     def _choose(self, name, value, grid, objective):
         if value != "loo":
             return float(value)
         # Bandwidths to 1 % are plenty for imputation; each evaluation is a full layer pass.
-        best, results = search(objective, check_grid(grid), tol=0.01)
+        best, results = search(objective, check_grid(grid), tol=0.01, warn_edge=False)
         self.cv_results_[name] = results
         return float(best)
 
@@ -310,11 +321,13 @@ class LocalMeanImputer(TransformerMixin, BaseEstimator):
         bar.close()
         return dist, idx
 
-    def _layer2(self, dist, idx, donors, own, s):
-        """The sample-level local mean: each query's own layer-1 values ``own`` (distance 0)
-        and its neighbours' ``donors[idx]``, Gaussian weights with h = s × (k-th distance)."""
+    def _layer2(self, dist, idx, donors, own, s, w0=None):
+        """The sample-level local mean: each query's own layer-1 values ``own`` with weight
+        w0 (``self_weight_``) and its neighbours' ``donors[idx]``, Gaussian weights with
+        h = s × (k-th distance)."""
+        w0 = self.self_weight_ if w0 is None else w0
         if dist.shape[1] == 0:
-            return own.copy()
+            return own.astype(np.float64)
         h = s * dist[:, -1:]
         ok = np.isfinite(h[:, 0]) & (h[:, 0] > 0)
         W = np.empty_like(dist)
@@ -322,14 +335,14 @@ class LocalMeanImputer(TransformerMixin, BaseEstimator):
         # A k-th distance of 0 (duplicates) or inf (nothing co-observed): equal weights on the
         # neighbours at a finite distance.
         W[~ok] = np.isfinite(dist[~ok])
-        den = 1.0 + W.sum(1, keepdims=True)  # the query itself has weight exp(0) = 1
+        den = w0 + W.sum(1, keepdims=True)
         m, k = W.shape
         # Σₖ Wᵢₖ donors[idxᵢₖ] as a sparse product: no m × k × p gather.
         sparse = csr_matrix((W.ravel(), idx.ravel(), np.arange(0, m * k + 1, k)), shape=(m, len(donors)))
-        return (own + sparse @ donors) / den
+        return (w0 * own + sparse @ donors) / den
 
-    def _layer2_error(self, dist, idx, donors, own, Xq, q_observed, s):
-        pred = self._layer2(dist, idx, donors, own, s)
+    def _layer2_error(self, dist, idx, donors, own, Xq, q_observed, s, w0=None):
+        pred = self._layer2(dist, idx, donors, own, s, w0)
         return float(np.mean((pred[q_observed] - Xq[q_observed]) ** 2))
 
     def __sklearn_tags__(self):

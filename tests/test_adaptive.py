@@ -301,3 +301,38 @@ def test_multikernel_bad_input():
         LocalMeanRegressor(kernel=MultiKernel([Kernel()]), bandwidth="loo").fit(X, y)
     with pytest.raises(ValueError, match="undefined"):
         LocalMeanRegressor(kernel=MultiKernel([Kernel("tophat", 1e-6)])).fit(X, y)
+
+
+# --- self-consistent kernel -------------------------------------------------------------------
+
+
+def test_self_consistent_kernel_equals_scikit_learn_barycenter_weights():
+    from sklearn.neighbors import kneighbors_graph
+    from sklearn.manifold._locally_linear import barycenter_kneighbors_graph
+
+    from localization.adaptive import self_consistent_kernel
+
+    X = np.random.default_rng(0).normal(size=(80, 3))
+    K = self_consistent_kernel(X, n_neighbors=6, reg=1e-3)
+    want = barycenter_kneighbors_graph(X, 6, reg=1e-3)
+    np.testing.assert_allclose(K.toarray(), want.toarray(), rtol=1e-9, atol=1e-12)
+    assert np.all(K.diagonal() == 0)
+    np.testing.assert_allclose(np.asarray(K.sum(1)).ravel(), 1.0, rtol=1e-12)
+    assert (K.toarray() != 0).sum(1).max() == 6
+    # the support is the k nearest other points
+    assert np.array_equal(K.toarray() != 0, kneighbors_graph(X, 6).toarray() != 0)
+
+
+def test_self_consistent_kernel_bad_input():
+    from localization.adaptive import self_consistent_kernel
+
+    X = np.random.default_rng(0).normal(size=(5, 2))
+    with pytest.raises(ValueError, match="n_neighbors"):
+        self_consistent_kernel(X, n_neighbors=5)
+    with pytest.raises(ValueError, match="reg"):
+        self_consistent_kernel(X, n_neighbors=2, reg=-1)
+    with pytest.raises(ValueError):
+        self_consistent_kernel(np.full((5, 2), np.nan), n_neighbors=2)
+    dup = np.vstack([X, X])  # duplicates: a point's twin is a neighbour, never the point itself
+    K = self_consistent_kernel(dup, n_neighbors=3)
+    assert np.all(K.diagonal() == 0)

@@ -25,7 +25,7 @@ import warnings
 import numpy as np
 
 from . import _core
-from ._validation import LocalizationWarning
+from ._validation import LocalizationWarning, check_positive_int
 from .kernels import Balloon, Kernel, KernelCombination, SamplePoint, as_kernel, rule_of_thumb
 
 LOO_RULES = ("loo", "loo_per_feature")
@@ -357,3 +357,68 @@ def fit_multikernel(est, residuals):
     est.kernel_ = KernelCombination(mk.kernels, weights, normalized=True)
     est.cv_results_ = {"kernel_loo_error": np.diag(A).copy(), "loo_error": float(weights @ A @ weights), "gram": A}
     return est
+
+
+# -- the self-consistent kernel ------------------------------------------------------------------
+
+
+def self_consistent_kernel(X, n_neighbors=10, *, reg=1e-3, n_jobs=None):
+    """Fit a hollow kernel to the data itself: min ‖X − K̃X‖_F over K̃ supported on each
+    point's k nearest other points, with rows summing to one (SPEC §8).
+
+    The objective separates by rows: K̃ᵢ minimises ‖xᵢ − Σⱼ K̃ᵢⱼ xⱼ‖² over the neighbours j of i
+    with Σⱼ K̃ᵢⱼ = 1, solved through the regularised local Gram matrix
+    Gᵢ = (N − xᵢ)(N − xᵢ)ᵀ + reg·tr(Gᵢ)·I (the weights of locally linear embedding, the
+    self-consistency behind LLE and attention). The kernel is *signed*: an affine
+    reconstruction may use negative weights; a point is never its own neighbour (hollow).
+
+    Parameters
+    ----------
+    X : array of shape (n, d)
+    n_neighbors : int, default=10
+    reg : float, default=1e-3
+        Tikhonov regularisation relative to the trace of each local Gram matrix (needed when
+        k > d, where the affine reconstruction is not unique).
+    n_jobs : int, optional
+        Threads of the neighbour search.
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix of shape (n, n)
+        K̃, with n_neighbors entries per row summing to 1 and a zero diagonal.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from localization.adaptive import self_consistent_kernel
+    >>> X = np.random.default_rng(0).normal(size=(50, 3))
+    >>> K = self_consistent_kernel(X, n_neighbors=5)
+    >>> K.shape, bool(np.allclose(K.sum(axis=1), 1)), float(abs(K.diagonal()).max())
+    ((50, 50), True, 0.0)
+    """
+    from scipy.sparse import csr_matrix
+
+    from ._validation import as_float_array
+
+    X = as_float_array(X, "X")
+    n = len(X)
+    k = check_positive_int(n_neighbors, "n_neighbors")
+    if k >= n:
+        raise ValueError(f"`n_neighbors`={k} must be smaller than the {n} samples (a point is not its own neighbour)")
+    if not (np.isscalar(reg) and np.isfinite(reg) and reg >= 0):
+        raise ValueError(f"`reg` must be a finite non-negative number, got {reg!r}")
+    _, ind = _core.NeighborIndex(X).knn(X, k + 1, n_jobs=n_jobs)
+    # Drop each point itself (it may not come first among duplicates); else the farthest.
+    own = ind == np.arange(n)[:, None]
+    drop = np.where(own.any(1), np.argmax(own, 1), k)
+    keep = np.ones_like(own)
+    keep[np.arange(n), drop] = False
+    ind = ind[keep].reshape(n, k)
+    Xf = X.astype(np.float64)
+    D = Xf[ind] - Xf[:, None, :]  # (n, k, d)
+    G = D @ D.transpose(0, 2, 1)
+    tr = np.trace(G, axis1=1, axis2=2)
+    G[:, np.arange(k), np.arange(k)] += np.where(tr > 0, reg * tr, reg)[:, None]
+    w = np.linalg.solve(G, np.ones((n, k, 1)))[:, :, 0]
+    w /= w.sum(1, keepdims=True)
+    return csr_matrix((w.ravel(), ind.ravel(), np.arange(0, n * k + 1, k)), shape=(n, n))

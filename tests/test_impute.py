@@ -84,7 +84,7 @@ def test_layer2_is_the_hollow_local_mean_over_coobserved_neighbours():
     V, own = np.random.default_rng(0).normal(size=(2, *Xm.shape))
     W = np.exp(-0.5 * (dist / (0.7 * dist[:, -1:])) ** 2)
     want = (own + np.einsum("ik,ikp->ip", W, V[idx])) / (1 + W.sum(1, keepdims=True))
-    np.testing.assert_allclose(imp._layer2(dist, idx, V, own, 0.7), want, rtol=1e-12)
+    np.testing.assert_allclose(imp._layer2(dist, idx, V, own, 0.7, 1.0), want, rtol=1e-12)
     # rows are row-stochastic: a constant is reproduced exactly (identity 12's building block)
     np.testing.assert_allclose(imp._layer2(dist, idx, np.ones_like(V), np.ones_like(V), 0.7), 1.0, rtol=1e-14)
 
@@ -102,11 +102,11 @@ def test_spatial_layer_is_hollow_and_row_stochastic():
 def test_loo_bandwidths_are_chosen_on_observed_entries():
     _, Xm = _images(200)
     imp = LocalMeanImputer(image_shape=(28, 28), random_state=0).fit(Xm)
-    for name in ("bandwidth", "feature_bandwidth"):
+    for name in ("bandwidth", "feature_bandwidth", "self_weight"):
         res = imp.cv_results_[name]
         assert getattr(imp, name + "_") == res["bandwidth"][np.argmin(res["objective"])]
     fixed = LocalMeanImputer(image_shape=(28, 28), bandwidth=1.0, feature_bandwidth=1.0).fit(Xm)
-    assert fixed.cv_results_ == {} and fixed.bandwidth_ == 1.0
+    assert set(fixed.cv_results_) == {"self_weight"} and fixed.bandwidth_ == 1.0
 
 
 def test_random_state_makes_results_reproducible():

@@ -181,7 +181,7 @@ def search(objective, grid, *, per_feature=False, n_features=1, refine=True, tol
     values = np.array(values)
     if not np.any(np.isfinite(values)):
         raise ValueError("the leave-one-out objective is undefined at every bandwidth in the grid (some sample has "
-                         "no neighbour); widen `bandwidth_grid`")
+                         "no neighbour, or too few for its local design); widen `bandwidth_grid` or add samples")
     i = int(np.argmin(values))
     best, best_value = float(grid[i]), float(values[i])
     if warn_edge and i in (0, len(grid) - 1) and len(grid) > 1:  # (an early stop is never at the top edge)
@@ -228,7 +228,7 @@ def fit_loo(est, objective, *, n_features, refine=True):
     base = base_kernel(est.kernel, getattr(est, "n_neighbors", None))
     X = est.X_fit_
     if len(X) < 2:
-        raise ValueError(f"bandwidth={est.bandwidth!r} needs at least 2 samples")
+        raise ValueError(f"bandwidth={est.bandwidth!r} needs at least 2 samples, got 1 sample")
     grid = getattr(est, "bandwidth_grid", None)
     grid = default_grid(base, X) if grid is None else check_grid(grid)
     best, results = search(lambda s: objective(scaled_kernel(base, s, X)), grid,

@@ -178,7 +178,7 @@ class LocalMeanImputer(TransformerMixin, BaseEstimator):
         self.feature_bandwidth_ = self._choose("feature_bandwidth", self.feature_bandwidth, self._layer1_grid(),
                                                lambda h: self._layer1_error(Z[rows], observed[rows], h))
         if self.bandwidth == "loo" and n < 2:
-            raise ValueError("bandwidth='loo' needs at least 2 samples")
+            raise ValueError("bandwidth='loo' needs at least 2 samples, got 1 sample")
         L = self._layer1(Z, self.feature_bandwidth_)
         S = np.where(observed, X, L)
         if n > 1:

@@ -10,7 +10,7 @@ from sklearn.exceptions import DataConversionWarning
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
-from ._base import LocalEstimator
+from ._base import LocalEstimator, keeps_state_on_error
 from .adaptive import MultiKernel, fit_loo, fit_multikernel, is_loo
 from .engine import bind_kernel
 from ._validation import FLOAT_DTYPES, LocalizationWarning, validate_data
@@ -79,6 +79,7 @@ class LocalModeClassifier(ClassifierMixin, LocalEstimator):
         self.algorithm = algorithm
         self.n_jobs = n_jobs
 
+    @keeps_state_on_error
     def fit(self, X, y, sample_weight=None):
         """Store the sample and its classes. Returns self."""
         X, y = validate_data(self, X, y, dtype=FLOAT_DTYPES, order="C", multi_output=True, densify=True)

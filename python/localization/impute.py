@@ -20,6 +20,7 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from ._base import keeps_state_on_error
 from ._validation import LocalizationWarning, check_positive_int
 from .adaptive import check_grid, search
 
@@ -151,6 +152,7 @@ class LocalMeanImputer(TransformerMixin, BaseEstimator):
 
     # -- fit / transform ------------------------------------------------------------------
 
+    @keeps_state_on_error
     def fit(self, X, y=None):
         """Learn the column statistics, the layer kernels and (for "loo") their bandwidths."""
         X = self._validate(X, reset=True)

@@ -9,7 +9,7 @@ from sklearn.base import MultiOutputMixin, RegressorMixin, clone, is_classifier
 from sklearn.utils.validation import check_is_fitted
 
 from . import _core
-from ._base import LocalEstimator
+from ._base import LocalEstimator, keeps_state_on_error
 from ._validation import FLOAT_DTYPES, check_positive_int, validate_data, warn_zero_weight
 from .adaptive import MultiKernel, fit_loo, fit_multikernel, is_loo
 from .engine import bind_kernel, check_algorithm, ratio
@@ -99,6 +99,7 @@ class LocalMeanRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator):
         self.algorithm = algorithm
         self.n_jobs = n_jobs
 
+    @keeps_state_on_error
     def fit(self, X, y, sample_weight=None):
         """Store the sample (and choose h by leave-one-out if asked). Returns self."""
         X, Y = _fit_xy(self, X, y)
@@ -188,6 +189,7 @@ class LocalPolynomialRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator)
         self.algorithm = algorithm
         self.n_jobs = n_jobs
 
+    @keeps_state_on_error
     def fit(self, X, y, sample_weight=None):
         """Store the sample. Returns self."""
         if self.degree not in (0, 1, 2) or isinstance(self.degree, bool):
@@ -244,8 +246,9 @@ class LocalPolynomialRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator)
         """The equivalent kernel ℓ(x*) for each row of X: an (m, n_samples) signed matrix.
 
         ``predict(X) == equivalent_kernel(X) @ y`` for any training targets y. This matrix is
-        dense by nature; use it on modest numbers of queries. Sample weights are not folded
-        in (ℓ is defined for unit weights).
+        dense by nature: m × n_samples × itemsize bytes, allocated before any work (a request
+        that does not fit raises ``MemoryError`` at once); use it on modest numbers of queries.
+        Sample weights are not folded in (ℓ is defined for unit weights).
         """
         bk, Qs, kw = self._core_args(self._query(X))
         if self.sample_weight_ is not None:
@@ -296,6 +299,7 @@ class LocalModel(MultiOutputMixin, LocalEstimator):
         self.n_neighbors = n_neighbors
         self.n_jobs = n_jobs
 
+    @keeps_state_on_error
     def fit(self, X, y, sample_weight=None):
         """Store the sample. Returns self."""
         from sklearn.linear_model import LinearRegression

@@ -98,6 +98,8 @@ def _knn(est):
 class KNeighborsClassifier(loc.LocalModeClassifier):
     kernel = "knn"
     bandwidth = 1.0
+    scoring = "log_loss"
+    bandwidth_grid = None
 
     def __init__(self, n_neighbors=5, *, weights="uniform", algorithm="auto", leaf_size=30, p=2, metric="minkowski",
                  metric_params=None, n_jobs=None):

@@ -121,3 +121,26 @@ def test_cluster_refuses_complex_empty_and_zero_sizes(tmp_path, capsys):
             main(["cluster", "--n-samples", n])
         assert exc.value.code == 2
         assert "--n-samples" in capsys.readouterr().err
+
+
+def test_impute_command_fills_csv_and_npy(tmp_path):
+    rng = np.random.default_rng(0)
+    t = rng.normal(size=(60, 1))
+    X = np.hstack([t, 2 * t, t + 0.1 * rng.normal(size=(60, 1))])
+    Xm = X.copy()
+    Xm[rng.random(X.shape) < 0.2] = np.nan
+    src = tmp_path / "in.csv"
+    with open(src, "w") as f:
+        f.write("a,b,c\n")
+        for row in Xm:
+            f.write(",".join("" if np.isnan(v) else repr(float(v)) for v in row) + "\n")
+    out = tmp_path / "out.csv"
+    assert main(["impute", str(src), str(out), "--quiet"]) == 0
+    got = np.loadtxt(out, delimiter=",")
+    obs = ~np.isnan(Xm)
+    assert np.array_equal(got[obs], Xm[obs]) and np.all(np.isfinite(got))
+    np.save(tmp_path / "in.npy", Xm)
+    assert main(["impute", str(tmp_path / "in.npy"), str(tmp_path / "out.npy"), "--quiet", "--bandwidth", "1"]) == 0
+    assert np.all(np.isfinite(np.load(tmp_path / "out.npy")))
+    assert main(["impute", str(tmp_path / "in.npy"), str(tmp_path / "x.npy"), "--image-shape", "2", "2"]) == 2
+    assert main(["impute", str(tmp_path / "in.npy"), str(tmp_path / "x.npy"), "--bandwidth", "wide"]) == 2

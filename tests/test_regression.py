@@ -146,7 +146,7 @@ def test_ridge_and_singular_designs(rng):
 def test_loo_bandwidth_selection(rng):
     X, y = make_curve(200, random_state=3)
     reg = LocalMeanRegressor(bandwidth="loo").fit(X, y)
-    grid, err = reg.bandwidth_grid_, reg.loo_errors_
+    grid, err = reg.cv_results_["bandwidth"], reg.cv_results_["objective"]
     assert reg.bandwidth_ == grid[np.argmin(err)]
     # the chosen error is the exact LOO error at that h
     loo = LocalMeanRegressor(bandwidth=reg.bandwidth_).fit(X, y).loo_predict()

@@ -5,6 +5,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from localization import (
     KernelDensity,
+    LocalMeanImputer,
     LocalMeanRegressor,
     LocalModeClassifier,
     LocalModel,
@@ -21,11 +22,32 @@ ESTIMATORS = [
     KernelDensity(),
     LocalModel(LinearRegression()),
     NearestNeighbors(),
+    LocalMeanRegressor(bandwidth="loo"),
+    LocalPolynomialRegressor(bandwidth="loo"),
+    LocalModeClassifier(bandwidth="loo"),
+    KernelDensity(bandwidth="loo"),
+    LocalMeanImputer(random_state=0),
 ]
 
 
 
+LOO_WEIGHTS = ("leave-one-out: a weight is not a repetition (a repeated point leaves only one copy out, so the "
+               "chosen bandwidth differs)")
+
+
 def expected_failures(estimator):
+    if str(getattr(estimator, "bandwidth", "")).startswith("loo"):
+        out = {"check_sample_weight_equivalence_on_dense_data": LOO_WEIGHTS,
+               "check_sample_weight_equivalence_on_sparse_data": LOO_WEIGHTS}
+        if isinstance(estimator, LocalMeanRegressor):
+            out.update({c: "the LOO bandwidth is tuned for held-out error; the training R² of this check's noisy "
+                           "data stays below 0.5" for c in ("check_regressors_train",
+                                                            "check_regressors_train(readonly_memmap=True)",
+                                                            "check_regressors_train(readonly_memmap=True,X_dtype=float32)")})
+        if isinstance(estimator, LocalPolynomialRegressor):
+            out["check_regressor_multioutput"] = ("fewer samples than the local linear basis needs: every leave-one-out "
+                                                  "design is singular (a clear ValueError)")
+        return out
     if getattr(estimator, "kernel", None) == "knn":
         # A weight is not a repeated sample under the kNN kernel: duplicates take neighbour slots.
         reason = "kNN kernel: weights are not repetitions"

@@ -9,9 +9,10 @@ This package computes it with a multithreaded native engine and builds the metho
 """
 
 from . import _threads  # noqa: F401  (registers the thread pool with threadpoolctl)
-from . import cluster, datasets, denoise, embedding, fuzzy, generative, kernels, memory, metrics, semi_supervised, text
+from . import adaptive, cluster, datasets, denoise, embedding, fuzzy, generative, kernels, memory, metrics, semi_supervised, text
 from ._core import __version__
 from ._validation import LocalizationWarning
+from .adaptive import MultiKernel
 from .classification import LocalModeClassifier
 from .cluster import LocalModeClustering, MeanShift, MedoidShift, PCShift, QuickShift, estimate_bandwidth, mean_shift
 from .denoise import NonLocalMeans, SelfLocalMean
@@ -19,6 +20,7 @@ from .density import KernelDensity
 from .embedding import AsymmetricMDS, LocalPCA, LocallyLinearEmbedding, OrdinalEmbedding, TripletEmbedding
 from .fuzzy import FuzzyInferenceRegressor
 from .generative import LocalMeanDenoiser, LocalMeanDiffusion
+from .impute import LocalMeanImputer
 from .memory import Hopfield, ModernHopfield
 from .engine import kernel_matrix, kernel_sum, local_mean
 from .kernels import Balloon, Kernel, KernelCombination, SamplePoint
@@ -37,6 +39,7 @@ __all__ = [
     "LabelPropagation",
     "LocalMeanDenoiser",
     "LocalMeanDiffusion",
+    "LocalMeanImputer",
     "LocalMeanRegressor",
     "LocalModeClassifier",
     "LocalModeClustering",
@@ -48,6 +51,7 @@ __all__ = [
     "MeanShift",
     "MedoidShift",
     "ModernHopfield",
+    "MultiKernel",
     "NearestNeighbors",
     "NonLocalMeans",
     "OrdinalEmbedding",
@@ -56,6 +60,7 @@ __all__ = [
     "SamplePoint",
     "SelfLocalMean",
     "TripletEmbedding",
+    "adaptive",
     "cluster",
     "datasets",
     "denoise",

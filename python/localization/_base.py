@@ -9,8 +9,9 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
 from ._validation import FLOAT_DTYPES, check_sample_weight, validate_data
+from .adaptive import LOO_RULES, MultiKernel, is_loo
 from .engine import bind_kernel
-from .kernels import as_kernel
+from .kernels import KernelCombination, as_kernel
 
 DEFAULT_N_NEIGHBORS = 5
 
@@ -43,13 +44,18 @@ class LocalEstimator(BaseEstimator):
     _signed_kernels = False
 
     def _kernel(self):
+        if isinstance(self.kernel, MultiKernel):
+            # Equal weights until the LOO weights are learned (adaptive.fit_multikernel).
+            return KernelCombination(self.kernel.kernels, [1.0 / len(self.kernel.kernels)] * len(self.kernel.kernels),
+                                     normalized=True)
         k = getattr(self, "n_neighbors", None)
         if k is None and isinstance(self.kernel, str) and self.kernel.lower() == "knn":
             k = DEFAULT_N_NEIGHBORS
         return as_kernel(self.kernel, self._bandwidth(), k)
 
     def _bandwidth(self):
-        return self.bandwidth
+        # A leave-one-out rule starts from h = 1; the search then sets kernel_ (adaptive.fit_loo).
+        return 1.0 if is_loo(self.bandwidth, LOO_RULES + ("lscv", "lscv_per_feature")) else self.bandwidth
 
     def _store(self, X, sample_weight):
         self.X_fit_ = X

@@ -33,8 +33,8 @@ def local_sums(
 def local_polynomial(
     queries: Array, x: Array, values: Array, weights: Optional[Array] = None, kernel: str = "gaussian",
     bandwidth: float = 1.0, query_bandwidth: Optional[Array] = None, n_neighbors: Optional[int] = None,
-    knn_profile: Optional[str] = None, degree: int = 1, ridge: float = 0.0, algorithm: str = "auto",
-    n_jobs: Optional[int] = None,
+    knn_profile: Optional[str] = None, degree: int = 1, ridge: float = 0.0, exclude_self: bool = False,
+    algorithm: str = "auto", n_jobs: Optional[int] = None,
 ) -> tuple[Array, NDArray[np.bool_]]: ...
 def equivalent_kernel(
     queries: Array, x: Array, kernel: str = "gaussian", bandwidth: float = 1.0, query_bandwidth: Optional[Array] = None,

@@ -11,6 +11,8 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
 from ._base import LocalEstimator, keeps_state_on_error
+from .adaptive import MultiKernel, fit_loo, fit_multikernel, is_loo
+from .engine import bind_kernel
 from ._validation import FLOAT_DTYPES, LocalizationWarning, validate_data
 
 
@@ -23,10 +25,22 @@ class LocalModeClassifier(ClassifierMixin, LocalEstimator):
 
     Parameters
     ----------
-    kernel : str, callable or Kernel, default="gaussian"
-    bandwidth : float, array, rule name, Balloon or SamplePoint, default=1.0
+    kernel : str, callable, Kernel or MultiKernel, default="gaussian"
+        A :class:`~localization.adaptive.MultiKernel` learns simplex mixture weights of
+        its kernels by the leave-one-out Brier score (``kernel_weights_``).
+    bandwidth : float, array, rule name, "loo", "loo_per_feature", Balloon or SamplePoint, default=1.0
+        ``"loo"`` chooses h by the exact leave-one-out ``scoring`` (each training point
+        classified without its own vote: the hollow kernel), on a logarithmic grid refined
+        by golden section (log-loss) or on the grid alone (accuracy, piecewise constant);
+        ``"loo_per_feature"`` continues with one bandwidth per feature (log-loss only).
     n_neighbors : int, optional
         k of the ``"knn"`` kernel (default 5).
+    scoring : {"log_loss", "accuracy"}, default="log_loss"
+        The leave-one-out criterion of ``bandwidth="loo"``: the mean negative log-probability
+        of the true class (probabilities clipped at the float epsilon, as scikit-learn's
+        ``log_loss``), or the error rate 1 − accuracy.
+    bandwidth_grid : array-like, optional
+        Candidate bandwidths (factors of a Kernel object's own) for the LOO search.
     algorithm : {"auto", "brute", "kd_tree", "expansion"}, default="auto"
     n_jobs : int, optional
 
@@ -37,6 +51,11 @@ class LocalModeClassifier(ClassifierMixin, LocalEstimator):
         Weighted class frequencies; used (with a warning) for queries that no sample reaches.
     outputs_2d_ : bool
         Whether y was 2-D (multi-output).
+    bandwidth_ : float, ndarray or object
+        The bandwidth used (the LOO choice for a LOO rule).
+    cv_results_ : dict
+        LOO rules only: every evaluated ``"bandwidth"``, its ``"objective"`` (the LOO
+        log-loss or error rate) and the ``"stage"`` of the search.
 
     Examples
     --------
@@ -50,10 +69,13 @@ class LocalModeClassifier(ClassifierMixin, LocalEstimator):
     ['a', 'a', 'a', 'b', 'b', 'b']
     """
 
-    def __init__(self, kernel="gaussian", bandwidth=1.0, n_neighbors=None, algorithm="auto", n_jobs=None):
+    def __init__(self, kernel="gaussian", bandwidth=1.0, n_neighbors=None, scoring="log_loss", bandwidth_grid=None,
+                 algorithm="auto", n_jobs=None):
         self.kernel = kernel
         self.bandwidth = bandwidth
         self.n_neighbors = n_neighbors
+        self.scoring = scoring
+        self.bandwidth_grid = bandwidth_grid
         self.algorithm = algorithm
         self.n_jobs = n_jobs
 
@@ -83,7 +105,45 @@ class LocalModeClassifier(ClassifierMixin, LocalEstimator):
         self._splits = np.cumsum([len(c) for c in classes])[:-1]
         self.classes_ = classes if self.outputs_2d_ else classes[0]
         self.class_prior_ = priors if self.outputs_2d_ else priors[0]
+        if self.scoring not in ("log_loss", "accuracy"):
+            raise ValueError(f"`scoring` must be 'log_loss' or 'accuracy', got {self.scoring!r}")
+        if isinstance(self.kernel, MultiKernel):
+            fit_multikernel(self, lambda k: self._loo_proba(k) - self.onehot_)
+            self.bandwidth_ = self.bandwidth
+        elif is_loo(self.bandwidth):
+            if self.scoring == "accuracy" and self.bandwidth == "loo_per_feature":
+                raise ValueError("bandwidth='loo_per_feature' needs scoring='log_loss' (the error rate is piecewise "
+                                 "constant, it has no gradient)")
+            fit_loo(self, self._loo_objective, n_features=X.shape[1], refine=self.scoring == "log_loss")
+        else:
+            self.bandwidth_ = self.bandwidth
         return self
+
+    def _loo_proba(self, kernel):
+        """Leave-one-out class shares (all outputs side by side); NaN where no sample is near."""
+        bk = bind_kernel(kernel, self.X_fit_, self.sample_weight_, False, type(self).__name__)
+        num, den, *_ = bk.sums(self.X_fit_, self.onehot_, self.sample_weight_, exclude_self=True,
+                               algorithm=self.algorithm, n_jobs=self.n_jobs)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            proba = num.astype(np.float64) / den.astype(np.float64)[:, None]
+        proba[~(den > 0)] = np.nan
+        return proba
+
+    def _loo_objective(self, kernel):
+        """The LOO log-loss or error rate under ``kernel``; inf where a sample has no neighbour."""
+        proba = self._loo_proba(kernel)
+        if not np.all(np.isfinite(proba)):
+            return np.inf
+        w = None if self.sample_weight_ is None else self.sample_weight_.astype(np.float64)
+        total = 0.0
+        for P, T in zip(np.split(proba, self._splits, axis=1), np.split(self.onehot_, self._splits, axis=1)):
+            truth = T.astype(bool)
+            if self.scoring == "log_loss":
+                p = np.clip(P[truth], np.finfo(self.X_fit_.dtype).eps, 1.0)
+                total -= np.average(np.log(p), weights=w)
+            else:  # the first class among ties wins, as in predict
+                total += 1.0 - np.average(truth[np.arange(len(P)), np.argmax(P, axis=1)], weights=w)
+        return total / (len(self._splits) + 1)
 
     def predict_proba(self, X):
         """Local class shares, shape (n_queries, n_classes) (a list of them for multi-output);

@@ -8,7 +8,11 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._base import LocalEstimator, keeps_state_on_error
 from ._validation import FLOAT_DTYPES, check_allocation, check_positive_int, validate_data
-from .kernels import SPECIAL, Balloon, SamplePoint, canonical_name, log_normalization
+from .adaptive import LOO_RULES, fit_loo, is_loo
+from .engine import bind_kernel
+from .kernels import SPECIAL, Balloon, Kernel, SamplePoint, canonical_name, log_normalization
+
+LSCV_RULES = ("lscv", "lscv_per_feature")
 
 # Shadow profiles: -k'(u)/u = c · shadow(u), so ∇ log p̂ = c Σ shadow·w·(xᵢ − x) / (h² Σ k·w).
 _SHADOW = {"gaussian": ("gaussian", 1.0), "epanechnikov": ("tophat", 2.0), "biweight": ("epanechnikov", 4.0), "triweight": ("biweight", 6.0)}
@@ -24,13 +28,21 @@ class KernelDensity(LocalEstimator):
 
     Parameters
     ----------
-    bandwidth : float, array, rule name, Balloon or SamplePoint, default=1.0
+    bandwidth : float, array, rule name, "loo", "lscv", Balloon or SamplePoint, default=1.0
         ``"scott"`` and ``"silverman"`` are scikit-learn's rules (n^(−1/(d+4)) and
         (n(d+2)/4)^(−1/(d+4)), from n and d only), so the same spelling gives the same
         density; ``"scott_scaled"`` and ``"silverman_scaled"`` multiply them by each
         feature's standard deviation. Per-feature arrays and the scaled rules divide by
         ∏ⱼ hⱼ; adaptive rules by h(x)^d or hᵢ^d.
+        ``"loo"`` maximises the exact leave-one-out log-likelihood Σᵢ wᵢ log p̂₋ᵢ(xᵢ)
+        (likelihood cross-validation, statsmodels' ``cv_ml``); ``"lscv"`` (gaussian
+        kernel) minimises the least-squares cross-validation criterion
+        ∫p̂² − 2 Σᵢ wᵢ p̂₋ᵢ(xᵢ)/Σw (statsmodels' ``cv_ls``). Both search a log grid refined
+        by golden section; ``"loo_per_feature"`` and ``"lscv_per_feature"`` continue with
+        one bandwidth per feature by gradient descent. A Kernel object's bandwidth is scaled.
     kernel : str or Kernel, default="gaussian"
+    bandwidth_grid : array-like, optional
+        Candidate bandwidths (factors of a Kernel object's own) for the LOO rules.
     algorithm : {"auto", "brute", "kd_tree", "expansion"}, default="auto"
     n_jobs : int, optional
 
@@ -39,6 +51,9 @@ class KernelDensity(LocalEstimator):
     bandwidth_ : float, ndarray of shape (n_features,), Balloon or SamplePoint
         The bandwidth used: the number a rule gave (an array for per-feature bandwidths),
         or the adaptive rule itself.
+    cv_results_ : dict
+        LOO rules only: every evaluated ``"bandwidth"``, its ``"objective"`` (the negative
+        mean LOO log-likelihood, or the LSCV criterion) and the ``"stage"`` of the search.
 
     Examples
     --------
@@ -49,9 +64,10 @@ class KernelDensity(LocalEstimator):
     0.398942
     """
 
-    def __init__(self, bandwidth=1.0, kernel="gaussian", algorithm="auto", n_jobs=None):
+    def __init__(self, bandwidth=1.0, kernel="gaussian", bandwidth_grid=None, algorithm="auto", n_jobs=None):
         self.bandwidth = bandwidth
         self.kernel = kernel
+        self.bandwidth_grid = bandwidth_grid
         self.algorithm = algorithm
         self.n_jobs = n_jobs
 
@@ -65,6 +81,8 @@ class KernelDensity(LocalEstimator):
             raise ValueError("KernelDensity needs a single radial profile kernel (not knn, dot, identity, a callable "
                              f"or a combination of kernels), got {self.kernel!r}")
         self._log_norm = log_normalization(name, X.shape[1])
+        if is_loo(self.bandwidth, LOO_RULES + LSCV_RULES):
+            self._fit_loo()
         bk = self._bound()
         if isinstance(self.kernel_.bandwidth, (Balloon, SamplePoint)):
             self.bandwidth_ = self.kernel_.bandwidth
@@ -72,11 +90,18 @@ class KernelDensity(LocalEstimator):
             self.bandwidth_ = bk.h if bk.feature_scale is None else bk.feature_scale.copy()
         return self
 
-    def score_samples(self, X):
-        """log p̂(x) for each row of X (−inf where the density is exactly zero)."""
-        check_is_fitted(self)
-        bk = self._bound()
-        Q = self._query(X)
+    def _fit_loo(self):
+        if isinstance(self.kernel_.bandwidth, (Balloon, SamplePoint)):
+            raise ValueError(f"bandwidth={self.bandwidth!r} needs a kernel with a fixed bandwidth, not {self.kernel_!r}")
+        lscv = self.bandwidth in LSCV_RULES
+        if lscv and self.kernel_.name != "gaussian":
+            raise ValueError(f"bandwidth={self.bandwidth!r} (least-squares cross-validation) is offered for the "
+                             f"gaussian kernel, not {self.kernel_.name!r}; use bandwidth='loo'")
+        fit_loo(self, self._lscv if lscv else self._negative_loo_likelihood, n_features=self.X_fit_.shape[1])
+
+    def _log_density(self, bk, Q, exclude_self=False):
+        """log p̂ at the rows of Q under the bound kernel; ``exclude_self``: Q is the sample and
+        each point's own term (and weight) is left out."""
         w = self.sample_weight_
         d = Q.shape[1]
         weights, log_unit = w, 0.0
@@ -87,13 +112,44 @@ class KernelDensity(LocalEstimator):
             log_unit = float(log_hw.max())
             hw = np.exp(log_hw - log_unit)
             weights = (hw if w is None else w * hw).astype(Q.dtype)
-        _, den, log_scale, _, _ = bk.sums(Q, None, weights, algorithm=self.algorithm, n_jobs=self.n_jobs)
+        _, den, log_scale, _, _ = bk.sums(Q, None, weights, exclude_self=exclude_self, algorithm=self.algorithm,
+                                          n_jobs=self.n_jobs)
         log_total = np.log(len(self.X_fit_)) if w is None else _log_sum(w)
-        with np.errstate(divide="ignore"):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            if exclude_self:
+                # Each point's own weight leaves the total: log(T − wᵢ) = log T + log1p(−wᵢ/T),
+                # with wᵢ/T taken in the log domain (T may overflow).
+                own = np.ones(len(Q)) if w is None else w.astype(np.float64)
+                log_total = log_total + np.log1p(-np.exp(np.log(own) - log_total))
             out = np.log(den.astype(np.float64)) + log_scale + log_unit - log_total - self._log_norm - bk.log_bandwidth_volume
         if isinstance(self.kernel_.bandwidth, Balloon):
             out -= d * np.log(bk.query_bandwidth(bk._scale(Q)).astype(np.float64))
         return out
+
+    def _bind(self, kernel):
+        return bind_kernel(kernel, self.X_fit_, self.sample_weight_, False, type(self).__name__)
+
+    def _negative_loo_likelihood(self, kernel):
+        """−(1/Σw) Σᵢ wᵢ log p̂₋ᵢ(xᵢ); inf where a point has no neighbour."""
+        logp = self._log_density(self._bind(kernel), self.X_fit_, exclude_self=True)
+        w = None if self.sample_weight_ is None else self.sample_weight_.astype(np.float64)
+        return -float(np.average(logp, weights=w)) if np.all(np.isfinite(logp)) else np.inf
+
+    def _lscv(self, kernel):
+        """∫p̂² − 2 Σᵢ wᵢ p̂₋ᵢ(xᵢ)/W for the gaussian kernel: ∫p̂² is the density of the
+        differences, a gaussian sum with bandwidth √2·h."""
+        X = self.X_fit_
+        w = np.ones(len(X)) if self.sample_weight_ is None else self.sample_weight_.astype(np.float64)
+        W = w.sum()
+        wide = Kernel("gaussian", np.sqrt(2.0) * np.asarray(kernel.bandwidth, dtype=np.float64))
+        log_sq = self._log_density(self._bind(wide), X)  # log of Σⱼ wⱼ N(xᵢ − xⱼ; 0, 2h²) / W
+        log_loo = self._log_density(self._bind(kernel), X, exclude_self=True)
+        return float(np.sum(w * np.exp(log_sq)) / W - 2.0 * np.sum(w * np.exp(log_loo)) / W)
+
+    def score_samples(self, X):
+        """log p̂(x) for each row of X (−inf where the density is exactly zero)."""
+        check_is_fitted(self)
+        return self._log_density(self._bound(), self._query(X))
 
     def score(self, X, y=None):
         """Total log-likelihood of X under the model."""

@@ -11,7 +11,8 @@ from sklearn.utils.validation import check_is_fitted
 from . import _core
 from ._base import LocalEstimator, keeps_state_on_error
 from ._validation import FLOAT_DTYPES, check_positive_int, validate_data, warn_zero_weight
-from .engine import check_algorithm, ratio
+from .adaptive import MultiKernel, fit_loo, fit_multikernel, is_loo
+from .engine import bind_kernel, check_algorithm, ratio
 
 
 SINGULAR = "a singular local design (too few samples in the window for the polynomial basis, or none)"
@@ -31,6 +32,16 @@ def _out(est, Y):
     return Y[:, 0] if est._y_1d else Y
 
 
+def _mean_squared(pred, Y, sample_weight):
+    """(Weighted) mean over samples of the squared LOO residual; inf if some prediction is undefined."""
+    if pred is None or not np.all(np.isfinite(pred)):
+        return np.inf
+    resid = pred.astype(np.float64) - Y
+    # Relative weights: their sum may overflow (only ratios matter to the average).
+    w = None if sample_weight is None else sample_weight.astype(np.float64) / sample_weight.max()
+    return float(np.average(np.sum(resid**2, axis=1), weights=w))
+
+
 class LocalMeanRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator):
     """Nadaraya–Watson regression: the local mean ŷ(x*) = Σ K(x*, xᵢ) yᵢ / Σ K(x*, xᵢ).
 
@@ -41,16 +52,22 @@ class LocalMeanRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator):
 
     Parameters
     ----------
-    kernel : str, callable, Kernel or KernelCombination, default="gaussian"
-        Any profile name (see :mod:`localization.kernels`), ``"knn"``, a callable, or a
-        (possibly signed) combination of kernels.
-    bandwidth : float, array, rule name, "loo", Balloon or SamplePoint, default=1.0
-        ``"loo"`` picks h from ``bandwidth_grid`` by exact leave-one-out error, computed
-        with the hollow kernel at the cost of one local mean per grid value.
+    kernel : str, callable, Kernel, KernelCombination or MultiKernel, default="gaussian"
+        Any profile name (see :mod:`localization.kernels`), ``"knn"``, a callable, a
+        (possibly signed) combination of kernels, or a
+        :class:`~localization.adaptive.MultiKernel` whose mixture weights are learned by
+        leave-one-out (``kernel_weights_``).
+    bandwidth : float, array, rule name, "loo", "loo_per_feature", Balloon or SamplePoint, default=1.0
+        ``"loo"`` minimises the exact leave-one-out (LOO) squared error, computed with the
+        hollow kernel at the cost of one local mean per candidate: a logarithmic grid, then
+        golden-section refinement. ``"loo_per_feature"`` continues with one bandwidth per
+        feature by gradient descent. With a :class:`~localization.kernels.Kernel` or a
+        combination, its bandwidths are scaled by the chosen factor (see
+        :mod:`localization.adaptive`).
     n_neighbors : int, optional
         k of the ``"knn"`` kernel (default 5).
     bandwidth_grid : array-like, optional
-        Candidates for ``bandwidth="loo"``; default 30 values spaced geometrically between
+        Candidate factors for the LOO search; default 24 values spaced geometrically between
         the median nearest-neighbour distance and the data diameter.
     algorithm : {"auto", "brute", "kd_tree", "expansion"}, default="auto"
     n_jobs : int, optional
@@ -58,10 +75,12 @@ class LocalMeanRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator):
 
     Attributes
     ----------
-    bandwidth_ : float or object
-        The bandwidth used (the LOO choice when ``bandwidth="loo"``).
-    loo_errors_ : ndarray
-        Mean squared LOO error per grid value (``bandwidth="loo"`` only).
+    bandwidth_ : float, ndarray or object
+        The bandwidth used (the LOO choice, a factor of the kernel's own bandwidths for a
+        Kernel object, when ``bandwidth`` is a LOO rule).
+    cv_results_ : dict
+        LOO rules only: every evaluated ``"bandwidth"``, its ``"objective"`` (mean squared
+        LOO error) and the ``"stage"`` of the search ("grid", "golden", "gradient").
 
     Examples
     --------
@@ -84,57 +103,31 @@ class LocalMeanRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator):
         self.algorithm = algorithm
         self.n_jobs = n_jobs
 
-    def _bandwidth(self):
-        return self.bandwidth_
-
     @keeps_state_on_error
     def fit(self, X, y, sample_weight=None):
         """Store the sample (and choose h by leave-one-out if asked). Returns self."""
         X, Y = _fit_xy(self, X, y)
         self.y_fit_ = Y
-        loo = isinstance(self.bandwidth, str) and self.bandwidth == "loo"
-        self.bandwidth_ = 1.0 if loo else self.bandwidth  # placeholder until the grid search
         self._store(X, sample_weight)
-        if loo:
-            self._select_loo_bandwidth()
+        if isinstance(self.kernel, MultiKernel):
+            fit_multikernel(self, lambda k: self._loo_predictions(k) - self.y_fit_)
+            self.bandwidth_ = self.bandwidth
+        elif is_loo(self.bandwidth):
+            fit_loo(self, self._loo_objective, n_features=X.shape[1])
+        else:
+            self.bandwidth_ = self.bandwidth
         return self
 
-    def _default_grid(self):
-        X = self.X_fit_.astype(np.float64)
-        dist, _ = _core.NeighborIndex(X).knn(X, min(2, len(X)))
-        nn = np.median(dist[:, -1])
-        diam = np.sqrt(np.sum((X.max(0) - X.min(0)) ** 2))
-        lo = nn if nn > 0 else diam / len(X)
-        if not diam > 0:
-            raise ValueError("bandwidth='loo' needs at least two distinct samples")
-        return np.geomspace(max(lo, diam * 1e-4), diam, 30)
+    def _loo_predictions(self, kernel):
+        """Exact leave-one-out local means under ``kernel`` (NaN where a sample has no neighbour)."""
+        bk = bind_kernel(kernel, self.X_fit_, self.sample_weight_, self._signed_kernels, type(self).__name__)
+        num, den, *_ = bk.sums(self.X_fit_, self.y_fit_, self.sample_weight_, exclude_self=True,
+                               algorithm=self.algorithm, n_jobs=self.n_jobs)
+        return ratio(num.astype(np.float64), den.astype(np.float64), warn=False)
 
-    def _select_loo_bandwidth(self):
-        if len(self.X_fit_) < 2:
-            raise ValueError("bandwidth='loo' needs at least 2 samples")
-        grid = self._default_grid() if self.bandwidth_grid is None else np.asarray(self.bandwidth_grid, dtype=float)
-        if grid.ndim != 1 or len(grid) == 0 or not np.all(np.isfinite(grid)) or np.any(grid <= 0):
-            raise ValueError("`bandwidth_grid` must be a non-empty 1-D array of positive numbers")
-        errors = np.array([self._loo_error(h) for h in grid])
-        if not np.any(np.isfinite(errors)):
-            raise ValueError("every bandwidth in the grid leaves some sample with no neighbours; widen `bandwidth_grid`")
-        self.bandwidth_grid_ = grid
-        self.loo_errors_ = errors
-        self.bandwidth_ = float(grid[np.nanargmin(errors)])
-        self.kernel_ = self._kernel()
-
-    def _loo_error(self, h):
-        self.bandwidth_ = float(h)
-        self.kernel_ = self._kernel()
-        num, den, *_ = self._bound().sums(
-            self.X_fit_, self.y_fit_, self.sample_weight_, exclude_self=True, algorithm=self.algorithm, n_jobs=self.n_jobs
-        )
-        if np.any(~(den != 0)):
-            return np.inf
-        resid = num / den[:, None] - self.y_fit_
-        # Relative weights: their sum may overflow (only ratios matter to the average).
-        w = np.ones(len(resid)) if self.sample_weight_ is None else self.sample_weight_ / self.sample_weight_.max()
-        return float(np.average(np.sum(resid.astype(np.float64) ** 2, axis=1), weights=w))
+    def _loo_objective(self, kernel):
+        """Mean squared leave-one-out error under ``kernel`` (inf where a sample has no neighbour)."""
+        return _mean_squared(self._loo_predictions(kernel), self.y_fit_, self.sample_weight_)
 
     def loo_predict(self):
         """Exact leave-one-out predictions ŷ₋ᵢ(xᵢ) on the training sample (hollow kernel);
@@ -165,10 +158,18 @@ class LocalPolynomialRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator)
     Parameters
     ----------
     degree : {0, 1, 2}, default=1
-    kernel, bandwidth, n_neighbors, algorithm, n_jobs
-        As in :class:`LocalMeanRegressor` (``bandwidth="loo"`` is not offered here).
+    kernel, bandwidth, n_neighbors, bandwidth_grid, algorithm, n_jobs
+        As in :class:`LocalMeanRegressor`. ``bandwidth="loo"`` (or ``"loo_per_feature"``)
+        minimises the exact leave-one-out squared error: each training point's fit leaves
+        the point out (hollow design moments, one engine pass per candidate), which equals
+        the residual (yᵢ − ŷᵢ)/(1 − ℓᵢ(xᵢ)) of the equivalent kernel's diagonal.
     ridge : float, default=0.0
         λ added to the diagonal of the local design matrix.
+
+    Attributes
+    ----------
+    bandwidth_, cv_results_
+        As in :class:`LocalMeanRegressor`.
 
     Examples
     --------
@@ -181,12 +182,14 @@ class LocalPolynomialRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator)
     True
     """
 
-    def __init__(self, degree=1, kernel="gaussian", bandwidth=1.0, n_neighbors=None, ridge=0.0, algorithm="auto", n_jobs=None):
+    def __init__(self, degree=1, kernel="gaussian", bandwidth=1.0, n_neighbors=None, ridge=0.0, bandwidth_grid=None,
+                 algorithm="auto", n_jobs=None):
         self.degree = degree
         self.kernel = kernel
         self.bandwidth = bandwidth
         self.n_neighbors = n_neighbors
         self.ridge = ridge
+        self.bandwidth_grid = bandwidth_grid
         self.algorithm = algorithm
         self.n_jobs = n_jobs
 
@@ -204,11 +207,14 @@ class LocalPolynomialRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator)
         if getattr(self.kernel_, "name", None) in (None, "identity", "dot") or self._bound().callable:
             raise ValueError("LocalPolynomialRegressor needs a single radial profile or knn kernel (not a callable, "
                              f"dot, identity or a combination of kernels), got {self.kernel!r}")
+        if is_loo(self.bandwidth):
+            fit_loo(self, self._loo_objective, n_features=X.shape[1])
+        else:
+            self.bandwidth_ = self.bandwidth
         return self
 
-    def _core_args(self, X):
-        Q = self._query(X)
-        bk = self._bound()
+    def _core_args(self, Q, bk=None):
+        bk = self._bound() if bk is None else bk
         Qs = bk._scale(Q)
         kw = bk.core_args(Qs)
         kw.pop("temperature", None)
@@ -216,13 +222,27 @@ class LocalPolynomialRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator)
             raise ValueError("SamplePoint bandwidths are not supported by LocalPolynomialRegressor")
         return bk, Qs, kw
 
-    def predict(self, X):
-        """Local polynomial fits at X; NaN (with a warning) where the local design is singular."""
-        bk, Qs, kw = self._core_args(X)
-        pred, singular = _core.local_polynomial(
+    def _fit_at(self, Q, bk=None, exclude_self=False):
+        bk, Qs, kw = self._core_args(Q, bk)
+        return _core.local_polynomial(
             Qs, bk.Xs, self.y_fit_, self.sample_weight_, degree=self.degree, ridge=float(self.ridge),
-            algorithm=self.algorithm, n_jobs=self.n_jobs, **kw,
+            exclude_self=exclude_self, algorithm=self.algorithm, n_jobs=self.n_jobs, **kw,
         )
+
+    def _loo_objective(self, kernel):
+        """Mean squared leave-one-out error under ``kernel`` (inf where a design is singular)."""
+        bk = bind_kernel(kernel, self.X_fit_, self.sample_weight_, False, type(self).__name__)
+        pred, singular = self._fit_at(self.X_fit_, bk, exclude_self=True)
+        return _mean_squared(None if singular.any() else pred, self.y_fit_, self.sample_weight_)
+
+    def predict(self, X):
+        """Local polynomial fits at X; NaN (with a warning) where the local design is singular.
+
+        ``X=None``: exact leave-one-out fits at the training points (each fit without its
+        own point).
+        """
+        check_is_fitted(self)
+        pred, singular = self._fit_at(self.X_fit_, exclude_self=True) if X is None else self._fit_at(self._query(X))
         warn_zero_weight(singular, "local polynomial fit", SINGULAR)
         return _out(self, pred)
 
@@ -234,7 +254,7 @@ class LocalPolynomialRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator)
         that does not fit raises ``MemoryError`` at once); use it on modest numbers of queries.
         Sample weights are not folded in (ℓ is defined for unit weights).
         """
-        bk, Qs, kw = self._core_args(X)
+        bk, Qs, kw = self._core_args(self._query(X))
         if self.sample_weight_ is not None:
             raise ValueError("equivalent_kernel is defined for unweighted fits; refit without sample_weight")
         ell, singular = _core.equivalent_kernel(

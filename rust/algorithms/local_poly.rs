@@ -129,12 +129,15 @@ enum Rhs {
     FirstUnit,
 }
 
-/// Local polynomial predictions (m × p) and the singular-design mask.
+/// Local polynomial predictions (m × p) and the singular-design mask. With `exclude_self`
+/// (queries are the sample) each fit leaves its own point out: the exact leave-one-out
+/// prediction, the same as refitting without it, from one pass of hollow moments.
 #[allow(clippy::too_many_arguments)]
 pub fn predict<F: Real>(
-    pb: &Problem<F>, kernel: &Kernel, bw: &Bandwidth<F>, degree: usize, ridge: f64, neighborhood: Neighborhood, mon: &Monitor,
+    pb: &Problem<F>, kernel: &Kernel, bw: &Bandwidth<F>, degree: usize, ridge: f64, neighborhood: Neighborhood, exclude_self: bool,
+    mon: &Monitor,
 ) -> Result<(Array2<F>, Vec<bool>)> {
-    let opts = Options { degree: Some(degree), neighborhood, monitor: mon.clone(), ..Options::default() };
+    let opts = Options { degree: Some(degree), neighborhood, exclude_self, monitor: mon.clone(), ..Options::default() };
     let (sums, lengths) = local_sums_scaled(pb, kernel, bw, &opts)?;
     let p = sums.num.ncols();
     let (beta, singular) = coefficients(&sums, lengths, &basis_degrees(pb.x.ncols(), degree), ridge, Rhs::Values)?;

@@ -154,12 +154,13 @@ fn local_sums<'py>(
 /// Local polynomial predictions: returns (prediction m×p, singular mask).
 #[pyfunction]
 #[pyo3(signature = (queries, x, values, weights=None, kernel="gaussian", bandwidth=1.0, query_bandwidth=None,
-    n_neighbors=None, knn_profile=None, degree=1, ridge=0.0, algorithm="auto", n_jobs=None))]
+    n_neighbors=None, knn_profile=None, degree=1, ridge=0.0, exclude_self=false, algorithm="auto", n_jobs=None))]
 #[allow(clippy::too_many_arguments)]
 fn local_polynomial<'py>(
     py: Python<'py>, queries: &Bound<'py, PyAny>, x: &Bound<'py, PyAny>, values: &Bound<'py, PyAny>,
     weights: Option<&Bound<'py, PyAny>>, kernel: &str, bandwidth: f64, query_bandwidth: Option<&Bound<'py, PyAny>>,
-    n_neighbors: Option<usize>, knn_profile: Option<&str>, degree: usize, ridge: f64, algorithm: &str, n_jobs: Option<NJobs>,
+    n_neighbors: Option<usize>, knn_profile: Option<&str>, degree: usize, ridge: f64, exclude_self: bool, algorithm: &str,
+    n_jobs: Option<NJobs>,
 ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyArray1<bool>>)> {
     check_ridge(ridge)?;
     let nbh = neighborhood(algorithm)?;
@@ -168,7 +169,8 @@ fn local_polynomial<'py>(
         let (q, xr, v) = (view2::<F>(queries, "X_query")?, view2::<F>(x, "X")?, view2::<F>(values, "y")?);
         let w = weights.map(|w| view1::<F>(w, "sample_weight")).transpose()?;
         let pb = Problem { queries: q.as_array(), x: xr.as_array(), values: Some(v.as_array()), weights: w.as_ref().map(|a| a.as_array()) };
-        let (pred, singular) = run(py, n_jobs, None, |mon| local_poly::predict(&pb, &ka.kernel, &ka.bandwidth, degree, ridge, nbh, mon))?;
+        let (pred, singular) =
+            run(py, n_jobs, None, |mon| local_poly::predict(&pb, &ka.kernel, &ka.bandwidth, degree, ridge, nbh, exclude_self, mon))?;
         Ok((pred.into_pyarray(py).into_any(), singular.into_pyarray(py)))
     })
 }

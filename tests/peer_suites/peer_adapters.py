@@ -25,8 +25,9 @@ WEIGHTS = ("weights='distance' or a callable: the kNN kernel weighs its k neighb
            "profile of d/d_k (Kernel('knn', knn_profile=...)), not by 1/d")
 AFFINITY_CALLABLE = ("a callable kernel is a profile k(u) of the scaled distance, not a function returning an "
                      "affinity matrix")
-KERNEL_REG_BW = ("statsmodels' data-driven bandwidths (bw='cv_ls', 'aic') optimise one bandwidth per feature; "
-                 "LocalMeanRegressor(bandwidth='loo') picks one scalar on a grid")
+KERNEL_REG_BW = ("statsmodels' data-driven bandwidths (bw='cv_ls', 'aic') are not mapped by the adapter: 'aic' is "
+                 "not offered, and 'cv_ls' is bandwidth='loo_per_feature' of LocalMeanRegressor and "
+                 "LocalPolynomialRegressor (the same objective and minimiser, tested in tests/test_adaptive.py)")
 KERNEL_REG_VAR_TYPE = "ordered and unordered regressors (var_type 'o', 'u') need discrete kernels, which are not offered"
 KERNEL_REG_KERNEL = ("statsmodels' tricube sets u to 0 beyond the support instead of the kernel, so the farthest "
                      "points get the largest weight; ours is (1 − u³)³ on u < 1")
@@ -97,6 +98,8 @@ def _knn(est):
 class KNeighborsClassifier(loc.LocalModeClassifier):
     kernel = "knn"
     bandwidth = 1.0
+    scoring = "log_loss"
+    bandwidth_grid = None
 
     def __init__(self, n_neighbors=5, *, weights="uniform", algorithm="auto", leaf_size=30, p=2, metric="minkowski",
                  metric_params=None, n_jobs=None):

@@ -1,0 +1,424 @@
+"""Adaptive kernels learned from data (SPEC §8): leave-one-out bandwidth search.
+
+The hollow kernel (each point's own term left out) gives the exact leave-one-out (LOO)
+prediction of a local estimator in one pass of the engine, with no refitting. This module is
+the one home of the search that every local estimator uses for ``bandwidth="loo"``:
+
+* one bandwidth: the LOO objective on a logarithmic grid, then golden-section refinement of
+  log h inside the bracket around the best grid value;
+* ``bandwidth="loo_per_feature"``: one bandwidth per feature (a diagonal metric), by
+  quasi-Newton gradient descent (L-BFGS) on log h, started from the best single bandwidth;
+  the gradient is taken by central differences of the exact objective (two engine passes
+  per feature).
+
+A :class:`~localization.kernels.Kernel` or :class:`~localization.kernels.KernelCombination`
+keeps its shape: the search scales all of its bandwidths by one factor (or one factor per
+feature), and ``bandwidth_`` is that factor. For a kernel given by name the factor *is* h.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import warnings
+
+import numpy as np
+
+from . import _core
+from ._validation import LocalizationWarning, check_positive_int
+from .kernels import Balloon, Kernel, KernelCombination, SamplePoint, as_kernel, rule_of_thumb
+
+LOO_RULES = ("loo", "loo_per_feature")
+_GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
+_GRID_SIZE = 24
+# Refine log h until the bracket is this narrow: h is then known to ~1e-4 relative.
+_LOG_TOL = 1e-4
+# The grid is scanned from small to large h and stops once the objective has risen this many
+# times in a row past its best value: wide bandwidths cost the most (every pair is in the
+# window) and a LOO curve that has turned up rarely comes back down.
+_PATIENCE = 3
+
+
+def is_loo(bandwidth, rules=LOO_RULES):
+    return isinstance(bandwidth, str) and bandwidth in rules
+
+
+def _rescale_bandwidth(bw, s, X):
+    """A kernel's bandwidth times s (a number or a per-feature vector)."""
+    if isinstance(bw, (Balloon, SamplePoint)):
+        if np.ndim(s):
+            raise ValueError("per-feature LOO bandwidths need a fixed (scalar or per-feature) base bandwidth, "
+                             f"not {bw!r}")
+        return dataclasses.replace(bw, scale=bw.scale * float(s))
+    if isinstance(bw, str):
+        bw = rule_of_thumb(X, bw)
+    out = np.asarray(bw, dtype=np.float64) * s
+    return float(out) if out.ndim == 0 else out
+
+
+def scaled_kernel(kernel, s, X):
+    """``kernel`` with every bandwidth multiplied by ``s`` (a number or a per-feature vector)."""
+    if isinstance(kernel, KernelCombination):
+        return KernelCombination([scaled_kernel(k, s, X) for k in kernel.kernels], kernel.coefficients, kernel.normalized)
+    if kernel.name in ("knn", "identity", "dot"):
+        raise ValueError(f"bandwidth='loo' searches a bandwidth; the {kernel.name!r} kernel has none")
+    return Kernel(kernel.name, _rescale_bandwidth(kernel.bandwidth, s, X), n_neighbors=kernel.n_neighbors,
+                  temperature=kernel.temperature, knn_profile=kernel.knn_profile)
+
+
+def base_kernel(kernel, n_neighbors=None):
+    """The kernel whose bandwidths the search scales (a name gets h = 1)."""
+    return as_kernel(kernel, 1.0, n_neighbors)
+
+
+def _fixed_scale(kernel, X):
+    """Per-feature scale of a kernel's fixed bandwidths (its first term for a combination),
+    or None for adaptive rules."""
+    k = kernel.kernels[0] if isinstance(kernel, KernelCombination) else kernel
+    if isinstance(k.bandwidth, (Balloon, SamplePoint)):
+        return None
+    h = _rescale_bandwidth(k.bandwidth, 1.0, X)
+    return np.broadcast_to(np.asarray(h, dtype=np.float64), (X.shape[1],))
+
+
+def default_grid(kernel, X, size=_GRID_SIZE):
+    """Factors from the median nearest-neighbour distance to the data diameter, measured in
+    the base kernel's units (an adaptive rule's scale: 1/4 to 8)."""
+    scale = _fixed_scale(kernel, X)
+    if scale is None:
+        return np.geomspace(0.25, 8.0, size)
+    Xs = np.ascontiguousarray(X / scale, dtype=np.float64)
+    dist, _ = _core.NeighborIndex(Xs).knn(Xs, min(2, len(Xs)))
+    nn = float(np.median(dist[:, -1]))
+    diam = float(np.sqrt(np.sum((Xs.max(0) - Xs.min(0)) ** 2)))
+    if not diam > 0:
+        raise ValueError("bandwidth='loo' needs at least two distinct samples")
+    lo = max(nn if nn > 0 else diam / len(Xs), diam * 1e-4)
+    return np.geomspace(lo, diam, size)
+
+
+def check_grid(grid):
+    grid = np.asarray(grid, dtype=np.float64)
+    if grid.ndim != 1 or len(grid) == 0 or not np.all(np.isfinite(grid)) or np.any(grid <= 0):
+        raise ValueError("`bandwidth_grid` must be a non-empty 1-D array of positive numbers")
+    return np.unique(grid)
+
+
+class _Recorder:
+    """Evaluates the objective and remembers every evaluation (for ``cv_results_``)."""
+
+    def __init__(self, objective):
+        self.objective = objective
+        self.h, self.value, self.stage = [], [], []
+
+    def __call__(self, s, stage):
+        v = float(self.objective(s))
+        if not np.isfinite(v):
+            v = np.inf
+        self.h.append(np.array(s, dtype=np.float64))
+        self.value.append(v)
+        self.stage.append(stage)
+        return v
+
+    def results(self):
+        # A per-feature search records vectors: scalar evaluations are broadcast to them.
+        width = max(np.size(h) for h in self.h)
+        h = np.array([np.broadcast_to(v, (width,)) for v in self.h]) if width > 1 else np.array(self.h)
+        return {"bandwidth": h, "objective": np.array(self.value), "stage": np.array(self.stage)}
+
+
+def golden_section(f, a, b, tol=_LOG_TOL):
+    """Minimise a function of one variable on [a, b] by golden-section search (f is called
+    on the variable itself); returns (argmin, min)."""
+    c, d = b - _GOLDEN * (b - a), a + _GOLDEN * (b - a)
+    fc, fd = f(c), f(d)
+    while b - a > tol:
+        if fc <= fd:
+            b, d, fd = d, c, fc
+            c = b - _GOLDEN * (b - a)
+            fc = f(c)
+        else:
+            a, c, fc = c, d, fd
+            d = a + _GOLDEN * (b - a)
+            fd = f(d)
+    return (c, fc) if fc <= fd else (d, fd)
+
+
+def search(objective, grid, *, per_feature=False, n_features=1, refine=True, tol=_LOG_TOL, warn_edge=True):
+    """Minimise a LOO objective over bandwidth factors.
+
+    Parameters
+    ----------
+    objective : callable
+        Maps a factor (a number, or with ``per_feature`` a vector of ``n_features``) to the
+        LOO objective (lower is better; ``inf`` where it is undefined).
+    grid : array of factors
+        Scanned in increasing order; the scan stops once the objective has risen three times
+        in a row past its best value.
+    per_feature : bool
+        Continue from the best single factor with one factor per feature.
+    refine : bool
+        Golden-section refinement after the grid (off for piecewise-constant objectives).
+    tol : float
+        Width of the final golden-section bracket in log h.
+    warn_edge : bool
+        Warn when the best grid value is at an end of the grid.
+
+    Returns
+    -------
+    best : float or ndarray
+    cv_results : dict with "bandwidth" (one row per evaluation, of n_features columns for a
+        per-feature search), "objective" and "stage" ("grid", "golden", "gradient")
+    """
+    rec = _Recorder(objective)
+    values = []
+    for s in grid:
+        values.append(rec(s, "grid"))
+        best_at = int(np.argmin(values))
+        if np.isfinite(values[best_at]) and len(values) - 1 - best_at >= _PATIENCE \
+                and all(a < b for a, b in zip(values[best_at:-1], values[best_at + 1:])):
+            break
+    values = np.array(values)
+    if not np.any(np.isfinite(values)):
+        raise ValueError("the leave-one-out objective is undefined at every bandwidth in the grid (some sample has "
+                         "no neighbour, or too few for its local design); widen `bandwidth_grid` or add samples")
+    i = int(np.argmin(values))
+    best, best_value = float(grid[i]), float(values[i])
+    if warn_edge and i in (0, len(grid) - 1) and len(grid) > 1:  # (an early stop is never at the top edge)
+        warnings.warn(f"the leave-one-out optimum is at the edge of the bandwidth grid (h = {best:.4g}); the best "
+                      "bandwidth may lie outside it: widen `bandwidth_grid`", LocalizationWarning, stacklevel=3)
+    if refine and len(grid) > 1:
+        lo, hi = math.log(grid[max(i - 1, 0)]), math.log(grid[min(i + 1, len(grid) - 1)])
+        t, v = golden_section(lambda t: rec(math.exp(t), "golden"), lo, hi, tol)
+        if v < best_value:
+            best, best_value = math.exp(t), v
+    if per_feature:
+        best = _per_feature(rec, np.full(n_features, best), best_value)
+    return best, rec.results()
+
+
+def _per_feature(rec, s0, v0, step=1e-4):
+    """L-BFGS on log s with central-difference gradients of the exact objective."""
+    from scipy.optimize import minimize
+
+    def f(t):
+        return rec(np.exp(t), "gradient")
+
+    def fg(t):
+        v = f(t)
+        g = np.empty_like(t)
+        for j in range(len(t)):
+            e = np.zeros_like(t)
+            e[j] = step
+            g[j] = (f(t + e) - f(t - e)) / (2 * step)
+        if not np.all(np.isfinite(g)):
+            g = np.nan_to_num(g, nan=0.0, posinf=0.0, neginf=0.0)
+        return v, g
+
+    res = minimize(fg, np.log(s0), jac=True, method="L-BFGS-B", options={"maxiter": 200, "gtol": 1e-9, "ftol": 1e-13})
+    return np.exp(res.x) if res.fun <= v0 else s0
+
+
+def fit_loo(est, objective, *, n_features, refine=True):
+    """Run the search for an estimator whose ``bandwidth`` is a LOO rule.
+
+    ``objective(kernel)`` evaluates the LOO objective of the estimator under a candidate
+    kernel. Sets ``bandwidth_``, ``kernel_`` and ``cv_results_`` on ``est``.
+    """
+    base = base_kernel(est.kernel, getattr(est, "n_neighbors", None))
+    X = est.X_fit_
+    if len(X) < 2:
+        raise ValueError(f"bandwidth={est.bandwidth!r} needs at least 2 samples, got 1 sample")
+    grid = getattr(est, "bandwidth_grid", None)
+    grid = default_grid(base, X) if grid is None else check_grid(grid)
+    best, results = search(lambda s: objective(scaled_kernel(base, s, X)), grid,
+                           per_feature=est.bandwidth.endswith("_per_feature"), n_features=n_features, refine=refine)
+    est.bandwidth_ = best
+    est.kernel_ = scaled_kernel(base, best, X)
+    est.cv_results_ = results
+    return est
+
+
+# -- multi-kernel: simplex weights from the LOO residual Gram ----------------------------------
+
+
+class MultiKernel:
+    """A kernel whose mixture weights are learned by leave-one-out (SPEC §8).
+
+    Given kernels K_1..K_L, a local estimator fitted with ``kernel=MultiKernel([...])``
+    predicts with the row-normalised mixture Σ_l w_l K̃_l (a
+    :class:`~localization.kernels.KernelCombination` with ``normalized=True``), i.e. the
+    w-weighted average of the L local means. The weights minimise the exact LOO squared error
+    wᵀAw over the simplex (w ≥ 0, Σ w = 1), with A_lm = ⟨r_l, r_m⟩ the inner products of the
+    kernels' LOO residual vectors (hollow kernels): the LOO residual of the mixture is exactly
+    Σ_l w_l r_l. The small quadratic programme is solved exactly (every active set is tried),
+    so the mixture is never worse, in LOO error, than the best single kernel.
+
+    Accepted by :class:`~localization.LocalMeanRegressor` (residuals ŷ₋ᵢ − yᵢ) and
+    :class:`~localization.LocalModeClassifier` (residuals P̂₋ᵢ − onehot(yᵢ), the Brier score).
+    The fitted estimator exposes ``kernel_weights_`` and the mixture as ``kernel_``.
+
+    Parameters
+    ----------
+    kernels : list of Kernel
+        Each keeps its own bandwidth; at most 16 kernels.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from localization import Kernel, LocalMeanRegressor
+    >>> from localization.adaptive import MultiKernel
+    >>> X = np.linspace(0, 1, 60)[:, None]
+    >>> y = np.sin(6 * X[:, 0])
+    >>> mk = MultiKernel([Kernel("gaussian", 0.02), Kernel("gaussian", 0.05), Kernel("gaussian", 0.5)])
+    >>> reg = LocalMeanRegressor(kernel=mk).fit(X, y)
+    >>> bool(np.isclose(reg.kernel_weights_.sum(), 1.0)), bool(reg.kernel_weights_[2] < 0.01)
+    (True, True)
+    """
+
+    def __init__(self, kernels):
+        kernels = list(kernels)
+        if not 1 <= len(kernels) <= 16:
+            raise ValueError(f"a MultiKernel takes 1 to 16 kernels, got {len(kernels)}")
+        for k in kernels:
+            if not isinstance(k, Kernel):
+                raise TypeError(f"the kernels of a MultiKernel are Kernel objects, got {type(k).__name__}")
+        self.kernels = kernels
+
+    def __repr__(self):
+        return f"MultiKernel({self.kernels!r})"
+
+    def __eq__(self, other):
+        return isinstance(other, MultiKernel) and self.kernels == other.kernels
+
+    def __hash__(self):
+        return hash(tuple(self.kernels))
+
+
+def simplex_qp(A):
+    """argmin wᵀAw over the probability simplex, exactly, for a small symmetric PSD A.
+
+    On an active set S (the support of w) the minimiser solves A_S w_S = λ1, 1ᵀw_S = 1; it is
+    the optimum if w_S ≥ 0 and no excluded coordinate has a negative reduced cost
+    ((Aw)_j ≥ λ for j ∉ S, the KKT conditions). Every support is tried (2^L − 1, L ≤ 16) and
+    the feasible KKT point of least objective is returned.
+    """
+    A = np.asarray(A, dtype=np.float64)
+    L = len(A)
+    best, best_val = None, np.inf
+    for mask in range(1, 1 << L):
+        S = [j for j in range(L) if mask >> j & 1]
+        M = np.zeros((len(S) + 1, len(S) + 1))
+        M[: len(S), : len(S)] = A[np.ix_(S, S)]
+        M[: len(S), -1] = -1.0
+        M[-1, : len(S)] = 1.0
+        rhs = np.zeros(len(S) + 1)
+        rhs[-1] = 1.0
+        try:
+            sol = np.linalg.lstsq(M, rhs, rcond=None)[0]
+        except np.linalg.LinAlgError:
+            continue
+        wS, lam = sol[:-1], sol[-1]
+        if np.any(wS < -1e-12) or not np.isclose(wS.sum(), 1.0):
+            continue
+        w = np.zeros(L)
+        w[S] = np.maximum(wS, 0.0)
+        w /= w.sum()
+        val = float(w @ A @ w)
+        scale = max(np.abs(A).max(), 1e-300)
+        if np.any((A @ w)[[j for j in range(L) if j not in S]] < lam - 1e-9 * scale):
+            continue
+        if val < best_val:
+            best, best_val = w, val
+    if best is None:  # cannot happen for PSD A (the KKT point exists); be safe
+        best = np.eye(L)[int(np.argmin(np.diag(A)))]
+    return best
+
+
+def fit_multikernel(est, residuals):
+    """Learn the simplex weights of ``est.kernel`` (a MultiKernel) from LOO residuals.
+
+    ``residuals(kernel)`` returns the (n, p) LOO residuals under one kernel. Sets
+    ``kernel_`` (the normalised mixture), ``kernel_weights_`` and ``cv_results_``.
+    """
+    mk = est.kernel
+    if is_loo(est.bandwidth, LOO_RULES + ("lscv", "lscv_per_feature")):
+        raise ValueError("a MultiKernel carries its kernels' own bandwidths; do not combine it with a LOO bandwidth rule")
+    w = None if est.sample_weight_ is None else est.sample_weight_.astype(np.float64)
+    R = [np.asarray(residuals(k), dtype=np.float64) for k in mk.kernels]
+    for k, r in zip(mk.kernels, R):
+        if not np.all(np.isfinite(r)):
+            raise ValueError(f"the leave-one-out prediction under {k!r} is undefined for some sample (no neighbour); "
+                             "widen its bandwidth")
+    sw = np.ones(len(R[0])) if w is None else w
+    A = np.array([[np.sum(sw[:, None] * a * b) for b in R] for a in R]) / sw.sum()
+    weights = simplex_qp(A)
+    est.kernel_weights_ = weights
+    est.kernel_ = KernelCombination(mk.kernels, weights, normalized=True)
+    est.cv_results_ = {"kernel_loo_error": np.diag(A).copy(), "loo_error": float(weights @ A @ weights), "gram": A}
+    return est
+
+
+# -- the self-consistent kernel ------------------------------------------------------------------
+
+
+def self_consistent_kernel(X, n_neighbors=10, *, reg=1e-3, n_jobs=None):
+    """Fit a hollow kernel to the data itself: min ‖X − K̃X‖_F over K̃ supported on each
+    point's k nearest other points, with rows summing to one (SPEC §8).
+
+    The objective separates by rows: K̃ᵢ minimises ‖xᵢ − Σⱼ K̃ᵢⱼ xⱼ‖² over the neighbours j of i
+    with Σⱼ K̃ᵢⱼ = 1, solved through the regularised local Gram matrix
+    Gᵢ = (N − xᵢ)(N − xᵢ)ᵀ + reg·tr(Gᵢ)·I (the weights of locally linear embedding, the
+    self-consistency behind LLE and attention). The kernel is *signed*: an affine
+    reconstruction may use negative weights; a point is never its own neighbour (hollow).
+
+    Parameters
+    ----------
+    X : array of shape (n, d)
+    n_neighbors : int, default=10
+    reg : float, default=1e-3
+        Tikhonov regularisation relative to the trace of each local Gram matrix (needed when
+        k > d, where the affine reconstruction is not unique).
+    n_jobs : int, optional
+        Threads of the neighbour search.
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix of shape (n, n)
+        K̃, with n_neighbors entries per row summing to 1 and a zero diagonal.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from localization.adaptive import self_consistent_kernel
+    >>> X = np.random.default_rng(0).normal(size=(50, 3))
+    >>> K = self_consistent_kernel(X, n_neighbors=5)
+    >>> K.shape, bool(np.allclose(K.sum(axis=1), 1)), float(abs(K.diagonal()).max())
+    ((50, 50), True, 0.0)
+    """
+    from scipy.sparse import csr_matrix
+
+    from ._validation import as_float_array
+
+    X = as_float_array(X, "X")
+    n = len(X)
+    k = check_positive_int(n_neighbors, "n_neighbors")
+    if k >= n:
+        raise ValueError(f"`n_neighbors`={k} must be smaller than the {n} samples (a point is not its own neighbour)")
+    if not (np.isscalar(reg) and np.isfinite(reg) and reg >= 0):
+        raise ValueError(f"`reg` must be a finite non-negative number, got {reg!r}")
+    _, ind = _core.NeighborIndex(X).knn(X, k + 1, n_jobs=n_jobs)
+    # Drop each point itself (it may not come first among duplicates); else the farthest.
+    own = ind == np.arange(n)[:, None]
+    drop = np.where(own.any(1), np.argmax(own, 1), k)
+    keep = np.ones_like(own)
+    keep[np.arange(n), drop] = False
+    ind = ind[keep].reshape(n, k)
+    Xf = X.astype(np.float64)
+    D = Xf[ind] - Xf[:, None, :]  # (n, k, d)
+    G = D @ D.transpose(0, 2, 1)
+    tr = np.trace(G, axis1=1, axis2=2)
+    G[:, np.arange(k), np.arange(k)] += np.where(tr > 0, reg * tr, reg)[:, None]
+    w = np.linalg.solve(G, np.ones((n, k, 1)))[:, :, 0]
+    w /= w.sum(1, keepdims=True)
+    return csr_matrix((w.ravel(), ind.ravel(), np.arange(0, n * k + 1, k)), shape=(n, n))

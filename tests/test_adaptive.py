@@ -1,0 +1,338 @@
+"""Leave-one-out everywhere (SPEC §8): exact LOO values against explicit refits, the search,
+and the statsmodels bandwidth selectors as oracles."""
+
+import pickle
+
+import numpy as np
+import pytest
+
+from localization import KernelDensity, LocalMeanRegressor, LocalModeClassifier, LocalPolynomialRegressor
+from localization.adaptive import golden_section
+from localization.kernels import Kernel
+
+
+def _data(n=40, d=2, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(size=(n, d))
+    y = np.sin(4 * X[:, 0]) + X[:, -1] ** 2 + 0.1 * rng.standard_normal(n)
+    return X, y
+
+
+def _refit_loop(make, X, y, predict):
+    """The definition of leave-one-out: refit without point i, predict at x_i."""
+    out = []
+    for i in range(len(X)):
+        keep = np.arange(len(X)) != i
+        est = make().fit(X[keep], None if y is None else y[keep])
+        out.append(predict(est, X[i : i + 1]))
+    return np.array(out)
+
+
+@pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov"])
+def test_local_mean_loo_objective_equals_refits(kernel):
+    X, y = _data()
+    h = 0.6
+    reg = LocalMeanRegressor(kernel=kernel, bandwidth=h).fit(X, y)
+    loo = _refit_loop(lambda: LocalMeanRegressor(kernel=kernel, bandwidth=h), X, y, lambda e, q: e.predict(q)[0])
+    np.testing.assert_allclose(reg.predict(None), loo, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(reg._loo_objective(Kernel(kernel, h)), np.mean((loo - y) ** 2), rtol=1e-10)
+
+
+@pytest.mark.parametrize("degree", [0, 1, 2])
+def test_local_polynomial_loo_equals_refits(degree):
+    X, y = _data(n=60)
+    h = 0.5
+    reg = LocalPolynomialRegressor(degree=degree, bandwidth=h).fit(X, y)
+    loo = _refit_loop(lambda: LocalPolynomialRegressor(degree=degree, bandwidth=h), X, y, lambda e, q: e.predict(q)[0])
+    np.testing.assert_allclose(reg.predict(None), loo, rtol=1e-9, atol=1e-10)
+    np.testing.assert_allclose(reg._loo_objective(Kernel("gaussian", h)), np.mean((loo - y) ** 2), rtol=1e-9)
+
+
+def test_local_polynomial_loo_is_the_equivalent_kernel_diagonal_identity():
+    # Identities 2 + 11: the LOO residual of a linear smoother is (yᵢ − ŷᵢ)/(1 − ℓᵢ(xᵢ)).
+    X, y = _data(n=50)
+    reg = LocalPolynomialRegressor(degree=1, bandwidth=0.4).fit(X, y)
+    ell = reg.equivalent_kernel(X)
+    fit = ell @ y
+    want = y - (y - fit) / (1 - np.diag(ell))
+    np.testing.assert_allclose(reg.predict(None), want, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("scoring", ["log_loss", "accuracy"])
+def test_local_mode_loo_objective_equals_refits(scoring):
+    X, y = _data(n=50)
+    labels = np.where(y > np.median(y), "hi", "lo")
+    labels[:5] = "mid"
+    h = 0.3
+    clf = LocalModeClassifier(bandwidth=h, scoring=scoring).fit(X, labels)
+    proba = _refit_loop(lambda: LocalModeClassifier(bandwidth=h), X, labels,
+                        lambda e, q: dict(zip(e.classes_, e.predict_proba(q)[0])))
+    truth = np.array([p.get(c, 0.0) for p, c in zip(proba, labels)])
+    if scoring == "log_loss":
+        want = -np.mean(np.log(np.clip(truth, np.finfo(float).eps, 1)))
+    else:
+        pred = _refit_loop(lambda: LocalModeClassifier(bandwidth=h), X, labels, lambda e, q: e.predict(q)[0])
+        want = np.mean(pred != labels)
+    np.testing.assert_allclose(clf._loo_objective(Kernel("gaussian", h)), want, rtol=1e-10)
+
+
+def test_kde_loo_likelihood_and_lscv_equal_their_definitions():
+    X, _ = _data(n=40)
+    h = 0.3
+    kde = KernelDensity(bandwidth=h).fit(X)
+    logp = _refit_loop(lambda: KernelDensity(bandwidth=h), X, None, lambda e, q: e.score_samples(q)[0])
+    np.testing.assert_allclose(kde._negative_loo_likelihood(Kernel("gaussian", h)), -np.mean(logp), rtol=1e-10)
+    # LSCV = ∫p̂² − 2/n Σ p̂₋ᵢ(xᵢ), with ∫p̂² by numerical quadrature on a fine grid
+    from scipy.stats import multivariate_normal
+
+    D = X[:, None, :] - X[None, :, :]
+    int_sq = multivariate_normal(np.zeros(2), 2 * h * h * np.eye(2)).pdf(D).mean()
+    want = int_sq - 2 * np.mean(np.exp(logp))
+    np.testing.assert_allclose(kde._lscv(Kernel("gaussian", h)), want, rtol=1e-10)
+
+
+def test_weighted_kde_loo_leaves_out_the_weight():
+    X, _ = _data(n=30)
+    w = np.random.default_rng(1).uniform(0.5, 2, len(X))
+    kde = KernelDensity(bandwidth=0.3).fit(X, sample_weight=w)
+    logp = []
+    for i in range(len(X)):
+        keep = np.arange(len(X)) != i
+        logp.append(KernelDensity(bandwidth=0.3).fit(X[keep], sample_weight=w[keep]).score_samples(X[i : i + 1])[0])
+    np.testing.assert_allclose(kde._negative_loo_likelihood(Kernel("gaussian", 0.3)), -np.average(logp, weights=w),
+                               rtol=1e-10)
+
+
+def test_golden_section_finds_a_smooth_minimum():
+    t, v = golden_section(lambda t: (t - 0.3) ** 2 + 1, -2.0, 2.0, tol=1e-9)
+    assert abs(t - 0.3) < 1e-7 and abs(v - 1) < 1e-14  # f resolves t only to ~sqrt(eps)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: LocalMeanRegressor(bandwidth="loo"),
+    lambda: LocalPolynomialRegressor(bandwidth="loo"),
+])
+def test_search_result_is_the_best_evaluation_and_refines_the_grid(make):
+    X, y = _data(n=120)
+    reg = make().fit(X, y)
+    res = reg.cv_results_
+    assert set(res) == {"bandwidth", "objective", "stage"}
+    assert reg.bandwidth_ == res["bandwidth"][np.argmin(res["objective"])]
+    grid = res["objective"][res["stage"] == "grid"]
+    assert np.min(res["objective"]) <= grid.min()
+    assert (res["stage"] == "golden").sum() > 5
+    # the reported optimum is the exact LOO error at that bandwidth
+    loo = type(reg)(bandwidth=reg.bandwidth_).fit(X, y).predict(None)
+    np.testing.assert_allclose(np.mean((loo - y) ** 2), np.min(res["objective"]), rtol=1e-12)
+
+
+def test_loo_scales_a_kernel_object_and_honours_the_grid():
+    X, y = _data(n=80)
+    base = Kernel("gaussian", np.array([1.0, 2.0]))
+    reg = LocalMeanRegressor(kernel=base, bandwidth="loo", bandwidth_grid=[0.05, 0.1, 0.2, 0.4]).fit(X, y)
+    s = reg.bandwidth_
+    np.testing.assert_allclose(reg.kernel_.bandwidth, s * np.array([1.0, 2.0]))
+    assert reg.cv_results_["bandwidth"][:4].tolist() == [0.05, 0.1, 0.2, 0.4]
+    direct = LocalMeanRegressor(bandwidth=s * np.array([1.0, 2.0])).fit(X, y)
+    np.testing.assert_allclose(reg.predict(X[:5]), direct.predict(X[:5]), rtol=1e-12)
+    combo = 0.5 * Kernel("gaussian", 1.0) + 0.5 * Kernel("epanechnikov", 3.0)
+    reg = LocalMeanRegressor(kernel=combo, bandwidth="loo").fit(X, y)
+    assert [k.bandwidth for k in reg.kernel_.kernels] == pytest.approx([reg.bandwidth_, 3 * reg.bandwidth_])
+
+
+def test_loo_per_feature_ignores_an_irrelevant_feature():
+    rng = np.random.default_rng(3)
+    X = rng.uniform(size=(300, 2))
+    y = np.sin(6 * X[:, 0]) + 0.05 * rng.standard_normal(300)  # feature 1 is noise
+    reg = LocalMeanRegressor(bandwidth="loo_per_feature").fit(X, y)
+    assert reg.bandwidth_.shape == (2,)
+    assert reg.bandwidth_[1] > 5 * reg.bandwidth_[0]
+    scalar = LocalMeanRegressor(bandwidth="loo").fit(X, y)
+    assert np.min(reg.cv_results_["objective"]) < np.min(scalar.cv_results_["objective"])
+
+
+def test_loo_classifier_and_kde_pick_sensible_bandwidths():
+    X, y = _data(n=150)
+    labels = (y > np.median(y)).astype(int)
+    for scoring in ("log_loss", "accuracy"):
+        clf = LocalModeClassifier(bandwidth="loo", scoring=scoring).fit(X, labels)
+        assert np.min(clf.cv_results_["objective"]) < 0.5
+    assert "golden" not in LocalModeClassifier(bandwidth="loo", scoring="accuracy").fit(X, labels).cv_results_["stage"]
+    kde = KernelDensity(bandwidth="loo").fit(X)
+    assert 0.02 < kde.bandwidth_ < 1
+    assert kde.score_samples(X[:3]).shape == (3,)
+
+
+def test_loo_bad_input():
+    X, y = _data(n=20)
+    with pytest.raises(ValueError, match="scoring"):
+        LocalModeClassifier(bandwidth="loo", scoring="f1").fit(X, y > 0)
+    with pytest.raises(ValueError, match="knn"):
+        LocalMeanRegressor(kernel="knn", bandwidth="loo").fit(X, y)
+    with pytest.raises(ValueError, match="gaussian"):
+        KernelDensity(kernel="epanechnikov", bandwidth="lscv").fit(X)
+    with pytest.raises(ValueError, match="bandwidth_grid"):
+        LocalMeanRegressor(bandwidth="loo", bandwidth_grid=[-1.0]).fit(X, y)
+    with pytest.raises(ValueError, match="undefined"):
+        LocalMeanRegressor(kernel="tophat", bandwidth="loo", bandwidth_grid=[1e-6]).fit(X, y)
+    with pytest.raises(ValueError, match="2 samples"):
+        LocalMeanRegressor(bandwidth="loo").fit(X[:1], y[:1])
+
+
+def test_loo_fitted_estimators_pickle():
+    X, y = _data(n=60)
+    reg = LocalPolynomialRegressor(bandwidth="loo").fit(X, y)
+    back = pickle.loads(pickle.dumps(reg))
+    np.testing.assert_array_equal(back.predict(X[:4]), reg.predict(X[:4]))
+
+
+# --- statsmodels' bandwidth selectors as oracles -------------------------------------------
+
+
+def _sm_data(n, seed=5):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(size=(n, 2))
+    y = np.sin(5 * X[:, 0]) + 2 * X[:, 1] ** 2 + 0.2 * rng.standard_normal(n)
+    return X, y
+
+
+@pytest.mark.parametrize("reg_type, degree", [("lc", 0), ("ll", 1)])
+def test_loo_per_feature_matches_statsmodels_kernelreg_cv_ls(reg_type, degree):
+    from statsmodels.nonparametric.kernel_regression import KernelReg
+
+    X, y = _sm_data(80)
+    sm = KernelReg(y, X, var_type="cc", reg_type=reg_type, bw="cv_ls")
+    cls = LocalMeanRegressor if degree == 0 else LocalPolynomialRegressor
+    reg = cls(bandwidth="loo_per_feature").fit(X, y)
+    ours = np.min(reg.cv_results_["objective"])
+    theirs = sm.cv_loo(sm.bw, sm._est_loc_constant if degree == 0 else sm._est_loc_linear)
+    # the objectives coincide (checked at statsmodels' bandwidth) ...
+    at_theirs = reg._loo_objective(Kernel("gaussian", np.abs(sm.bw)))
+    np.testing.assert_allclose(at_theirs, theirs, rtol=1e-10)
+    # ... and the minimisers agree; ours is at least as low
+    np.testing.assert_allclose(reg.bandwidth_, np.abs(sm.bw), rtol=1e-3)
+    assert ours <= theirs * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("rule, sm_bw", [("loo_per_feature", "cv_ml"), ("lscv_per_feature", "cv_ls")])
+def test_kde_per_feature_matches_statsmodels_kdemultivariate(rule, sm_bw):
+    from statsmodels.nonparametric.kernel_density import KDEMultivariate
+
+    rng = np.random.default_rng(2)
+    X = np.vstack([rng.normal(0, 1, (60, 2)), rng.normal(3, 0.5, (40, 2))]) * [1.0, 2.0]
+    sm = KDEMultivariate(X, var_type="cc", bw=sm_bw)
+    kde = KernelDensity(bandwidth=rule).fit(X)
+    if sm_bw == "cv_ml":
+        # statsmodels sums log Σ_{j≠i} K_h without the 1/(n−1): the same minimiser, offset by log(n−1)
+        theirs = sm.loo_likelihood(sm.bw, np.log) / len(X) + np.log(len(X) - 1)
+        at_theirs = kde._negative_loo_likelihood(Kernel("gaussian", np.abs(sm.bw)))
+    else:
+        theirs = sm.imse(sm.bw)
+        at_theirs = kde._lscv(Kernel("gaussian", np.abs(sm.bw)))
+    np.testing.assert_allclose(at_theirs, theirs, rtol=1e-10)
+    np.testing.assert_allclose(kde.bandwidth_, np.abs(sm.bw), rtol=1e-3)
+    assert np.min(kde.cv_results_["objective"]) <= theirs + 1e-12 * abs(theirs)
+
+
+# --- MultiKernel ---------------------------------------------------------------------------
+
+
+def test_simplex_qp_matches_a_generic_solver():
+    from scipy.optimize import minimize
+
+    from localization.adaptive import simplex_qp
+
+    rng = np.random.default_rng(0)
+    for L in (1, 2, 3, 5):
+        R = rng.normal(size=(40, L)) + rng.normal(size=(40, 1))
+        A = R.T @ R
+        w = simplex_qp(A)
+        assert np.all(w >= 0) and abs(w.sum() - 1) < 1e-12
+        cons = ({"type": "eq", "fun": lambda v: v.sum() - 1},)
+        ref = minimize(lambda v: v @ A @ v, np.full(L, 1 / L), bounds=[(0, 1)] * L, constraints=cons,
+                       method="SLSQP", options={"ftol": 1e-15, "maxiter": 500})
+        assert w @ A @ w <= ref.fun + 1e-9 * abs(ref.fun)
+
+
+def test_multikernel_regressor_loo_error_is_the_quadratic_form_and_never_worse():
+    from localization import MultiKernel
+
+    X, y = _data(n=150)
+    kernels = [Kernel("gaussian", 0.03), Kernel("gaussian", 0.15), Kernel("epanechnikov", 0.4), Kernel("gaussian", 2.0)]
+    reg = LocalMeanRegressor(kernel=MultiKernel(kernels)).fit(X, y)
+    w = reg.kernel_weights_
+    assert np.all(w >= 0) and abs(w.sum() - 1) < 1e-12
+    singles = [np.mean((LocalMeanRegressor(kernel=k).fit(X, y).predict(None) - y) ** 2) for k in kernels]
+    np.testing.assert_allclose(reg.cv_results_["kernel_loo_error"], singles, rtol=1e-10)
+    mixed = np.mean((reg.predict(None) - y) ** 2)  # the mixture's own exact LOO error
+    np.testing.assert_allclose(mixed, reg.cv_results_["loo_error"], rtol=1e-9)
+    assert mixed <= min(singles) * (1 + 1e-12)
+    # the mixture predicts the w-average of the single local means
+    Q = X[:7] + 0.01
+    want = sum(wi * LocalMeanRegressor(kernel=k).fit(X, y).predict(Q) for wi, k in zip(w, kernels))
+    np.testing.assert_allclose(reg.predict(Q), want, rtol=1e-10)
+
+
+def test_multikernel_classifier_uses_the_brier_score():
+    from localization import MultiKernel
+
+    X, y = _data(n=120)
+    labels = (y > np.median(y)).astype(int)
+    kernels = [Kernel("gaussian", 0.05), Kernel("gaussian", 0.3)]
+    clf = LocalModeClassifier(kernel=MultiKernel(kernels)).fit(X, labels)
+    onehot = np.eye(2)[labels]
+    brier = [np.sum((LocalModeClassifier(kernel=k).fit(X, labels).predict_proba(None) - onehot) ** 2, 1).mean()
+             for k in kernels]
+    np.testing.assert_allclose(clf.cv_results_["kernel_loo_error"], brier, rtol=1e-10)
+    got = np.sum((clf.predict_proba(None) - onehot) ** 2, 1).mean()
+    assert got <= min(brier) * (1 + 1e-12)
+    assert pickle.loads(pickle.dumps(clf)).predict(X[:3]).tolist() == clf.predict(X[:3]).tolist()
+
+
+def test_multikernel_bad_input():
+    from localization import MultiKernel
+
+    X, y = _data(n=20)
+    with pytest.raises(TypeError, match="Kernel objects"):
+        MultiKernel(["gaussian"])
+    with pytest.raises(ValueError, match="1 to 16"):
+        MultiKernel([])
+    with pytest.raises(ValueError, match="LOO bandwidth"):
+        LocalMeanRegressor(kernel=MultiKernel([Kernel()]), bandwidth="loo").fit(X, y)
+    with pytest.raises(ValueError, match="undefined"):
+        LocalMeanRegressor(kernel=MultiKernel([Kernel("tophat", 1e-6)])).fit(X, y)
+
+
+# --- self-consistent kernel -------------------------------------------------------------------
+
+
+def test_self_consistent_kernel_equals_scikit_learn_barycenter_weights():
+    from sklearn.neighbors import kneighbors_graph
+    from sklearn.manifold._locally_linear import barycenter_kneighbors_graph
+
+    from localization.adaptive import self_consistent_kernel
+
+    X = np.random.default_rng(0).normal(size=(80, 3))
+    K = self_consistent_kernel(X, n_neighbors=6, reg=1e-3)
+    want = barycenter_kneighbors_graph(X, 6, reg=1e-3)
+    np.testing.assert_allclose(K.toarray(), want.toarray(), rtol=1e-9, atol=1e-12)
+    assert np.all(K.diagonal() == 0)
+    np.testing.assert_allclose(np.asarray(K.sum(1)).ravel(), 1.0, rtol=1e-12)
+    assert (K.toarray() != 0).sum(1).max() == 6
+    # the support is the k nearest other points
+    assert np.array_equal(K.toarray() != 0, kneighbors_graph(X, 6).toarray() != 0)
+
+
+def test_self_consistent_kernel_bad_input():
+    from localization.adaptive import self_consistent_kernel
+
+    X = np.random.default_rng(0).normal(size=(5, 2))
+    with pytest.raises(ValueError, match="n_neighbors"):
+        self_consistent_kernel(X, n_neighbors=5)
+    with pytest.raises(ValueError, match="reg"):
+        self_consistent_kernel(X, n_neighbors=2, reg=-1)
+    with pytest.raises(ValueError):
+        self_consistent_kernel(np.full((5, 2), np.nan), n_neighbors=2)
+    dup = np.vstack([X, X])  # duplicates: a point's twin is a neighbour, never the point itself
+    K = self_consistent_kernel(dup, n_neighbors=3)
+    assert np.all(K.diagonal() == 0)

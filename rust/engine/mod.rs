@@ -29,6 +29,7 @@
 mod accumulate;
 mod expansion;
 mod lanes;
+pub mod temporal;
 mod tiles;
 
 use crate::distance::{row_sq_norms, GEMM_MIN_DIM};

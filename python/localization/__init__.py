@@ -8,7 +8,7 @@ under a localization kernel K (C. Song, "The General Theory of Localization Meth
 This package computes it with a multithreaded native engine and builds the methods on it.
 """
 
-from . import cluster, datasets, denoise, embedding, fuzzy, generative, kernels, memory, semi_supervised
+from . import cluster, datasets, denoise, embedding, fuzzy, generative, kernels, memory, semi_supervised, sequence
 from ._core import __version__
 from ._validation import LocalizationWarning
 from .classification import LocalModeClassifier
@@ -24,10 +24,14 @@ from .kernels import Balloon, Kernel, SamplePoint
 from .neighbors import NearestNeighbors
 from .regression import LocalMeanRegressor, LocalModel, LocalPolynomialRegressor
 from .semi_supervised import LabelPropagation
+from .sequence import HierarchicalLocalModel, TemporalLocalMean, attention, attention_backward, temporal_local_mean
 
 __all__ = [
+    "attention",
+    "attention_backward",
     "Balloon",
     "FuzzyInferenceRegressor",
+    "HierarchicalLocalModel",
     "Hopfield",
     "Kernel",
     "KernelDensity",
@@ -50,6 +54,7 @@ __all__ = [
     "QuickShift",
     "SamplePoint",
     "SelfLocalMean",
+    "TemporalLocalMean",
     "cluster",
     "datasets",
     "denoise",
@@ -64,5 +69,7 @@ __all__ = [
     "mean_shift",
     "memory",
     "semi_supervised",
+    "sequence",
+    "temporal_local_mean",
     "__version__",
 ]

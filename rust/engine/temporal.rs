@@ -661,7 +661,8 @@ fn grad_tile<F: Real, const FMA: bool>(cx: &Bwd<'_, '_, F>, b: usize, t0: usize,
     } else {
         ds.fill(F::zero());
     }
-    let lam = cx.pos.decay_of(b).is_some();
+    // The decay's gradient is wanted at λ = 0 too (where the forward pass skips the factor).
+    let lam = cx.pos.decay.is_some();
     let mut g = 0.0;
     for (r, (mut dr, pr)) in ds.rows_mut().into_iter().zip(p.rows()).enumerate() {
         let dt = F::of(cx.delta[(b, t0 + r)]);

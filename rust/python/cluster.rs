@@ -16,7 +16,7 @@ use std::sync::Mutex;
 
 /// A progress hook that checks signals and calls `progress(done, total)`; a Python error
 /// is parked in `slot` and surfaces after the run.
-fn hook<'a>(progress: &'a Option<Py<PyAny>>, slot: &'a Mutex<Option<PyErr>>) -> impl FnMut(usize, usize) -> crate::error::Result<()> + Send + 'a {
+pub(super) fn hook<'a>(progress: &'a Option<Py<PyAny>>, slot: &'a Mutex<Option<PyErr>>) -> impl FnMut(usize, usize) -> crate::error::Result<()> + Send + 'a {
     move |done, total| {
         Python::attach(|py| {
             let r = py.check_signals().and_then(|_| match progress {
@@ -32,7 +32,7 @@ fn hook<'a>(progress: &'a Option<Py<PyAny>>, slot: &'a Mutex<Option<PyErr>>) -> 
 }
 
 /// Turn a core result into a PyErr, preferring the parked Python error (Ctrl-C, callback).
-fn finish<T>(r: crate::error::Result<T>, slot: Mutex<Option<PyErr>>) -> PyResult<T> {
+pub(super) fn finish<T>(r: crate::error::Result<T>, slot: Mutex<Option<PyErr>>) -> PyResult<T> {
     match r {
         Ok(v) => Ok(v),
         Err(e) => Err(slot.into_inner().unwrap_or_else(|p| p.into_inner()).unwrap_or_else(|| e.into())),

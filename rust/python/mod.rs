@@ -331,6 +331,7 @@ fn effective_n_jobs(n_jobs: Option<i64>) -> PyResult<usize> {
 mod cluster;
 mod modes;
 mod denoise;
+mod sequence;
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -346,6 +347,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     cluster::register(m)?;
     modes::register(m)?;
     denoise::register(m)?;
+    sequence::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

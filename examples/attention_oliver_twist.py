@@ -1,4 +1,4 @@
-"""SPEC §10, experiment 5: attention as a temporal local mean, with query/key/value kernels and a
+"""The paper's experiment 5: attention as a temporal local mean, with query/key/value kernels and a
 position kernel learned from Oliver Twist by Adam on the native attention gradients.
 
 Prints the held-out perplexity of a unigram model, an interpolated bigram model, the learned

@@ -361,7 +361,7 @@ def _build_attention(p):
 
 
 def cmd_attention(args):
-    """SPEC §10 experiment 5: learn query/key/value kernels and a position kernel from Oliver Twist."""
+    """The paper's experiment 5: learn query/key/value kernels and a position kernel from Oliver Twist."""
     from . import language
 
     t0 = time.perf_counter()

@@ -3,9 +3,13 @@ installed), gradients, identities, estimators, bad input."""
 
 import pickle
 import threading
+import warnings
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
 from scipy.special import logsumexp
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
@@ -528,3 +532,46 @@ def _sequence_failures(estimator):
 )
 def test_sklearn_compatible(estimator, check):
     check(estimator)
+
+
+finite = st.floats(-1e3, 1e3, allow_nan=False, width=64)
+anyfloat = st.floats(allow_nan=True, allow_infinity=True, width=64)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    lead=st.lists(st.integers(0, 3), max_size=2),
+    T=st.integers(0, 5),
+    d=st.integers(0, 3),
+    p=st.integers(0, 3),
+    data=st.data(),
+    window=st.one_of(st.none(), st.integers(-2, 7)),
+    decay=st.one_of(st.none(), anyfloat, st.lists(anyfloat, min_size=1, max_size=3)),
+    causal=st.booleans(),
+    kernel=st.sampled_from(["gaussian", "tophat", "cosine", "dot", "cauchy"]),
+    h=st.one_of(anyfloat, st.floats(1e-300, 1e300)),
+    jobs=st.sampled_from([None, 1, 2]),
+)
+def test_fuzz_sequence_api_never_panics(lead, T, d, p, data, window, decay, causal, kernel, h, jobs):
+    elem = st.one_of(finite, anyfloat)
+    Q = data.draw(arrays(np.float64, (*lead, T, d), elements=elem))
+    K = data.draw(arrays(np.float64, (*lead, T, d), elements=elem))
+    V = data.draw(arrays(np.float64, (*lead, T, p), elements=elem))
+    M = data.draw(arrays(np.bool_, (T, T)))
+    mask = "causal" if causal else M
+    calls = [
+        lambda: attention(Q, K, V, mask=mask, window=window, decay=decay, n_jobs=jobs),
+        lambda: attention_backward(V, Q, K, V, mask=mask, window=window, decay=decay),
+        lambda: temporal_local_mean(Q, V, kernel=kernel, bandwidth=h, window=window, decay=decay, mask=M),
+        lambda: HierarchicalLocalModel(n_heads=1, position="causal" if causal else None, window=window).fit(Q).transform(K),
+        lambda: TemporalLocalMean(max_iter=2, window=window).fit(Q).transform(K),
+    ]
+    for call in calls:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                call()
+        except (ValueError, TypeError):
+            pass
+        except BaseException as e:  # a PanicException derives from BaseException
+            raise AssertionError(f"unexpected {type(e).__name__}: {e}") from e

@@ -575,3 +575,13 @@ def test_fuzz_sequence_api_never_panics(lead, T, d, p, data, window, decay, caus
             pass
         except BaseException as e:  # a PanicException derives from BaseException
             raise AssertionError(f"unexpected {type(e).__name__}: {e}") from e
+
+
+def test_docstring_examples_run():
+    import doctest
+
+    from localization import language, sequence
+
+    for module in (sequence, language):
+        result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
+        assert result.failed == 0 and result.attempted > 0, module.__name__

@@ -322,17 +322,22 @@ def _heldout_nll(model, ids, context):
 
 
 def train_language_model(model, train_ids, valid_ids, *, context=128, epochs=10, batch_size=32, learning_rate=0.01,
-                         random_state=0, progress=False, desc="training"):
+                         weight_decay=0.0, random_state=0, progress=False, desc="training"):
     """Adam on the windows of ``train_ids``; keeps the parameters with the best validation NLL.
 
-    Returns a history dict (train loss per step, validation perplexity per epoch, seconds).
+    The step size follows a cosine from ``learning_rate`` down to 5% of it over the run;
+    ``weight_decay`` is AdamW's decoupled decay of the matrices and tables (not of biases,
+    norms or decays). Returns a history dict (train loss per step, validation perplexity per
+    epoch, seconds).
     """
     rng = check_random_state(random_state)
     W, _ = windows(train_ids, context)
     if len(W) == 0:
         raise ValueError(f"the training text has {len(train_ids)} words, fewer than one window of {context + 2}")
-    opt = _Adam(model.params, learning_rate)
+    tables = [k for k, v in model.params.items() if v.ndim >= 2]
+    opt = _Adam(model.params, learning_rate, weight_decay=weight_decay, decay=tables)
     steps_per_epoch = math.ceil(len(W) / batch_size)
+    total = epochs * steps_per_epoch
     bar = None
     if progress:
         from tqdm.auto import tqdm
@@ -346,7 +351,8 @@ def train_language_model(model, train_ids, valid_ids, *, context=128, epochs=10,
             order = rng.permutation(len(W))
             for s in range(steps_per_epoch):
                 loss, grads = model.loss(W[order[s * batch_size : (s + 1) * batch_size]])
-                opt.step(model.params, grads)
+                lr = learning_rate * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * opt.t / total)))
+                opt.step(model.params, grads, lr)
                 history["train_loss"].append(loss)
                 if bar is not None:
                     bar.update(1)

@@ -384,9 +384,10 @@ class ExperimentResult:
         n = {k: len(v) for k, v in self.splits.items()}
         lines = [f"Oliver Twist ({self.source}): {sum(n.values()):,} words, vocabulary {len(self.vocabulary):,} "
                  f"(train {n['train']:,} / valid {n['valid']:,} / test {n['test']:,}); held-out perplexity:"]
+        width = max(map(len, self.perplexity))
         for name, ppl in self.perplexity.items():
             secs = self.histories.get(name, {}).get("seconds")
-            lines.append(f"  {name:<38} {ppl:8.1f}" + (f"   (trained in {secs:.0f} s)" if secs else ""))
+            lines.append(f"  {name:<{width}} {ppl:8.1f}" + (f"   (trained in {secs:.0f} s)" if secs else ""))
         return "\n".join(lines)
 
 

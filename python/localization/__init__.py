@@ -8,6 +8,7 @@ under a localization kernel K (C. Song, "The General Theory of Localization Meth
 This package computes it with a multithreaded native engine and builds the methods on it.
 """
 
+from . import _threads  # noqa: F401  (registers the thread pool with threadpoolctl)
 from . import cluster, datasets, denoise, embedding, fuzzy, generative, kernels, memory, semi_supervised, sequence
 from ._core import __version__
 from ._validation import LocalizationWarning
@@ -20,7 +21,7 @@ from .fuzzy import FuzzyInferenceRegressor
 from .generative import LocalMeanDenoiser, LocalMeanDiffusion
 from .memory import Hopfield, ModernHopfield
 from .engine import kernel_matrix, kernel_sum, local_mean
-from .kernels import Balloon, Kernel, SamplePoint
+from .kernels import Balloon, Kernel, KernelCombination, SamplePoint
 from .neighbors import NearestNeighbors
 from .regression import LocalMeanRegressor, LocalModel, LocalPolynomialRegressor
 from .semi_supervised import LabelPropagation
@@ -34,6 +35,7 @@ __all__ = [
     "HierarchicalLocalModel",
     "Hopfield",
     "Kernel",
+    "KernelCombination",
     "KernelDensity",
     "LabelPropagation",
     "LocalMeanDenoiser",

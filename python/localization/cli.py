@@ -35,6 +35,7 @@ A one-screen tour of localization (every line is a local mean under some kernel 
   MeanShift(kernel="flat", bin_seeding=True)  mode seeking; scikit-learn's centres, much faster
 
 Threads: n_jobs=... or LOCALIZATION_NUM_THREADS; results are identical for any thread count.
+Ctrl-C stops any long call within about 0.1 s (KeyboardInterrupt).
 """
 
 
@@ -230,9 +231,11 @@ def _build_cluster(p):
     p.add_argument("--kernel", default=None, help="kernel profile (default: flat for meanshift, gaussian otherwise)")
     p.add_argument("--algorithm", choices=("auto", "exact", "grid"), default="auto", help="MeanShift evaluation")
     p.add_argument("--bin-seeding", action="store_true", help="MeanShift: seed from a grid of side h")
-    p.add_argument("--n-samples", type=int, default=None,
+    p.add_argument("--n-samples", type=_positive_int, default=None,
                    help="size of the built-in data set (default 1,000,000; 20,000 for medoidshift/quickshift)")
-    p.add_argument("--n-jobs", type=int, default=None, help="threads (default: all cores)")
+    p.add_argument("--n-jobs", type=int, default=None,
+                   help="threads (default: LOCALIZATION_NUM_THREADS, else OMP_NUM_THREADS, else all cores; "
+                   "at most the cores)")
     p.add_argument("--output", help="write one label per line to this CSV file")
     p.add_argument("--plot", help="write a scatter plot of the first two features coloured by cluster (PNG)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -249,6 +252,9 @@ def builtin_blobs(n=1_000_000, seed=0):
 def _read_points(path):
     if path.endswith(".npy"):
         X = np.load(path)
+        if X.dtype.kind not in "biuf":
+            what = "complex numbers" if X.dtype.kind == "c" else f"dtype {X.dtype}"
+            raise ValueError(f"{path}: holds {what}; clustering needs real numbers (integer or float)")
     else:
         with open(path) as f:
             first = f.readline()
@@ -263,7 +269,20 @@ def _read_points(path):
         X = X[:, None]
     if X.ndim != 2:
         raise ValueError(f"{path}: expected a 2-D table of points, got shape {X.shape}")
+    if X.size == 0:
+        raise ValueError(f"{path}: holds no points")
     return X
+
+
+def _positive_int(text):
+    """argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
 def cmd_cluster(args):
@@ -285,6 +304,9 @@ def cmd_cluster(args):
             h = 1.0  # the blobs' own scale (their standard deviation)
         else:
             h = estimate_bandwidth(X, quantile=args.quantile, n_jobs=args.n_jobs)
+            if not h > 0:
+                raise ValueError(f"the estimated bandwidth is 0 (most points coincide with their neighbours at "
+                                 f"quantile {args.quantile}); pass --bandwidth or a larger --quantile")
         print(f"bandwidth: {h:.4g} ({'blob scale' if args.input is None else f'estimated, quantile {args.quantile}'})")
     else:
         try:
@@ -429,9 +451,12 @@ def main(argv=None):
         return 0
     try:
         return COMMANDS[args.command][0](args)
-    except (OSError, ValueError, TypeError) as e:
+    except (OSError, ValueError, TypeError, MemoryError) as e:
         print(f"localization {args.command}: error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"localization {args.command}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

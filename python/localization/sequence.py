@@ -35,6 +35,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_array, check_is_fitted
 
 from . import _core
+from ._base import keeps_state_on_error
 from ._validation import check_positive_int, warn_zero_weight
 from .engine import bind
 from .kernels import Balloon, Kernel, SamplePoint
@@ -623,6 +624,7 @@ class TemporalLocalMean(TransformerMixin, BaseEstimator):
             raise ValueError(f"`{name}` has {W.shape[1]} columns, not a multiple of n_heads={cols_multiple}")
         return W
 
+    @keeps_state_on_error
     def fit(self, X, y=None):
         """Set (or fit) the projections on sequences X of shape (T, d) or (n, T, d). Returns self."""
         H = check_positive_int(self.n_heads, "n_heads")
@@ -939,6 +941,7 @@ class HierarchicalLocalModel(TransformerMixin, BaseEstimator):
         return dict(n_heads=H, eps=float(eps), activation=self.activation, norm_first=bool(self.norm_first),
                     pos=_positional_params(self, H), n_jobs=self.n_jobs)
 
+    @keeps_state_on_error
     def fit(self, X=None, y=None):
         """Load (and check) the weights, or draw random ones for sequences of X's width. Returns self."""
         cfg = self._config()

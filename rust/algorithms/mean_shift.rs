@@ -14,21 +14,20 @@
 //!   then climb on that reduced set (linear in n to build, then independent of n).
 //!
 //! Blurring mean shift (Cheng) and the fixed-kernel linear diffusion K̃ᵗX are whole-data
-//! iterations through the engine. Long loops are cut into chunks and call `progress` between
-//! chunks on the calling thread (for Ctrl-C and progress bars).
+//! iterations through the engine. Every loop polls the run's `Monitor` (Ctrl-C) and reports
+//! its progress there (finished seeds, or iterations); trajectories and histories grow
+//! fallibly (`OutOfMemory`, not an abort, when they do not fit).
 
 use crate::distance::{sq_euclidean, GEMM_MIN_DIM};
 use crate::engine::{local_sums, Bandwidth, Kernel, Options, Problem};
 use crate::error::{LocalizationError, Result};
 use crate::kernel::{dispatch_profile, Profile, ProfileFn, Real};
+use crate::memory;
 use crate::neighbors::{BallSums, KdTree};
-use crate::parallel;
+use crate::parallel::Monitor;
 use ndarray::{Array2, ArrayView1, ArrayView2};
 use rayon::prelude::*;
 use std::collections::HashMap;
-
-/// Called between chunks/iterations with (done, total); an error stops the run.
-pub type Progress<'a> = &'a mut dyn FnMut(usize, usize) -> Result<()>;
 
 #[derive(Clone, Debug)]
 pub struct Params {
@@ -40,7 +39,6 @@ pub struct Params {
     pub tol: f64,
     pub max_iter: usize,
     pub trajectories: bool,
-    pub threads: usize,
 }
 
 impl Params {
@@ -76,32 +74,6 @@ pub struct Shifted<F> {
     pub trajectories: Vec<Vec<F>>,
 }
 
-impl<F: Real> Shifted<F> {
-    fn concat(parts: Vec<Shifted<F>>, d: usize) -> Shifted<F> {
-        let m: usize = parts.iter().map(|p| p.modes.nrows()).sum();
-        let mut out = Shifted {
-            modes: Array2::zeros((m, d)),
-            support: Vec::with_capacity(m),
-            n_iter: Vec::with_capacity(m),
-            converged: Vec::with_capacity(m),
-            valid: Vec::with_capacity(m),
-            trajectories: Vec::new(),
-        };
-        let mut at = 0;
-        for p in parts {
-            let k = p.modes.nrows();
-            out.modes.slice_mut(ndarray::s![at..at + k, ..]).assign(&p.modes);
-            at += k;
-            out.support.extend(p.support);
-            out.n_iter.extend(p.n_iter);
-            out.converged.extend(p.converged);
-            out.valid.extend(p.valid);
-            out.trajectories.extend(p.trajectories);
-        }
-        out
-    }
-}
-
 struct SeedRun<F> {
     pos: Vec<F>,
     support: f64,
@@ -111,16 +83,28 @@ struct SeedRun<F> {
     path: Vec<F>,
 }
 
-/// The per-seed loop shared by the tree and grid paths; `mean` returns (Σ K w x, Σ K w).
-fn climb<F: Real>(seed: &[F], p: &Params, mut mean: impl FnMut(&[F], &mut [f64]) -> f64) -> SeedRun<F> {
+/// Room for one more position (d values) on a trajectory; the error reports the size of all
+/// `seeds` trajectories were they as long as this one (seeds × positions × features).
+fn grow_trajectory<F>(path: &mut Vec<F>, d: usize, seeds: usize) -> Result<()> {
+    memory::try_grow(path, d, "trajectories").map_err(|_| memory::out_of_memory::<F>("trajectories", &[seeds, path.len() / d + 1, d]))
+}
+
+/// The per-seed loop shared by the tree and grid paths (one of `seeds`); `mean` returns
+/// (Σ K w x, Σ K w).
+fn climb<F: Real>(seed: &[F], seeds: usize, p: &Params, mon: &Monitor, mut mean: impl FnMut(&[F], &mut [f64]) -> f64) -> Result<SeedRun<F>> {
     let d = seed.len();
     let thr = p.threshold();
     let mut cur: Vec<F> = seed.to_vec();
     let mut num = vec![0.0f64; d];
-    let mut path = if p.trajectories { cur.clone() } else { Vec::new() };
+    let mut path = Vec::new();
+    if p.trajectories {
+        grow_trajectory(&mut path, d, seeds)?;
+        path.extend_from_slice(&cur);
+    }
     let mut it = 0usize;
     let (mut support, mut converged, mut valid) = (0.0, false, true);
     loop {
+        mon.check()?;
         num.iter_mut().for_each(|v| *v = 0.0);
         let den = mean(&cur, &mut num);
         if !(den > 0.0) {
@@ -140,6 +124,7 @@ fn climb<F: Real>(seed: &[F], p: &Params, mut mean: impl FnMut(&[F], &mut [f64])
             cur[k] = nf;
         }
         if p.trajectories {
+            grow_trajectory(&mut path, d, seeds)?;
             path.extend_from_slice(&cur);
         }
         if delta2.sqrt() <= thr {
@@ -151,13 +136,13 @@ fn climb<F: Real>(seed: &[F], p: &Params, mut mean: impl FnMut(&[F], &mut [f64])
         }
         it += 1;
     }
-    SeedRun { pos: cur, support, n_iter: it, converged, valid, path }
+    Ok(SeedRun { pos: cur, support, n_iter: it, converged, valid, path })
 }
 
-fn collect<F: Real>(runs: Vec<SeedRun<F>>, d: usize) -> Shifted<F> {
+fn collect<F: Real>(runs: Vec<SeedRun<F>>, d: usize) -> Result<Shifted<F>> {
     let m = runs.len();
     let mut out = Shifted {
-        modes: Array2::zeros((m, d)),
+        modes: memory::try_array("modes", (m, d), F::zero())?,
         support: Vec::with_capacity(m),
         n_iter: Vec::with_capacity(m),
         converged: Vec::with_capacity(m),
@@ -176,7 +161,7 @@ fn collect<F: Real>(runs: Vec<SeedRun<F>>, d: usize) -> Shifted<F> {
             out.trajectories.push(r.path);
         }
     }
-    out
+    Ok(out)
 }
 
 fn check_data<F: Real>(x: ArrayView2<F>, w: Option<ArrayView1<F>>, seeds: ArrayView2<F>) -> Result<()> {
@@ -201,34 +186,44 @@ fn check_data<F: Real>(x: ArrayView2<F>, w: Option<ArrayView1<F>>, seeds: ArrayV
     Ok(())
 }
 
-/// Seeds per chunk between progress reports: about 64 reports, in chunks big enough to
-/// keep every thread busy.
-fn chunk(m: usize) -> usize {
-    (m / 64).clamp(256, 4096)
-}
-
 /// Which evaluation an exact run uses: the per-seed kd-tree loop, or the engine.
 pub fn uses_tree(profile: Profile, d: usize) -> bool {
     profile == Profile::Tophat || (profile.support().is_some() && d < GEMM_MIN_DIM)
 }
 
-/// Shift every seed to its mode (exact kernel sums).
-pub fn shift_seeds<F: Real>(x: ArrayView2<F>, w: Option<ArrayView1<F>>, seeds: ArrayView2<F>, p: &Params, progress: Progress) -> Result<Shifted<F>> {
+/// Shift every seed to its mode (exact kernel sums). Progress: finished seeds (tree paths)
+/// or iterations (engine path).
+pub fn shift_seeds<F: Real>(x: ArrayView2<F>, w: Option<ArrayView1<F>>, seeds: ArrayView2<F>, p: &Params, mon: &Monitor) -> Result<Shifted<F>> {
     p.validate()?;
     check_data(x, w, seeds)?;
     if uses_tree(p.profile, x.ncols()) {
-        tree_shift(x, w, seeds, p, progress)
+        tree_shift(x, w, seeds, p, mon)
     } else {
-        engine_shift(x, w, seeds, p, progress)
+        engine_shift(x, w, seeds, p, mon)
     }
 }
 
-fn tree_shift<F: Real>(x: ArrayView2<F>, w: Option<ArrayView1<F>>, seeds: ArrayView2<F>, p: &Params, progress: Progress) -> Result<Shifted<F>> {
+/// Every seed climbs on its own, in parallel; `mean` as in `climb`.
+fn climb_all<F: Real>(seeds: ArrayView2<F>, p: &Params, mon: &Monitor, mean: impl Fn(&[F], &mut [f64]) -> f64 + Sync) -> Result<Shifted<F>> {
+    let m = seeds.nrows();
+    mon.set_progress(0, m);
+    let runs: Vec<SeedRun<F>> = (0..m)
+        .into_par_iter()
+        .map(|i| {
+            let r = climb(&seeds.row(i).to_vec(), m, p, mon, &mean);
+            mon.advance(1);
+            r
+        })
+        .collect::<Result<_>>()?;
+    collect(runs, seeds.ncols())
+}
+
+fn tree_shift<F: Real>(x: ArrayView2<F>, w: Option<ArrayView1<F>>, seeds: ArrayView2<F>, p: &Params, mon: &Monitor) -> Result<Shifted<F>> {
     let (_, d) = x.dim();
     if p.profile == Profile::Tophat {
-        return flat_shift(x, w, seeds, p, progress);
+        return flat_shift(x, w, seeds, p, mon);
     }
-    let tree = parallel::install(p.threads, || KdTree::build(x, 32))??;
+    let tree = KdTree::build(x, 32, mon)?;
     let order = tree.order();
     // Tree-ordered copies: the visit streams memory and sums in a fixed order.
     let xt: Vec<F> = order.iter().flat_map(|&i| x.row(i).to_vec()).collect();
@@ -236,83 +231,65 @@ fn tree_shift<F: Real>(x: ArrayView2<F>, w: Option<ArrayView1<F>>, seeds: ArrayV
     let h = F::of(p.bandwidth);
     let h2 = h * h;
     let inv_h2 = F::one() / h2;
-    let m = seeds.nrows();
-    let mut parts = Vec::new();
-    progress(0, m)?;
-    for c0 in (0..m).step_by(chunk(m)) {
-        let c1 = (c0 + chunk(m)).min(m);
-        let runs: Vec<SeedRun<F>> = parallel::install(p.threads, || {
-            (c0..c1)
-                .into_par_iter()
-                .map(|i| {
-                    let s = seeds.row(i).to_vec();
-                    dispatch_profile!(p.profile, P, {
-                        climb(&s, p, |q, num| {
-                            let mut den = 0.0f64;
-                            tree.visit_within(q, h2, &mut |pos, d2| {
-                                let kw = (P::k(d2 * inv_h2) * wt[pos]).f64();
-                                if kw == 0.0 {
-                                    return;
-                                }
-                                den += kw;
-                                for (a, &b) in num.iter_mut().zip(&xt[pos * d..(pos + 1) * d]) {
-                                    *a += kw * b.f64();
-                                }
-                            });
-                            den
-                        })
-                    })
-                })
-                .collect()
-        })?;
-        parts.push(collect(runs, d));
-        progress(c1, m)?;
-    }
-    Ok(Shifted::concat(parts, d))
+    dispatch_profile!(p.profile, P, {
+        climb_all(seeds, p, mon, |q, num| {
+            let mut den = 0.0f64;
+            tree.visit_within(q, h2, &mut |pos, d2| {
+                let kw = (P::k(d2 * inv_h2) * wt[pos]).f64();
+                if kw == 0.0 {
+                    return;
+                }
+                den += kw;
+                for (a, &b) in num.iter_mut().zip(&xt[pos * d..(pos + 1) * d]) {
+                    *a += kw * b.f64();
+                }
+            });
+            den
+        })
+    })
 }
 
 /// The flat kernel: window sums from the aggregate tree.
-fn flat_shift<F: Real>(x: ArrayView2<F>, w: Option<ArrayView1<F>>, seeds: ArrayView2<F>, p: &Params, progress: Progress) -> Result<Shifted<F>> {
-    let d = x.ncols();
-    let tree = parallel::install(p.threads, || BallSums::build(x, w, 16))??;
+fn flat_shift<F: Real>(x: ArrayView2<F>, w: Option<ArrayView1<F>>, seeds: ArrayView2<F>, p: &Params, mon: &Monitor) -> Result<Shifted<F>> {
+    let tree = BallSums::build(x, w, 16, mon)?;
     let h = F::of(p.bandwidth);
     let h2 = h * h;
-    let m = seeds.nrows();
-    let mut parts = Vec::new();
-    progress(0, m)?;
-    for c0 in (0..m).step_by(chunk(m)) {
-        let c1 = (c0 + chunk(m)).min(m);
-        let runs: Vec<SeedRun<F>> = parallel::install(p.threads, || {
-            (c0..c1).into_par_iter().map(|i| climb(&seeds.row(i).to_vec(), p, |q, num| tree.ball_sums(q, h2, num))).collect()
-        })?;
-        parts.push(collect(runs, d));
-        progress(c1, m)?;
-    }
-    Ok(Shifted::concat(parts, d))
+    climb_all(seeds, p, mon, |q, num| tree.ball_sums(q, h2, num))
 }
 
 /// Unbounded kernels: all moving seeds advance together, one engine call per iteration.
-fn engine_shift<F: Real>(x: ArrayView2<F>, w: Option<ArrayView1<F>>, seeds: ArrayView2<F>, p: &Params, progress: Progress) -> Result<Shifted<F>> {
+fn engine_shift<F: Real>(x: ArrayView2<F>, w: Option<ArrayView1<F>>, seeds: ArrayView2<F>, p: &Params, mon: &Monitor) -> Result<Shifted<F>> {
     let (m, d) = seeds.dim();
     let kernel = Kernel::Radial(p.profile);
     let bw = Bandwidth::Scalar(F::of(p.bandwidth));
+    let opts = Options { monitor: mon.clone(), ..Options::default() };
     let thr = p.threshold();
     let mut pos = seeds.to_owned();
+    let mut trajectories = Vec::new();
+    if p.trajectories {
+        memory::try_grow(&mut trajectories, m, "trajectories")?;
+        for i in 0..m {
+            let mut t = Vec::new();
+            grow_trajectory(&mut t, d, m)?;
+            t.extend(seeds.row(i).iter().copied());
+            trajectories.push(t);
+        }
+    }
     let mut out = Shifted {
-        modes: Array2::zeros((m, d)),
+        modes: Array2::zeros((0, d)),
         support: vec![0.0; m],
         n_iter: vec![0; m],
         converged: vec![false; m],
         valid: vec![true; m],
-        trajectories: if p.trajectories { (0..m).map(|i| seeds.row(i).to_vec()).collect() } else { Vec::new() },
+        trajectories,
     };
     let mut active: Vec<usize> = (0..m).collect();
     let mut it = 0usize;
-    progress(0, p.max_iter.saturating_add(1))?;
+    mon.set_progress(0, p.max_iter.saturating_add(1));
     while !active.is_empty() {
         let q = Array2::from_shape_fn((active.len(), d), |(a, k)| pos[(active[a], k)]);
         let pb = Problem { queries: q.view(), x, values: Some(x), weights: w };
-        let sums = parallel::install(p.threads, || local_sums(&pb, &kernel, &bw, &Options::default()))??;
+        let sums = local_sums(&pb, &kernel, &bw, &opts)?;
         let mut still = Vec::with_capacity(active.len());
         for (a, &i) in active.iter().enumerate() {
             let den = sums.den[a].f64();
@@ -323,6 +300,7 @@ fn engine_shift<F: Real>(x: ArrayView2<F>, w: Option<ArrayView1<F>>, seeds: Arra
             out.support[i] = den * sums.log_scale[a].f64().exp();
             let delta2 = move_towards(pos.row_mut(i), sums.num.row(a), den, p.step);
             if p.trajectories {
+                grow_trajectory(&mut out.trajectories[i], d, m)?;
                 out.trajectories[i].extend(pos.row(i).iter().copied());
             }
             out.n_iter[i] = it;
@@ -334,7 +312,7 @@ fn engine_shift<F: Real>(x: ArrayView2<F>, w: Option<ArrayView1<F>>, seeds: Arra
         }
         active = still;
         it += 1;
-        progress(it.min(p.max_iter.saturating_add(1)), p.max_iter.saturating_add(1))?;
+        mon.set_progress(it.min(p.max_iter.saturating_add(1)), p.max_iter.saturating_add(1));
     }
     out.modes = pos;
     Ok(out)
@@ -460,11 +438,11 @@ impl<F: Real> Grid<F> {
 }
 
 /// Shift seeds on the grid's weighted cell centroids (flat kernel, closed ball).
-pub fn grid_shift<F: Real>(grid: &Grid<F>, seeds: ArrayView2<F>, p: &Params, progress: Progress) -> Result<Shifted<F>> {
+pub fn grid_shift<F: Real>(grid: &Grid<F>, seeds: ArrayView2<F>, p: &Params, mon: &Monitor) -> Result<Shifted<F>> {
     let w = ndarray::ArrayView1::from(&grid.weights[..]);
     let mut flat = p.clone();
     flat.profile = Profile::Tophat;
-    shift_seeds(grid.centroids.view(), Some(w), seeds, &flat, progress)
+    shift_seeds(grid.centroids.view(), Some(w), seeds, &flat, mon)
 }
 
 /// Whole-data iterations: result positions, per-point Σ K w at the end, iterations, converged.
@@ -480,24 +458,25 @@ pub struct Diffused<F> {
 /// Blurring mean shift (`blurring = true`: Y ← Y + α(m_Y(Y) − Y), the data set itself moves)
 /// or the fixed-kernel linear diffusion (`blurring = false`: Y ← Y + α(K̃Y − Y) with K̃ the
 /// row-normalised kernel of the original X, so α = 1 gives Y_t = K̃ᵗ X).
-pub fn diffuse<F: Real>(x: ArrayView2<F>, w: Option<ArrayView1<F>>, p: &Params, blurring: bool, progress: Progress) -> Result<Diffused<F>> {
+pub fn diffuse<F: Real>(x: ArrayView2<F>, w: Option<ArrayView1<F>>, p: &Params, blurring: bool, mon: &Monitor) -> Result<Diffused<F>> {
     p.validate()?;
     check_data(x, w, x)?;
     let n = x.nrows();
     let kernel = Kernel::Radial(p.profile);
     let bw = Bandwidth::Scalar(F::of(p.bandwidth));
+    let opts = Options { monitor: mon.clone(), ..Options::default() };
     let thr = p.threshold();
     let mut y = x.to_owned();
     let mut support = vec![0.0; n];
     let mut history = Vec::new();
     let mut converged = false;
     let mut it = 0;
-    progress(0, p.max_iter)?;
+    mon.set_progress(0, p.max_iter);
     while it < p.max_iter {
         let sums = {
             let q = if blurring { y.view() } else { x };
             let pb = Problem { queries: q, x: q, values: Some(y.view()), weights: w };
-            parallel::install(p.threads, || local_sums(&pb, &kernel, &bw, &Options::default()))??
+            local_sums(&pb, &kernel, &bw, &opts)?
         };
         let mut max_delta2 = 0.0f64;
         for i in 0..n {
@@ -512,9 +491,12 @@ pub fn diffuse<F: Real>(x: ArrayView2<F>, w: Option<ArrayView1<F>>, p: &Params, 
         }
         it += 1;
         if p.trajectories {
-            history.push(y.clone());
+            memory::try_grow(&mut history, 1, "history")?;
+            let mut snapshot = memory::try_array("history", y.dim(), F::zero())?;
+            snapshot.assign(&y);
+            history.push(snapshot);
         }
-        progress(it, p.max_iter)?;
+        mon.set_progress(it, p.max_iter);
         if max_delta2.sqrt() <= thr {
             converged = true;
             break;
@@ -574,15 +556,20 @@ mod tests {
         Array2::from_shape_fn((n, 2), |(i, _)| (i % 3) as f64 * 10.0 + rng.random::<f64>())
     }
 
-    fn params(profile: Profile, threads: usize) -> Params {
-        Params { profile, bandwidth: 2.0, step: 1.0, tol: 1e-3, max_iter: 300, trajectories: false, threads }
+    fn params(profile: Profile) -> Params {
+        Params { profile, bandwidth: 2.0, step: 1.0, tol: 1e-3, max_iter: 300, trajectories: false }
+    }
+
+    /// Shift the seeds x on a pool of `threads` workers.
+    fn shift(x: &Array2<f64>, p: &Params, threads: usize) -> Shifted<f64> {
+        crate::parallel::install(threads, || shift_seeds(x.view(), None, x.view(), p, &Monitor::default())).unwrap().unwrap()
     }
 
     #[test]
     fn flat_seeds_reach_blob_means_and_threads_do_not_matter() {
         let x = blobs(300);
-        let a = shift_seeds(x.view(), None, x.view(), &params(Profile::Tophat, 1), &mut |_, _| Ok(())).unwrap();
-        let b = shift_seeds(x.view(), None, x.view(), &params(Profile::Tophat, 2), &mut |_, _| Ok(())).unwrap();
+        let a = shift(&x, &params(Profile::Tophat), 1);
+        let b = shift(&x, &params(Profile::Tophat), 2);
         assert_eq!(a.modes, b.modes);
         let kept = merge_modes(a.modes.view(), &a.support, &a.valid, 2.0).unwrap();
         assert_eq!(kept.len(), 3);
@@ -598,11 +585,11 @@ mod tests {
     #[test]
     fn gaussian_engine_path_converges_and_grid_agrees() {
         let x = blobs(300);
-        let g = shift_seeds(x.view(), None, x.view(), &params(Profile::Gaussian, 2), &mut |_, _| Ok(())).unwrap();
+        let g = shift(&x, &params(Profile::Gaussian), 2);
         assert!(g.converged.iter().all(|&c| c));
         let grid = Grid::build(x.view(), None, 2.0, 8).unwrap();
-        let s = grid_shift(&grid, x.view(), &params(Profile::Tophat, 2), &mut |_, _| Ok(())).unwrap();
-        let e = shift_seeds(x.view(), None, x.view(), &params(Profile::Tophat, 2), &mut |_, _| Ok(())).unwrap();
+        let s = grid_shift(&grid, x.view(), &params(Profile::Tophat), &Monitor::default()).unwrap();
+        let e = shift(&x, &params(Profile::Tophat), 2);
         for i in 0..300 {
             let d = ((s.modes[(i, 0)] - e.modes[(i, 0)]).powi(2) + (s.modes[(i, 1)] - e.modes[(i, 1)]).powi(2)).sqrt();
             assert!(d < 0.2, "seed {i}: {d}");
@@ -616,7 +603,7 @@ mod tests {
             let x = Array2::from_shape_fn((900, d), |(i, _)| if i % 7 == 0 { 0.5 } else { rng.random::<f64>() });
             let w: Vec<f64> = (0..900).map(|i| (i % 4) as f64 * 0.5).collect();
             let wv = ndarray::ArrayView1::from(&w[..]);
-            let tree = BallSums::build(x.view(), Some(wv), 16).unwrap();
+            let tree = BallSums::build(x.view(), Some(wv), 16, &Monitor::default()).unwrap();
             for _ in 0..50 {
                 let q: Vec<f64> = (0..d).map(|_| rng.random::<f64>()).collect();
                 let r2 = rng.random::<f64>() * 0.3;
@@ -650,11 +637,35 @@ mod tests {
     #[test]
     fn bad_parameters_are_errors() {
         let x = blobs(10);
-        let mut p = params(Profile::Tophat, 1);
+        let mon = Monitor::default();
+        let mut p = params(Profile::Tophat);
         p.bandwidth = 0.0;
-        assert!(shift_seeds(x.view(), None, x.view(), &p, &mut |_, _| Ok(())).is_err());
-        let p = params(Profile::Tophat, 1);
-        assert!(shift_seeds(x.view(), None, Array2::zeros((2, 3)).view(), &p, &mut |_, _| Ok(())).is_err());
-        assert!(shift_seeds(x.view(), None, x.view(), &p, &mut |_, _| Err(LocalizationError::Interrupted)).is_err());
+        assert!(shift_seeds(x.view(), None, x.view(), &p, &mon).is_err());
+        let p = params(Profile::Tophat);
+        assert!(shift_seeds(x.view(), None, Array2::zeros((2, 3)).view(), &p, &mon).is_err());
+    }
+
+    #[test]
+    fn a_stopped_monitor_interrupts_every_path() {
+        let x = blobs(300);
+        let mon = Monitor::default();
+        mon.stop();
+        for profile in [Profile::Tophat, Profile::Epanechnikov, Profile::Gaussian] {
+            let r = shift_seeds(x.view(), None, x.view(), &params(profile), &mon);
+            assert_eq!(r.unwrap_err(), LocalizationError::Interrupted, "{profile:?}");
+        }
+        assert!(matches!(diffuse(x.view(), None, &params(Profile::Gaussian), true, &mon), Err(LocalizationError::Interrupted)));
+    }
+
+    #[test]
+    fn progress_counts_seeds_or_iterations() {
+        let x = blobs(300);
+        let mon = Monitor::default();
+        shift_seeds(x.view(), None, x.view(), &params(Profile::Tophat), &mon).unwrap();
+        assert_eq!(mon.progress(), (300, 300));
+        let mon = Monitor::default();
+        let g = shift_seeds(x.view(), None, x.view(), &params(Profile::Gaussian), &mon).unwrap();
+        let iterations = g.n_iter.iter().max().unwrap() + 1;
+        assert_eq!(mon.progress(), (iterations, 301));
     }
 }

@@ -28,18 +28,15 @@ use super::lanes;
 use crate::distance::{row_sq_norms, sq_dist_tile_gemm, sq_euclidean, GEMM_MIN_DIM};
 use crate::error::{LocalizationError, Result};
 use crate::kernel::{dispatch_profile, Profile, ProfileFn, Real};
-use crate::parallel;
+use crate::parallel::Monitor;
 use ndarray::{linalg::general_mat_mul, s, Array1, Array2, Array3, ArrayView2, ArrayView3, ArrayViewMut, ArrayViewMut1, ArrayViewMut2, Axis, RemoveAxis};
 use rayon::prelude::*;
 use std::marker::PhantomData;
 
-/// Called between chunks of work on the calling thread (progress bars, Ctrl-C): `(done, total)`.
-pub type Progress<'a> = &'a mut dyn FnMut(usize, usize) -> Result<()>;
-
 /// Queries and keys per block: the logits of a block (128 × 128 in f32, 64 KB) stay in L2.
 const BQ: usize = 128;
 const BK: usize = 128;
-/// Pairs of (query, key) per thread between two progress reports (~0.1 s at d = 64).
+/// Pairs of (query, key) per thread between two polls of the monitor (~0.1 s at d = 64).
 const PAIRS_PER_THREAD: usize = 1 << 25;
 
 /// B sequences of T steps (batch and heads flattened into B), C-contiguous.
@@ -310,13 +307,13 @@ impl<P: ProfileFn> Fill for RadialFill<P> {
     }
 }
 
-/// `f` of every item (weighted by its number of pairs) on `threads` threads, in order, in
-/// chunks of about `PAIRS_PER_THREAD` pairs per thread, reporting `progress` on the calling
-/// thread after each chunk. Chunking changes no result.
+/// `f` of every item (weighted by its number of pairs) on the current pool, in order, in
+/// chunks of about `PAIRS_PER_THREAD` pairs per thread; between chunks `mon` is polled
+/// (Ctrl-C) and told the progress. Chunking changes no result.
 fn run_chunked<T: Send, R: Send>(
-    items: Vec<(usize, T)>, threads: usize, offset: usize, total: usize, progress: Progress, f: impl Fn(T) -> R + Sync,
+    items: Vec<(usize, T)>, mon: &Monitor, offset: usize, total: usize, f: impl Fn(T) -> R + Sync,
 ) -> Result<Vec<R>> {
-    let budget = threads.max(1).saturating_mul(PAIRS_PER_THREAD);
+    let budget = rayon::current_num_threads().max(1).saturating_mul(PAIRS_PER_THREAD);
     let mut done = offset;
     let mut results = Vec::with_capacity(items.len());
     let mut it = items.into_iter().peekable();
@@ -328,9 +325,10 @@ fn run_chunked<T: Send, R: Send>(
             pairs = pairs.saturating_add(w);
             chunk.push(item);
         }
+        mon.check()?;
         done += chunk.len();
-        results.extend(parallel::install(threads, || chunk.into_par_iter().map(&f).collect::<Vec<R>>())?);
-        progress(done, total)?;
+        results.extend(chunk.into_par_iter().map(&f).collect::<Vec<R>>());
+        mon.set_progress(done, total);
     }
     Ok(results)
 }
@@ -362,8 +360,9 @@ fn block_starts(lo: usize, hi: usize, block: usize) -> impl Iterator<Item = usiz
     (lo / block * block..hi).step_by(block)
 }
 
-/// The temporal local mean of every step of every sequence, and its log-normaliser.
-pub fn forward<F: Real>(seq: &Sequences<F>, content: &Content, pos: &Position, threads: usize, progress: Progress) -> Result<Attended<F>> {
+/// The temporal local mean of every step of every sequence, and its log-normaliser. Runs on
+/// the current rayon pool (see `parallel::run`), polling `mon`.
+pub fn forward<F: Real>(seq: &Sequences<F>, content: &Content, pos: &Position, mon: &Monitor) -> Result<Attended<F>> {
     let (b, t, _) = validate(seq, pos)?;
     check_content(content)?;
     let p = seq.v.dim().2;
@@ -379,14 +378,14 @@ pub fn forward<F: Real>(seq: &Sequences<F>, content: &Content, pos: &Position, t
         })
         .collect();
     let total = items.len();
-    progress(0, total)?;
+    mon.set_progress(0, total);
     macro_rules! go {
         ($fill:expr, $C:ty) => {{
             let cx = Fwd { seq: seq.view(), pos, fill: $fill };
             if log {
-                run_chunked(items, threads, 0, total, progress, |blk| forward_block::<F, $C, true>(&cx, blk))?;
+                run_chunked(items, mon, 0, total, |blk| forward_block::<F, $C, true>(&cx, blk))?;
             } else {
-                run_chunked(items, threads, 0, total, progress, |blk| forward_block::<F, $C, false>(&cx, blk))?;
+                run_chunked(items, mon, 0, total, |blk| forward_block::<F, $C, false>(&cx, blk))?;
             }
         }};
     }
@@ -507,21 +506,21 @@ enum Schedule {
 const PER_SEQUENCE_MAX_TD: usize = 1 << 20;
 
 /// Gradients of a loss ℓ(out) through the dot-product forward pass, from ∂ℓ/∂out and the
-/// forward's outputs (`out`, `lse`).
+/// forward's outputs (`out`, `lse`). Runs on the current rayon pool, polling `mon`.
 #[allow(clippy::too_many_arguments)]
 pub fn backward<F: Real>(
-    seq: &Sequences<F>, scale: f64, pos: &Position, out: ArrayView3<F>, lse: ArrayView2<F>, d_out: ArrayView3<F>,
-    threads: usize, progress: Progress,
+    seq: &Sequences<F>, scale: f64, pos: &Position, out: ArrayView3<F>, lse: ArrayView2<F>, d_out: ArrayView3<F>, mon: &Monitor,
 ) -> Result<Gradients<F>> {
     let (b, t, d) = validate(seq, pos)?;
+    let threads = rayon::current_num_threads();
     let schedule = if b >= 2 * threads && t * d <= PER_SEQUENCE_MAX_TD { Schedule::PerSequence } else { Schedule::TwoPass };
-    backward_with(seq, scale, pos, out, lse, d_out, threads, progress, schedule)
+    backward_with(seq, scale, pos, out, lse, d_out, mon, schedule)
 }
 
 #[allow(clippy::too_many_arguments)]
 fn backward_with<F: Real>(
     seq: &Sequences<F>, scale: f64, pos: &Position, out: ArrayView3<F>, lse: ArrayView2<F>, d_out: ArrayView3<F>,
-    threads: usize, progress: Progress, schedule: Schedule,
+    mon: &Monitor, schedule: Schedule,
 ) -> Result<Gradients<F>> {
     let (b, t, d) = validate(seq, pos)?;
     check_content(&Content::Dot { scale })?;
@@ -533,13 +532,11 @@ fn backward_with<F: Real>(
     }
     // D_t = Σ_c dO_tc O_tc: the row term of the softmax's Jacobian.
     let mut delta = Array2::<f64>::zeros((b, t));
-    parallel::install(threads, || {
-        delta.axis_iter_mut(Axis(0)).into_par_iter().enumerate().for_each(|(bi, mut row)| {
-            for (ti, v) in row.iter_mut().enumerate() {
-                *v = out.slice(s![bi, ti, ..]).iter().zip(d_out.slice(s![bi, ti, ..])).map(|(a, g)| a.f64() * g.f64()).sum();
-            }
-        })
-    })?;
+    delta.axis_iter_mut(Axis(0)).into_par_iter().enumerate().for_each(|(bi, mut row)| {
+        for (ti, v) in row.iter_mut().enumerate() {
+            *v = out.slice(s![bi, ti, ..]).iter().zip(d_out.slice(s![bi, ti, ..])).map(|(a, g)| a.f64() * g.f64()).sum();
+        }
+    });
     let cx = Bwd { seq: seq.view(), pos, scale: F::of(scale), d_out: d_out.view(), lse: lse.view(), delta: &delta };
     let mut g = Gradients { dq: Array3::zeros((b, t, d)), dk: Array3::zeros((b, t, d)), dv: Array3::zeros((b, t, p)), d_decay: None };
     // The decay's gradient of each key block of each sequence, summed in block order at the end.
@@ -557,8 +554,8 @@ fn backward_with<F: Real>(
                 .map(|(((bi, _, dq), (_, _, dk)), (_, _, dv))| (band_pairs(0, t), (bi, dq, dk, dv)))
                 .collect();
             let total = items.len();
-            progress(0, total)?;
-            let per_seq = run_chunked(items, threads, 0, total, progress, |(bi, mut dq, mut dk, mut dv)| {
+            mon.set_progress(0, total);
+            let per_seq = run_chunked(items, mon, 0, total, |(bi, mut dq, mut dk, mut dv)| {
                 let mut dq_acc = Array2::<f64>::zeros((t, d));
                 let gl: Vec<f64> = (0..t)
                     .step_by(BK)
@@ -589,12 +586,12 @@ fn backward_with<F: Real>(
                 .collect();
             let total = keys.len() + queries.len();
             let n_keys = keys.len();
-            progress(0, total)?;
-            let per_key = run_chunked(keys, threads, 0, total, progress, |(bi, s0, dk, dv)| (bi, s0 / BK, key_block(&cx, bi, s0, dk, dv, None)))?;
+            mon.set_progress(0, total);
+            let per_key = run_chunked(keys, mon, 0, total, |(bi, s0, dk, dv)| (bi, s0 / BK, key_block(&cx, bi, s0, dk, dv, None)))?;
             for (bi, j, gl) in per_key {
                 partials[(bi, j)] = gl;
             }
-            run_chunked(queries, threads, n_keys, total, progress, |(bi, t0, dq)| query_block(&cx, bi, t0, dq))?;
+            run_chunked(queries, mon, n_keys, total, |(bi, t0, dq)| query_block(&cx, bi, t0, dq))?;
         }
     }
     if pos.decay.is_some() {

@@ -7,8 +7,20 @@ fn rand3(rng: &mut StdRng, b: usize, t: usize, d: usize) -> Array3<f64> {
     Array3::from_shape_fn((b, t, d), |_| rng.random::<f64>() * 2.0 - 1.0)
 }
 
-fn no_progress() -> impl FnMut(usize, usize) -> Result<()> {
-    |_, _| Ok(())
+/// The forward pass on a pool of `threads`, unwatched.
+fn fwd<F: Real>(seq: &Sequences<F>, content: &Content, pos: &Position, threads: usize) -> Result<Attended<F>> {
+    crate::parallel::install(threads, || forward(seq, content, pos, &Monitor::default())).and_then(|r| r)
+}
+
+/// The backward pass (scale 0.3 unless given) on a pool of `threads`, with the default or a given schedule.
+#[allow(clippy::too_many_arguments)]
+fn bwd(seq: &Sequences<f64>, scale: f64, pos: &Position, f: &Attended<f64>, dout: &Array3<f64>, threads: usize, schedule: Option<Schedule>) -> Result<Gradients<f64>> {
+    let mon = Monitor::default();
+    crate::parallel::install(threads, || match schedule {
+        None => backward(seq, scale, pos, f.out.view(), f.lse.view(), dout.view(), &mon),
+        Some(s) => backward_with(seq, scale, pos, f.out.view(), f.lse.view(), dout.view(), &mon, s),
+    })
+    .and_then(|r| r)
 }
 
 /// The definition as a double loop in f64: (out, lse) with out = 0, lse = −∞ on empty rows.
@@ -100,7 +112,7 @@ fn forward_matches_the_double_loop_for_every_kernel_and_position() {
         let allowed = |bi: usize, ti: usize, si: usize| pos.allows(ti, si) && (!case.mask || mask[(slab[bi], ti, si)]);
         for content in &contents {
             let seq = Sequences { q: q.view(), k: k.view(), v: v.view() };
-            let got = forward(&seq, content, &pos, 2, &mut no_progress()).unwrap();
+            let got = fwd(&seq, content, &pos, 2).unwrap();
             let (want, want_lse) = naive(&q, &k, &v, content, &allowed, pos.decay);
             assert_close3(&got.out, &want, 1e-12, &format!("{} {:?}", case.name, content));
             for (x, y) in got.lse.iter().zip(want_lse.iter()) {
@@ -117,24 +129,20 @@ fn fully_masked_rows_give_zero_and_minus_infinity() {
     let seq = Sequences { q: q.view(), k: k.view(), v: v.view() };
     // Causal and hollow: step 0 sees nothing.
     let pos = Position { causal: true, exclude_self: true, ..Default::default() };
-    let r = forward(&seq, &Content::Dot { scale: 1.0 }, &pos, 1, &mut no_progress()).unwrap();
+    let r = fwd(&seq, &Content::Dot { scale: 1.0 }, &pos, 1).unwrap();
     assert!(r.out.slice(s![.., 0, ..]).iter().all(|&x| x == 0.0));
     assert!(r.lse.column(0).iter().all(|&x| x == f64::NEG_INFINITY));
     assert!(r.lse.column(1).iter().all(|x| x.is_finite()));
     let dout = rand3(&mut rng, 2, 9, 2);
-    let g = backward(&seq, 1.0, &pos, r.out.view(), r.lse.view(), dout.view(), 1, &mut no_progress()).unwrap();
+    let g = bwd(&seq, 1.0, &pos, &r, &dout, 1, None).unwrap();
     assert!(g.dq.iter().chain(g.dk.iter()).chain(g.dv.iter()).all(|x| x.is_finite()));
     assert!(g.dq.slice(s![.., 0, ..]).iter().all(|&x| x == 0.0));
 }
 
 fn sequences_and_grads(threads: usize, schedule: Option<Schedule>, q: &Array3<f64>, k: &Array3<f64>, v: &Array3<f64>, dout: &Array3<f64>, pos: &Position) -> (Attended<f64>, Gradients<f64>) {
     let seq = Sequences { q: q.view(), k: k.view(), v: v.view() };
-    let f = forward(&seq, &Content::Dot { scale: 0.3 }, pos, threads, &mut no_progress()).unwrap();
-    let g = match schedule {
-        None => backward(&seq, 0.3, pos, f.out.view(), f.lse.view(), dout.view(), threads, &mut no_progress()),
-        Some(s) => backward_with(&seq, 0.3, pos, f.out.view(), f.lse.view(), dout.view(), threads, &mut no_progress(), s),
-    }
-    .unwrap();
+    let f = fwd(&seq, &Content::Dot { scale: 0.3 }, pos, threads).unwrap();
+    let g = bwd(&seq, 0.3, pos, &f, dout, threads, schedule).unwrap();
     (f, g)
 }
 
@@ -162,7 +170,7 @@ fn results_are_bit_identical_for_any_thread_count_and_schedule() {
 /// ℓ = Σ out ∘ W for a fixed W: its gradient with respect to out is W.
 fn loss(q: &Array3<f64>, k: &Array3<f64>, v: &Array3<f64>, w: &Array3<f64>, pos: &Position) -> f64 {
     let seq = Sequences { q: q.view(), k: k.view(), v: v.view() };
-    let f = forward(&seq, &Content::Dot { scale: 0.3 }, pos, 1, &mut no_progress()).unwrap();
+    let f = fwd(&seq, &Content::Dot { scale: 0.3 }, pos, 1).unwrap();
     (&f.out * w).sum()
 }
 
@@ -222,8 +230,8 @@ fn float32_agrees_with_float64() {
     let pos = Position { causal: true, decay: Some(&lam), ..Default::default() };
     let (qf, kf, vf) = (q.mapv(|x| x as f32), k.mapv(|x| x as f32), v.mapv(|x| x as f32));
     for content in [Content::Dot { scale: 0.25 }, Content::Radial { profile: Profile::Gaussian, bandwidth: 1.5 }, Content::Radial { profile: Profile::Epanechnikov, bandwidth: 3.0 }] {
-        let a = forward(&Sequences { q: q.view(), k: k.view(), v: v.view() }, &content, &pos, 2, &mut no_progress()).unwrap();
-        let b = forward(&Sequences { q: qf.view(), k: kf.view(), v: vf.view() }, &content, &pos, 2, &mut no_progress()).unwrap();
+        let a = fwd(&Sequences { q: q.view(), k: k.view(), v: v.view() }, &content, &pos, 2).unwrap();
+        let b = fwd(&Sequences { q: qf.view(), k: kf.view(), v: vf.view() }, &content, &pos, 2).unwrap();
         for (x, y) in a.out.iter().zip(b.out.iter()) {
             assert!((x - *y as f64).abs() < 2e-5, "{content:?}: {x} vs {y}");
         }
@@ -236,7 +244,7 @@ fn bad_input_is_an_error_naming_the_argument() {
     let (q, k, v) = (rand3(&mut rng, 2, 10, 3), rand3(&mut rng, 2, 10, 3), rand3(&mut rng, 2, 10, 2));
     let dot = Content::Dot { scale: 1.0 };
     let run = |q: &Array3<f64>, k: &Array3<f64>, v: &Array3<f64>, pos: &Position, c: &Content| {
-        forward(&Sequences { q: q.view(), k: k.view(), v: v.view() }, c, pos, 1, &mut no_progress()).unwrap_err().to_string()
+        fwd(&Sequences { q: q.view(), k: k.view(), v: v.view() }, c, pos, 1).unwrap_err().to_string()
     };
     let none = Position::default();
     assert!(run(&q, &k.slice(s![.., ..9, ..]).to_owned(), &v, &none, &dot).contains("`K`"));
@@ -257,7 +265,7 @@ fn bad_input_is_an_error_naming_the_argument() {
     assert!(!t.is_standard_layout() || t.is_standard_layout()); // a transposed copy is standard again: use a strided slice instead
     let wide = rand3(&mut rng, 2, 20, 3);
     let strided = wide.slice(s![.., ..;2, ..]);
-    let e = forward(&Sequences { q: strided, k: k.view(), v: v.view() }, &dot, &none, 1, &mut no_progress()).unwrap_err().to_string();
+    let e = fwd(&Sequences { q: strided, k: k.view(), v: v.view() }, &dot, &none, 1).unwrap_err().to_string();
     assert!(e.contains("`Q`") && e.contains("contiguous"), "{e}");
     let m = Array3::from_elem((1, 10, 9), true);
     let e = run(&q, &k, &v, &Position { mask: Some(Mask { allowed: m.view(), slab: &[0, 0] }), ..Default::default() }, &dot);
@@ -269,14 +277,11 @@ fn progress_is_reported_and_an_interrupt_stops_the_run() {
     let mut rng = StdRng::seed_from_u64(7);
     let (q, k, v) = (rand3(&mut rng, 1, 50, 2), rand3(&mut rng, 1, 50, 2), rand3(&mut rng, 1, 50, 2));
     let seq = Sequences { q: q.view(), k: k.view(), v: v.view() };
-    let mut calls = Vec::new();
-    forward(&seq, &Content::Dot { scale: 1.0 }, &Position::default(), 1, &mut |d, t| {
-        calls.push((d, t));
-        Ok(())
-    })
-    .unwrap();
-    assert_eq!(calls.first(), Some(&(0, 1)));
-    assert_eq!(calls.last(), Some(&(1, 1)));
-    let r = forward(&seq, &Content::Dot { scale: 1.0 }, &Position::default(), 1, &mut |_, _| Err(LocalizationError::Interrupted));
+    let mon = Monitor::default();
+    crate::parallel::install(1, || forward(&seq, &Content::Dot { scale: 1.0 }, &Position::default(), &mon)).unwrap().unwrap();
+    assert_eq!(mon.progress(), (1, 1));
+    let stopped = Monitor::default();
+    stopped.stop();
+    let r = crate::parallel::install(1, || forward(&seq, &Content::Dot { scale: 1.0 }, &Position::default(), &stopped)).unwrap();
     assert_eq!(r.unwrap_err(), LocalizationError::Interrupted);
 }

@@ -1,55 +1,19 @@
 //! Bindings of the mode-seeking family (MeanShift): arrays in, plain arrays out.
 //!
-//! Long runs are cut into chunks by the algorithm; between chunks the `progress` hook runs
-//! here on the calling thread, re-attaches to Python, checks for Ctrl-C and updates the
-//! caller's progress bar.
+//! The runs report their progress (seeds finished, or iterations) to the monitor; the
+//! calling thread passes it to the caller's `progress(done, total)` while checking Ctrl-C
+//! (`runtime::run`).
 
+use super::runtime::{run, NJobs};
 use super::{is_f32, view1, view2};
 use crate::algorithms::mean_shift::{self, Params, Shifted};
-use crate::error::LocalizationError;
 use crate::kernel::{Profile, Real};
-use crate::parallel;
 use numpy::{Element, IntoPyArray, PyArray1};
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
-use std::sync::Mutex;
 
-/// A progress hook that checks signals and calls `progress(done, total)`; a Python error
-/// is parked in `slot` and surfaces after the run.
-pub(super) fn hook<'a>(progress: &'a Option<Py<PyAny>>, slot: &'a Mutex<Option<PyErr>>) -> impl FnMut(usize, usize) -> crate::error::Result<()> + Send + 'a {
-    move |done, total| {
-        Python::attach(|py| {
-            let r = py.check_signals().and_then(|_| match progress {
-                Some(f) => f.call1(py, (done, total)).map(|_| ()),
-                None => Ok(()),
-            });
-            r.map_err(|e| {
-                *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
-                LocalizationError::Interrupted
-            })
-        })
-    }
-}
-
-/// Turn a core result into a PyErr, preferring the parked Python error (Ctrl-C, callback).
-pub(super) fn finish<T>(r: crate::error::Result<T>, slot: Mutex<Option<PyErr>>) -> PyResult<T> {
-    match r {
-        Ok(v) => Ok(v),
-        Err(e) => Err(slot.into_inner().unwrap_or_else(|p| p.into_inner()).unwrap_or_else(|| e.into())),
-    }
-}
-
-#[allow(clippy::too_many_arguments)]
-fn params(kernel: &str, bandwidth: f64, step: f64, tol: f64, max_iter: usize, trajectories: bool, n_jobs: Option<i64>) -> PyResult<Params> {
-    let p = Params {
-        profile: Profile::from_name(kernel)?,
-        bandwidth,
-        step,
-        tol,
-        max_iter,
-        trajectories,
-        threads: parallel::resolve_n_jobs(n_jobs)?,
-    };
+fn params(kernel: &str, bandwidth: f64, step: f64, tol: f64, max_iter: usize, trajectories: bool) -> PyResult<Params> {
+    let p = Params { profile: Profile::from_name(kernel)?, bandwidth, step, tol, max_iter, trajectories };
     p.validate()?;
     Ok(p)
 }
@@ -85,19 +49,14 @@ fn shifted_to_py<'py, F: Real + Element>(py: Python<'py>, s: Shifted<F>, d: usiz
 #[allow(clippy::too_many_arguments)]
 fn mean_shift_seeds<'py>(
     py: Python<'py>, x: &Bound<'py, PyAny>, seeds: &Bound<'py, PyAny>, weights: Option<&Bound<'py, PyAny>>, kernel: &str,
-    bandwidth: f64, step: f64, tol: f64, max_iter: usize, trajectories: bool, n_jobs: Option<i64>, progress: Option<Py<PyAny>>,
+    bandwidth: f64, step: f64, tol: f64, max_iter: usize, trajectories: bool, n_jobs: Option<NJobs>, progress: Option<Py<PyAny>>,
 ) -> PyResult<Bound<'py, PyTuple>> {
-    let p = params(kernel, bandwidth, step, tol, max_iter, trajectories, n_jobs)?;
+    let p = params(kernel, bandwidth, step, tol, max_iter, trajectories)?;
     with_float!(x, F, {
         let (xr, sr) = (view2::<F>(x, "X")?, view2::<F>(seeds, "seeds")?);
         let w = weights.map(|w| view1::<F>(w, "sample_weight")).transpose()?;
         let (xa, sa, wa) = (xr.as_array(), sr.as_array(), w.as_ref().map(|a| a.as_array()));
-        let slot = Mutex::new(None);
-        let r = py.detach(|| {
-            let mut h = hook(&progress, &slot);
-            mean_shift::shift_seeds(xa, wa, sa, &p, &mut h)
-        });
-        let s = finish(r, slot)?;
+        let s = run(py, n_jobs, progress.as_ref(), |mon| mean_shift::shift_seeds(xa, wa, sa, &p, mon))?;
         shifted_to_py(py, s, xa.ncols())
     })
 }
@@ -111,31 +70,28 @@ fn mean_shift_seeds<'py>(
 #[allow(clippy::too_many_arguments)]
 fn mean_shift_grid<'py>(
     py: Python<'py>, x: &Bound<'py, PyAny>, seeds: Option<&Bound<'py, PyAny>>, weights: Option<&Bound<'py, PyAny>>,
-    bandwidth: f64, grid_resolution: usize, step: f64, tol: f64, max_iter: usize, trajectories: bool, n_jobs: Option<i64>,
+    bandwidth: f64, grid_resolution: usize, step: f64, tol: f64, max_iter: usize, trajectories: bool, n_jobs: Option<NJobs>,
     progress: Option<Py<PyAny>>,
 ) -> PyResult<Bound<'py, PyTuple>> {
-    let p = params("flat", bandwidth, step, tol, max_iter, trajectories, n_jobs)?;
+    let p = params("flat", bandwidth, step, tol, max_iter, trajectories)?;
     with_float!(x, F, {
         let xr = view2::<F>(x, "X")?;
         let sr = seeds.map(|s| view2::<F>(s, "seeds")).transpose()?;
         let w = weights.map(|w| view1::<F>(w, "sample_weight")).transpose()?;
         let (xa, wa) = (xr.as_array(), w.as_ref().map(|a| a.as_array()));
         let sa = sr.as_ref().map(|s| s.as_array());
-        let slot = Mutex::new(None);
-        let r = py.detach(|| {
-            let grid = parallel::install(p.threads, || mean_shift::Grid::<F>::build(xa, wa, bandwidth, grid_resolution))??;
-            let mut h = hook(&progress, &slot);
+        let (s, map, cells) = run(py, n_jobs, progress.as_ref(), |mon| {
+            let grid = mean_shift::Grid::<F>::build(xa, wa, bandwidth, grid_resolution)?;
             match sa {
-                Some(s) => mean_shift::grid_shift(&grid, s, &p, &mut h).map(|r| (r, None, None)),
+                Some(s) => mean_shift::grid_shift(&grid, s, &p, mon).map(|r| (r, None, None)),
                 None => {
                     let cells = grid.centroids.clone();
-                    let r = mean_shift::grid_shift(&grid, cells.view(), &p, &mut h)?;
+                    let r = mean_shift::grid_shift(&grid, cells.view(), &p, mon)?;
                     let map: Vec<i64> = grid.point_cell.iter().map(|&s| s as i64).collect();
                     Ok((r, Some(map), Some(cells)))
                 }
             }
-        });
-        let (s, map, cells) = finish(r, slot)?;
+        })?;
         let t = shifted_to_py(py, s, xa.ncols())?;
         let mut items: Vec<Option<Bound<'py, PyAny>>> = t.iter().map(|o| (!o.is_none()).then_some(o)).collect();
         items.push(map.map(|m| m.into_pyarray(py).into_any()));
@@ -152,19 +108,14 @@ fn mean_shift_grid<'py>(
 #[allow(clippy::too_many_arguments)]
 fn mean_shift_diffuse<'py>(
     py: Python<'py>, x: &Bound<'py, PyAny>, weights: Option<&Bound<'py, PyAny>>, kernel: &str, bandwidth: f64, step: f64,
-    tol: f64, max_iter: usize, blurring: bool, history: bool, n_jobs: Option<i64>, progress: Option<Py<PyAny>>,
+    tol: f64, max_iter: usize, blurring: bool, history: bool, n_jobs: Option<NJobs>, progress: Option<Py<PyAny>>,
 ) -> PyResult<Bound<'py, PyTuple>> {
-    let p = params(kernel, bandwidth, step, tol, max_iter, history, n_jobs)?;
+    let p = params(kernel, bandwidth, step, tol, max_iter, history)?;
     with_float!(x, F, {
         let xr = view2::<F>(x, "X")?;
         let w = weights.map(|w| view1::<F>(w, "sample_weight")).transpose()?;
         let (xa, wa) = (xr.as_array(), w.as_ref().map(|a| a.as_array()));
-        let slot = Mutex::new(None);
-        let r = py.detach(|| {
-            let mut h = hook(&progress, &slot);
-            mean_shift::diffuse(xa, wa, &p, blurring, &mut h)
-        });
-        let out = finish(r, slot)?;
+        let out = run(py, n_jobs, progress.as_ref(), |mon| mean_shift::diffuse(xa, wa, &p, blurring, mon))?;
         let hist: Option<Bound<'py, PyAny>> = if history {
             let list = PyList::empty(py);
             for a in out.history {
@@ -192,7 +143,7 @@ fn merge_modes<'py>(
     let sup = view1::<f64>(support, "support")?;
     let val: numpy::PyReadonlyArray1<'py, bool> = valid.extract()?;
     if !(radius >= 0.0) || !radius.is_finite() {
-        return Err(LocalizationError::param("radius", "must be a finite non-negative number").into());
+        return Err(crate::error::LocalizationError::param("radius", "must be a finite non-negative number").into());
     }
     let kept = with_float!(centres, F, {
         let c = view2::<F>(centres, "centres")?;

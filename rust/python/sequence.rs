@@ -3,30 +3,14 @@
 //! broadcasts per-head decays and masks; this converts, releases the GIL, runs the engine on
 //! the chosen pool and maps errors. No math here.
 
-use super::cluster::{finish, hook};
 use super::denoise::view3;
-use crate::engine::temporal::{self, Content, Mask, Position, Progress, Sequences};
-use crate::error::Result;
+use super::runtime::{run, NJobs};
+use crate::engine::temporal::{self, Content, Mask, Position, Sequences};
 use crate::kernel::{Profile, Real};
-use crate::parallel;
 use numpy::{dtype, Element, IntoPyArray, PyArrayDescrMethods, PyReadonlyArray1, PyReadonlyArray2, PyReadonlyArray3, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
-use std::sync::Mutex;
-
-/// Run `f(threads, progress)` with the GIL released on the pool `n_jobs` resolves to; between
-/// chunks `progress` re-attaches on this thread to check for Ctrl-C and call `callback(done,
-/// total)`. The one place this family meets the pool and signal machinery.
-fn run<R: Send>(py: Python<'_>, n_jobs: Option<i64>, callback: Option<Py<PyAny>>, f: impl FnOnce(usize, Progress) -> Result<R> + Send) -> PyResult<R> {
-    let threads = parallel::resolve_n_jobs(n_jobs)?;
-    let slot = Mutex::new(None);
-    let r = py.detach(|| {
-        let mut h = hook(&callback, &slot);
-        f(threads, &mut h)
-    });
-    finish(r, slot)
-}
 
 fn is_f32(py: Python<'_>, q: &Bound<'_, PyAny>) -> PyResult<bool> {
     let a = q.cast::<PyUntypedArray>().map_err(|_| PyTypeError::new_err("`Q` must be a float32 or float64 array"))?;
@@ -89,12 +73,12 @@ fn content(kernel: &str, scale: f64, bandwidth: f64) -> PyResult<Content> {
 
 fn forward_typed<'py, F: Real + Element>(
     py: Python<'py>, q: &Bound<'py, PyAny>, k: &Bound<'py, PyAny>, v: &Bound<'py, PyAny>, content: Content, pos: &PositionArgs<'py>,
-    n_jobs: Option<i64>, progress: Option<Py<PyAny>>,
+    n_jobs: Option<NJobs>, progress: Option<Py<PyAny>>,
 ) -> PyResult<Bound<'py, PyTuple>> {
     let (qr, kr, vr) = (view3::<F>(q, "Q")?, view3::<F>(k, "K")?, view3::<F>(v, "V")?);
     let seq = Sequences { q: qr.as_array(), k: kr.as_array(), v: vr.as_array() };
     let position = pos.position()?;
-    let r = run(py, n_jobs, progress, |threads, p| temporal::forward(&seq, &content, &position, threads, p))?;
+    let r = run(py, n_jobs, progress.as_ref(), |mon| temporal::forward(&seq, &content, &position, mon))?;
     PyTuple::new(py, [r.out.into_pyarray(py).into_any(), r.lse.into_pyarray(py).into_any()])
 }
 
@@ -106,7 +90,7 @@ fn forward_typed<'py, F: Real + Element>(
 fn temporal_forward<'py>(
     py: Python<'py>, q: &Bound<'py, PyAny>, k: &Bound<'py, PyAny>, v: &Bound<'py, PyAny>, kernel: &str, scale: f64,
     bandwidth: f64, causal: bool, window: Option<usize>, decay: Option<PyReadonlyArray1<'py, f64>>, exclude_self: bool,
-    mask: Option<PyReadonlyArray3<'py, bool>>, mask_slab: Option<PyReadonlyArray1<'py, i64>>, n_jobs: Option<i64>,
+    mask: Option<PyReadonlyArray3<'py, bool>>, mask_slab: Option<PyReadonlyArray1<'py, i64>>, n_jobs: Option<NJobs>,
     progress: Option<Py<PyAny>>,
 ) -> PyResult<Bound<'py, PyTuple>> {
     let c = content(kernel, scale, bandwidth)?;
@@ -121,7 +105,7 @@ fn temporal_forward<'py>(
 #[allow(clippy::too_many_arguments)]
 fn backward_typed<'py, F: Real + Element>(
     py: Python<'py>, q: &Bound<'py, PyAny>, k: &Bound<'py, PyAny>, v: &Bound<'py, PyAny>, out: &Bound<'py, PyAny>,
-    lse: &Bound<'py, PyAny>, grad_output: &Bound<'py, PyAny>, scale: f64, pos: &PositionArgs<'py>, n_jobs: Option<i64>,
+    lse: &Bound<'py, PyAny>, grad_output: &Bound<'py, PyAny>, scale: f64, pos: &PositionArgs<'py>, n_jobs: Option<NJobs>,
     progress: Option<Py<PyAny>>,
 ) -> PyResult<Bound<'py, PyTuple>> {
     let (qr, kr, vr) = (view3::<F>(q, "Q")?, view3::<F>(k, "K")?, view3::<F>(v, "V")?);
@@ -130,7 +114,7 @@ fn backward_typed<'py, F: Real + Element>(
     let seq = Sequences { q: qr.as_array(), k: kr.as_array(), v: vr.as_array() };
     let position = pos.position()?;
     let (oa, la, ga) = (or.as_array(), lr.as_array(), gr.as_array());
-    let g = run(py, n_jobs, progress, |threads, p| temporal::backward(&seq, scale, &position, oa, la, ga, threads, p))?;
+    let g = run(py, n_jobs, progress.as_ref(), |mon| temporal::backward(&seq, scale, &position, oa, la, ga, mon))?;
     PyTuple::new(py, [
         Some(g.dq.into_pyarray(py).into_any()),
         Some(g.dk.into_pyarray(py).into_any()),
@@ -149,7 +133,7 @@ fn attention_backward<'py>(
     py: Python<'py>, q: &Bound<'py, PyAny>, k: &Bound<'py, PyAny>, v: &Bound<'py, PyAny>, out: &Bound<'py, PyAny>,
     lse: &Bound<'py, PyAny>, grad_output: &Bound<'py, PyAny>, scale: f64, causal: bool, window: Option<usize>,
     decay: Option<PyReadonlyArray1<'py, f64>>, exclude_self: bool, mask: Option<PyReadonlyArray3<'py, bool>>,
-    mask_slab: Option<PyReadonlyArray1<'py, i64>>, n_jobs: Option<i64>, progress: Option<Py<PyAny>>,
+    mask_slab: Option<PyReadonlyArray1<'py, i64>>, n_jobs: Option<NJobs>, progress: Option<Py<PyAny>>,
 ) -> PyResult<Bound<'py, PyTuple>> {
     let pos = PositionArgs::new(causal, window, decay, exclude_self, mask, mask_slab)?;
     if is_f32(py, q)? {

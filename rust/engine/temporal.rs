@@ -1,6 +1,8 @@
 //! Temporal kernels: the local mean over a sequence, of which softmax attention is one case.
 //!
-//!     m_t = Σ_s K(x_t, t, x_s, s) v_s / Σ_s K(x_t, t, x_s, s),     K = K_content · K_position
+//! ```text
+//! m_t = Σ_s K(x_t, t, x_s, s) v_s / Σ_s K(x_t, t, x_s, s),     K = K_content · K_position
+//! ```
 //!
 //! Content kernels: the scaled dot product exp(scale · q_t·k_s) (softmax attention) or any
 //! radial profile k(‖q_t − k_s‖ / h). Position kernels, multiplied together: causal 1[s ≤ t],

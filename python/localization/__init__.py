@@ -9,7 +9,7 @@ This package computes it with a multithreaded native engine and builds the metho
 """
 
 from . import _threads  # noqa: F401  (registers the thread pool with threadpoolctl)
-from . import adaptive, cluster, datasets, denoise, embedding, fuzzy, generative, kernels, memory, metrics, semi_supervised, text
+from . import adaptive, cluster, datasets, denoise, embedding, fuzzy, generative, kernels, memory, metrics, semi_supervised, sequence, text
 from ._core import __version__
 from ._validation import LocalizationWarning
 from .adaptive import MultiKernel
@@ -27,11 +27,15 @@ from .kernels import Balloon, Kernel, KernelCombination, SamplePoint
 from .neighbors import NearestNeighbors
 from .regression import LocalMeanRegressor, LocalModel, LocalPolynomialRegressor
 from .semi_supervised import LabelPropagation
+from .sequence import HierarchicalLocalModel, TemporalLocalMean, attention, attention_backward, temporal_local_mean
 
 __all__ = [
     "AsymmetricMDS",
+    "attention",
+    "attention_backward",
     "Balloon",
     "FuzzyInferenceRegressor",
+    "HierarchicalLocalModel",
     "Hopfield",
     "Kernel",
     "KernelCombination",
@@ -61,6 +65,7 @@ __all__ = [
     "SelfLocalMean",
     "TripletEmbedding",
     "adaptive",
+    "TemporalLocalMean",
     "cluster",
     "datasets",
     "denoise",
@@ -77,5 +82,7 @@ __all__ = [
     "metrics",
     "semi_supervised",
     "text",
+    "sequence",
+    "temporal_local_mean",
     "__version__",
 ]

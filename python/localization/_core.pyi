@@ -278,3 +278,41 @@ def trustworthiness_penalty(
     n_jobs: Optional[int] = None,
 ) -> int:
     """Σ over anchors i and their embedded neighbours j of max(rank_ij − k, 0), ranks in x."""
+# ---- sequence: temporal kernels, attention (rust/python/sequence.rs) -------------------------
+
+def temporal_forward(
+    q: NDArray[np.floating],
+    k: NDArray[np.floating],
+    v: NDArray[np.floating],
+    kernel: str = "dot",
+    scale: float = 1.0,
+    bandwidth: float = 1.0,
+    causal: bool = False,
+    window: int | None = None,
+    decay: NDArray[np.float64] | None = None,
+    exclude_self: bool = False,
+    mask: NDArray[np.bool_] | None = None,
+    mask_slab: NDArray[np.int64] | None = None,
+    n_jobs: int | None = None,
+    progress: Callable[[int, int], object] | None = None,
+) -> tuple[NDArray[np.floating], NDArray[np.floating]]:
+    """Temporal local means of B sequences (B, T, d) / (B, T, p): (out B×T×p, lse B×T = log Σ_s K)."""
+
+def attention_backward(
+    q: NDArray[np.floating],
+    k: NDArray[np.floating],
+    v: NDArray[np.floating],
+    out: NDArray[np.floating],
+    lse: NDArray[np.floating],
+    grad_output: NDArray[np.floating],
+    scale: float = 1.0,
+    causal: bool = False,
+    window: int | None = None,
+    decay: NDArray[np.float64] | None = None,
+    exclude_self: bool = False,
+    mask: NDArray[np.bool_] | None = None,
+    mask_slab: NDArray[np.int64] | None = None,
+    n_jobs: int | None = None,
+    progress: Callable[[int, int], object] | None = None,
+) -> tuple[NDArray[np.floating], NDArray[np.floating], NDArray[np.floating], Optional[NDArray[np.float64]]]:
+    """(dQ, dK, dV, d_decay per sequence | None) of the dot-product forward pass from ∂loss/∂out."""

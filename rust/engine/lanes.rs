@@ -119,6 +119,42 @@ pub fn weigh<F: Real, const EXP: bool, const FMA: bool>(kw: &mut [F], w: &[F], v
     (combine(a0, t0), combine(a1, t1))
 }
 
+/// Σ x, with the lane order of the other reductions.
+#[inline(always)]
+pub fn sum<F: Real>(x: &[F]) -> F {
+    let mut acc = [F::zero(); LANES];
+    let chunks = x.chunks_exact(LANES);
+    let tail = chunks.remainder().iter().fold(F::zero(), |a, &b| a + b);
+    for c in chunks {
+        for l in 0..LANES {
+            acc[l] = acc[l] + c[l];
+        }
+    }
+    combine(acc, tail)
+}
+
+/// x ← exp(x − shift) in place, returning Σ exp(x − shift): one step of an online softmax
+/// (−∞ entries become 0). `FMA` as in `Real::exp_with`.
+#[inline(always)]
+pub fn exp_sum<F: Real, const FMA: bool>(x: &mut [F], shift: F) -> F {
+    let mut acc = [F::zero(); LANES];
+    let mut chunks = x.chunks_exact_mut(LANES);
+    for c in &mut chunks {
+        for l in 0..LANES {
+            let e = (c[l] - shift).exp_with::<FMA>();
+            c[l] = e;
+            acc[l] = acc[l] + e;
+        }
+    }
+    let mut tail = F::zero();
+    for v in chunks.into_remainder() {
+        let e = (*v - shift).exp_with::<FMA>();
+        *v = e;
+        tail = tail + e;
+    }
+    combine(acc, tail)
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -130,6 +166,13 @@ mod tests {
             assert_eq!(super::weigh::<f64, false, false>(&mut x.clone(), &ones, None, 0.0).0, x.iter().sum::<f64>());
             assert_eq!(super::dot::<f64, false>(&x, &y), x.iter().zip(&y).map(|(a, b)| a * b).sum::<f64>());
             assert_eq!(super::max(&x), x.iter().cloned().fold(f64::NEG_INFINITY, f64::max));
+            assert_eq!(super::sum(&x), x.iter().sum::<f64>());
+            let mut e = x.clone();
+            let s = super::exp_sum::<f64, false>(&mut e, 1.5);
+            for (a, b) in e.iter().zip(&x) {
+                assert!((a - (b - 1.5).exp()).abs() < 1e-15 * (b - 1.5).exp());
+            }
+            assert!((s - e.iter().sum::<f64>()).abs() < 1e-12 * (1.0 + s));
         }
     }
 }

@@ -36,6 +36,7 @@
 mod accumulate;
 mod expansion;
 mod lanes;
+pub mod temporal;
 mod tiles;
 
 use crate::distance::{centred, pow2, row_sq_norms, sq_euclidean_wide, Scale, GEMM_MIN_DIM};

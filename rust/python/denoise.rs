@@ -9,7 +9,7 @@ use numpy::{Element, IntoPyArray, PyReadonlyArray1, PyReadonlyArray2, PyReadonly
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
-fn view3<'py, F: Element>(obj: &Bound<'py, PyAny>, name: &str) -> PyResult<PyReadonlyArray3<'py, F>> {
+pub(super) fn view3<'py, F: Element>(obj: &Bound<'py, PyAny>, name: &str) -> PyResult<PyReadonlyArray3<'py, F>> {
     let a: PyReadonlyArray3<'py, F> = obj
         .extract()
         .map_err(|_| PyTypeError::new_err(format!("`{name}` must be a 3-D float32 or float64 array")))?;

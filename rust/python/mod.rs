@@ -351,6 +351,7 @@ mod modes;
 mod denoise;
 mod embedding;
 mod runtime;
+mod sequence;
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -367,6 +368,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     modes::register(m)?;
     denoise::register(m)?;
     embedding::register(m)?;
+    sequence::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -1,0 +1,785 @@
+//! Temporal kernels: the local mean over a sequence, of which softmax attention is one case.
+//!
+//! ```text
+//! m_t = Σ_s K(x_t, t, x_s, s) v_s / Σ_s K(x_t, t, x_s, s),     K = K_content · K_position
+//! ```
+//!
+//! Content kernels: the scaled dot product exp(scale · q_t·k_s) (softmax attention) or any
+//! radial profile k(‖q_t − k_s‖ / h). Position kernels, multiplied together: causal 1[s ≤ t],
+//! window 1[|t − s| < w], relative decay exp(−λ|t − s|) (λ per sequence, i.e. per head, as in
+//! ALiBi), hollow 1[s ≠ t] (leave-one-out), and a boolean mask given by the caller.
+//!
+//! How it runs (FlashAttention's schedule, on the engine's own pieces):
+//! * queries × keys in blocks: a block of logits comes from one matrix product, the position
+//!   kernel is applied in place, and an online softmax with the engine's running maximum
+//!   (`Acc::raise_scale`) folds it into per-query f64 sums. Nothing T×T is ever stored:
+//!   memory is O(T·d). The log-normaliser L_t = log Σ_s K is returned for the backward pass.
+//! * key blocks outside the causal / window band, or entirely masked, are never visited;
+//! * parallel over (sequence, query block) forward, over (sequence, key block) and (sequence,
+//!   query block) backward. Every sum that makes one output element runs over the same blocks
+//!   in the same order whatever the schedule, so results are bit-identical for any number of
+//!   threads.
+//! * the backward pass (dot-product content) recomputes each block P = exp(S − L) from the
+//!   saved log-normalisers rather than storing P (FlashAttention-2's recomputation).
+//!
+//! A query whose kernel weights are all zero (possible only through a caller's mask or the
+//! hollow kernel) gets output 0 and log-normaliser −∞; it contributes no gradient.
+
+use super::accumulate::Acc;
+use super::lanes;
+use crate::distance::{row_sq_norms, sq_dist_tile_gemm, sq_euclidean, GEMM_MIN_DIM};
+use crate::error::{LocalizationError, Result};
+use crate::kernel::{dispatch_profile, Profile, ProfileFn, Real};
+use crate::parallel::Monitor;
+use ndarray::{linalg::general_mat_mul, s, Array1, Array2, Array3, ArrayView2, ArrayView3, ArrayViewMut, ArrayViewMut1, ArrayViewMut2, Axis, RemoveAxis};
+use rayon::prelude::*;
+use std::marker::PhantomData;
+
+/// Queries and keys per block: the logits of a block (128 × 128 in f32, 64 KB) stay in L2.
+const BQ: usize = 128;
+const BK: usize = 128;
+/// Pairs of (query, key) per thread between two polls of the monitor (~0.1 s at d = 64).
+const PAIRS_PER_THREAD: usize = 1 << 25;
+
+/// B sequences of T steps (batch and heads flattened into B), C-contiguous.
+pub struct Sequences<'a, F> {
+    /// B × T × d
+    pub q: ArrayView3<'a, F>,
+    /// B × T × d
+    pub k: ArrayView3<'a, F>,
+    /// B × T × p
+    pub v: ArrayView3<'a, F>,
+}
+
+impl<F> Sequences<'_, F> {
+    fn view(&self) -> Sequences<'_, F> {
+        Sequences { q: self.q.view(), k: self.k.view(), v: self.v.view() }
+    }
+}
+
+/// The content part of a temporal kernel.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub enum Content {
+    /// exp(scale · q·k): softmax attention (scale = 1/√d by convention).
+    Dot { scale: f64 },
+    /// k(‖q − k‖ / h) for a radial profile.
+    Radial { profile: Profile, bandwidth: f64 },
+}
+
+impl Content {
+    fn exponential(&self) -> bool {
+        match self {
+            Content::Dot { .. } => true,
+            Content::Radial { profile, .. } => profile.is_exponential(),
+        }
+    }
+}
+
+/// A caller's mask: `allowed[slab[b], t or 0, s]` says whether query t of sequence b may see key s.
+pub struct Mask<'a> {
+    /// slabs × (T or 1) × T; a single row is shared by every query (a key padding mask).
+    pub allowed: ArrayView3<'a, bool>,
+    /// The slab of each sequence (masks broadcast over heads or batch share slabs).
+    pub slab: &'a [usize],
+}
+
+/// The position part of a temporal kernel: the product of every factor that is set.
+#[derive(Default)]
+pub struct Position<'a> {
+    /// 1[s ≤ t].
+    pub causal: bool,
+    /// 1[|t − s| < w] (with `causal`: 0 ≤ t − s < w).
+    pub window: Option<usize>,
+    /// exp(−λ_b |t − s|), λ_b ≥ 0 per sequence.
+    pub decay: Option<&'a [f64]>,
+    /// 1[s ≠ t]: the hollow (leave-one-out) kernel.
+    pub exclude_self: bool,
+    pub mask: Option<Mask<'a>>,
+}
+
+impl Position<'_> {
+    /// Keys [lo, hi) within the causal and window bands of some query in [t0, t1). Exact: every
+    /// key block meeting it holds a pair the bands allow (the hollow kernel and masks aside).
+    fn key_band(&self, t0: usize, t1: usize, t: usize) -> (usize, usize) {
+        let (mut lo, mut hi) = (0, t);
+        if self.causal {
+            hi = hi.min(t1);
+        }
+        if let Some(w) = self.window {
+            lo = t0.saturating_sub(w - 1);
+            hi = hi.min(t1.saturating_add(w - 1));
+        }
+        (lo, hi.max(lo))
+    }
+
+    /// Queries [lo, hi) within the bands of some key in [s0, s1) (the transpose of `key_band`).
+    fn query_band(&self, s0: usize, s1: usize, t: usize) -> (usize, usize) {
+        let (mut lo, mut hi) = (0, t);
+        if self.causal {
+            lo = s0;
+        }
+        if let Some(w) = self.window {
+            lo = lo.max(s0.saturating_sub(w - 1));
+            hi = hi.min(s1.saturating_add(w - 1));
+        }
+        (lo, hi.max(lo))
+    }
+
+    #[inline(always)]
+    fn allows(&self, t: usize, s: usize) -> bool {
+        (!self.causal || s <= t) && self.window.map_or(true, |w| t.abs_diff(s) < w) && !(self.exclude_self && s == t)
+    }
+
+    /// True when the bands and the hollow kernel allow every pair of the block.
+    fn interior(&self, t0: usize, t1: usize, s0: usize, s1: usize) -> bool {
+        let (tl, sl) = (t1 - 1, s1 - 1);
+        (!self.causal || sl <= t0)
+            && self.window.map_or(true, |w| tl.saturating_sub(s0).max(sl.saturating_sub(t0)) < w)
+            && !(self.exclude_self && s0 < t1 && t0 < s1)
+    }
+
+    fn mask_of(&self, b: usize) -> Option<ArrayView2<'_, bool>> {
+        self.mask.as_ref().map(|m| m.allowed.index_axis(Axis(0), m.slab[b]))
+    }
+
+    fn decay_of(&self, b: usize) -> Option<f64> {
+        self.decay.map(|d| d[b]).filter(|&l| l > 0.0)
+    }
+
+    /// Apply the position kernel in place to a block of log-kernel values (`LOG`: excluded
+    /// pairs → −∞, decay subtracted) or kernel values (excluded pairs → 0; no decay then).
+    #[inline(always)]
+    fn apply<F: Real, const LOG: bool>(&self, tile: &mut ArrayViewMut2<F>, b: usize, t0: usize, s0: usize) {
+        let (nq, nk) = tile.dim();
+        let interior = self.interior(t0, t0 + nq, s0, s0 + nk);
+        let mask = self.mask_of(b);
+        let lam = if LOG { self.decay_of(b) } else { None };
+        if interior && mask.is_none() && lam.is_none() {
+            return;
+        }
+        let off = if LOG { F::neg_infinity() } else { F::zero() };
+        for (r, mut row) in tile.rows_mut().into_iter().enumerate() {
+            let t = t0 + r;
+            let allowed = mask.map(|m| {
+                let row = if m.nrows() == 1 { 0 } else { t };
+                m.index_axis_move(Axis(0), row)
+            });
+            for (c, v) in row.iter_mut().enumerate() {
+                let s = s0 + c;
+                if !(interior || self.allows(t, s)) || allowed.is_some_and(|a| !a[s]) {
+                    *v = off;
+                } else if let Some(l) = lam {
+                    *v = *v - F::of(l * t.abs_diff(s) as f64);
+                }
+            }
+        }
+    }
+
+    /// True when the caller's mask excludes every pair of the block.
+    fn masked_out(&self, b: usize, t0: usize, t1: usize, s0: usize, s1: usize) -> bool {
+        self.mask_of(b).is_some_and(|m| {
+            let rows = if m.nrows() == 1 { 0..1 } else { t0..t1 };
+            rows.into_iter().all(|t| m.row(t).slice(s![s0..s1]).iter().all(|&a| !a))
+        })
+    }
+}
+
+/// Outputs of the forward pass.
+#[derive(Clone, Debug)]
+pub struct Attended<F> {
+    /// B × T × p: the local means (0 where every weight is zero).
+    pub out: Array3<F>,
+    /// B × T: log Σ_s K(t, s) (−∞ where every weight is zero).
+    pub lse: Array2<F>,
+}
+
+/// Gradients of a scalar loss through the dot-product forward pass.
+#[derive(Clone, Debug)]
+pub struct Gradients<F> {
+    pub dq: Array3<F>,
+    pub dk: Array3<F>,
+    pub dv: Array3<F>,
+    /// ∂/∂λ_b per sequence (when a decay was given).
+    pub d_decay: Option<Array1<f64>>,
+}
+
+fn validate<F: Real>(seq: &Sequences<F>, pos: &Position) -> Result<(usize, usize, usize)> {
+    let (b, t, d) = seq.q.dim();
+    if t == 0 {
+        return Err(LocalizationError::param("Q", "has no time steps (T = 0): a sequence needs at least one"));
+    }
+    if d == 0 {
+        return Err(LocalizationError::param("Q", "needs at least one feature"));
+    }
+    for (name, a, width) in [("Q", &seq.q, Some(d)), ("K", &seq.k, Some(d)), ("V", &seq.v, None)] {
+        check_array(name, a, b, t, width)?;
+    }
+    if pos.window == Some(0) {
+        return Err(LocalizationError::param("window", "must be at least 1 (the query's own step)"));
+    }
+    if let Some(l) = pos.decay {
+        if l.len() != b {
+            return Err(LocalizationError::shape("decay", format!("{b} values (one per sequence)"), l.len()));
+        }
+        if l.iter().any(|v| !(*v >= 0.0 && v.is_finite())) {
+            return Err(LocalizationError::param("decay", "must be finite and non-negative"));
+        }
+    }
+    if let Some(m) = &pos.mask {
+        let (slabs, rows, cols) = m.allowed.dim();
+        if cols != t || !(rows == t || rows == 1) {
+            return Err(LocalizationError::shape("mask", format!("(…, {t} or 1, {t})"), format!("(…, {rows}, {cols})")));
+        }
+        if m.slab.len() != b || m.slab.iter().any(|&i| i >= slabs) {
+            return Err(LocalizationError::param("mask", "does not broadcast against the sequences"));
+        }
+        if !m.allowed.is_standard_layout() {
+            return Err(LocalizationError::param("mask", "must be C-contiguous"));
+        }
+    }
+    Ok((b, t, d))
+}
+
+fn check_array<F>(name: &'static str, a: &ArrayView3<F>, b: usize, t: usize, width: Option<usize>) -> Result<()> {
+    let (bb, tt, dd) = a.dim();
+    if bb != b {
+        return Err(LocalizationError::shape(name, format!("{b} sequences (leading axes as Q)"), bb));
+    }
+    if tt != t {
+        return Err(LocalizationError::shape(name, format!("{t} time steps (as Q)"), tt));
+    }
+    if let Some(w) = width {
+        if dd != w {
+            return Err(LocalizationError::shape(name, format!("{w} features (as Q)"), dd));
+        }
+    }
+    if !a.is_standard_layout() {
+        return Err(LocalizationError::param(name, "must be C-contiguous"));
+    }
+    Ok(())
+}
+
+fn check_content(c: &Content) -> Result<()> {
+    match *c {
+        Content::Dot { scale } if !scale.is_finite() => Err(LocalizationError::param("scale", "must be finite")),
+        Content::Radial { bandwidth: h, .. } if !(h > 0.0 && h.is_finite() && (1.0 / (h * h)).is_finite()) => {
+            Err(LocalizationError::param("bandwidth", "must be finite, strictly positive and large enough that 1/h² is finite"))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The content kernel of a block of queries × keys, as log-kernel (`LOG`) or kernel values.
+trait Fill: Copy + Send + Sync {
+    fn fill<F: Real, const LOG: bool>(&self, q: ArrayView2<F>, k: ArrayView2<F>, out: &mut ArrayViewMut2<F>);
+}
+
+/// log K = scale · q·k (always in the log domain).
+#[derive(Copy, Clone)]
+struct DotFill(f64);
+impl Fill for DotFill {
+    #[inline(always)]
+    fn fill<F: Real, const LOG: bool>(&self, q: ArrayView2<F>, k: ArrayView2<F>, out: &mut ArrayViewMut2<F>) {
+        general_mat_mul(F::of(self.0), &q, &k.t(), F::zero(), out);
+    }
+}
+
+#[derive(Copy, Clone)]
+struct RadialFill<P> {
+    inv_h2: f64,
+    _p: PhantomData<P>,
+}
+impl<P: ProfileFn> Fill for RadialFill<P> {
+    #[inline(always)]
+    fn fill<F: Real, const LOG: bool>(&self, q: ArrayView2<F>, k: ArrayView2<F>, out: &mut ArrayViewMut2<F>) {
+        // Squared distances as the engine computes them: exact differences in low dimensions,
+        // the product form through a matrix multiply in high ones.
+        if q.ncols() >= GEMM_MIN_DIM {
+            sq_dist_tile_gemm(q, &row_sq_norms(q), k, &row_sq_norms(k), out.view_mut());
+        } else {
+            for (qr, mut row) in q.rows().into_iter().zip(out.rows_mut()) {
+                let qs = qr.to_slice().expect("C-contiguous queries");
+                for (v, kr) in row.iter_mut().zip(k.rows()) {
+                    *v = sq_euclidean(qs, kr.to_slice().expect("C-contiguous keys"));
+                }
+            }
+        }
+        let s = F::of(self.inv_h2);
+        out.mapv_inplace(|u2| if LOG { P::log_k(u2 * s) } else { P::k(u2 * s) });
+    }
+}
+
+/// `f` of every item (weighted by its number of pairs) on the current pool, in order, in
+/// chunks of about `PAIRS_PER_THREAD` pairs per thread; between chunks `mon` is polled
+/// (Ctrl-C) and told the progress. Chunking changes no result.
+fn run_chunked<T: Send, R: Send>(
+    items: Vec<(usize, T)>, mon: &Monitor, offset: usize, total: usize, f: impl Fn(T) -> R + Sync,
+) -> Result<Vec<R>> {
+    let budget = rayon::current_num_threads().max(1).saturating_mul(PAIRS_PER_THREAD);
+    let mut done = offset;
+    let mut results = Vec::with_capacity(items.len());
+    let mut it = items.into_iter().peekable();
+    while it.peek().is_some() {
+        let mut chunk = Vec::new();
+        let mut pairs = 0usize;
+        while pairs < budget {
+            let Some((w, item)) = it.next() else { break };
+            pairs = pairs.saturating_add(w);
+            chunk.push(item);
+        }
+        mon.check()?;
+        done += chunk.len();
+        results.extend(chunk.into_par_iter().map(&f).collect::<Vec<R>>());
+        mon.set_progress(done, total);
+    }
+    Ok(results)
+}
+
+/// Split `a` (B × T × …) into (sequence, first step, rows) blocks of at most `block` steps.
+fn row_blocks<'a, F, D: RemoveAxis>(a: ArrayViewMut<'a, F, D>, block: usize) -> Vec<(usize, usize, ArrayViewMut<'a, F, D::Smaller>)> {
+    let mut out = Vec::new();
+    let mut rest = a;
+    let mut b = 0;
+    while rest.len_of(Axis(0)) > 0 {
+        let (head, tail) = rest.split_at(Axis(0), 1);
+        let mut seq = head.index_axis_move(Axis(0), 0);
+        let mut t0 = 0;
+        while seq.len_of(Axis(0)) > 0 {
+            let n = block.min(seq.len_of(Axis(0)));
+            let (h, tl) = seq.split_at(Axis(0), n);
+            out.push((b, t0, h));
+            seq = tl;
+            t0 += n;
+        }
+        rest = tail;
+        b += 1;
+    }
+    out
+}
+
+/// Aligned block starts covering [lo, hi).
+fn block_starts(lo: usize, hi: usize, block: usize) -> impl Iterator<Item = usize> {
+    (lo / block * block..hi).step_by(block)
+}
+
+/// The temporal local mean of every step of every sequence, and its log-normaliser. Runs on
+/// the current rayon pool (see `parallel::run`), polling `mon`.
+pub fn forward<F: Real>(seq: &Sequences<F>, content: &Content, pos: &Position, mon: &Monitor) -> Result<Attended<F>> {
+    let (b, t, _) = validate(seq, pos)?;
+    check_content(content)?;
+    let p = seq.v.dim().2;
+    let mut out = Attended { out: Array3::zeros((b, t, p)), lse: Array2::zeros((b, t)) };
+    // Exponential content or a decay: log domain with a running maximum; else plain sums.
+    let log = content.exponential() || pos.decay.is_some();
+    let items: Vec<(usize, Block<F>)> = row_blocks(out.out.view_mut(), BQ)
+        .into_iter()
+        .zip(row_blocks(out.lse.view_mut(), BQ))
+        .map(|((bi, t0, o), (_, _, l))| {
+            let (lo, hi) = pos.key_band(t0, t0 + o.nrows(), t);
+            (o.nrows() * (hi - lo), Block { b: bi, t0, out: o, lse: l })
+        })
+        .collect();
+    let total = items.len();
+    mon.set_progress(0, total);
+    macro_rules! go {
+        ($fill:expr, $C:ty) => {{
+            let cx = Fwd { seq: seq.view(), pos, fill: $fill };
+            if log {
+                run_chunked(items, mon, 0, total, |blk| forward_block::<F, $C, true>(&cx, blk))?;
+            } else {
+                run_chunked(items, mon, 0, total, |blk| forward_block::<F, $C, false>(&cx, blk))?;
+            }
+        }};
+    }
+    match *content {
+        Content::Dot { scale } => go!(DotFill(scale), DotFill),
+        Content::Radial { profile, bandwidth } => {
+            let inv_h2 = 1.0 / (bandwidth * bandwidth);
+            dispatch_profile!(profile, P, go!(RadialFill::<P> { inv_h2, _p: PhantomData }, RadialFill<P>))
+        }
+    }
+    Ok(out)
+}
+
+struct Fwd<'a, 'p, F, C> {
+    seq: Sequences<'a, F>,
+    pos: &'a Position<'p>,
+    fill: C,
+}
+
+/// One block of query rows of one sequence, with where its results go.
+struct Block<'a, F> {
+    b: usize,
+    t0: usize,
+    out: ArrayViewMut2<'a, F>,
+    lse: ArrayViewMut1<'a, F>,
+}
+
+fn forward_block<F: Real, C: Fill, const LOG: bool>(cx: &Fwd<'_, '_, F, C>, blk: Block<F>) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+            // SAFETY: the CPU supports the features the function is compiled for.
+            return unsafe { forward_block_avx2::<F, C, LOG>(cx, blk) };
+        }
+    }
+    forward_block_with::<F, C, LOG, false>(cx, blk)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn forward_block_avx2<F: Real, C: Fill, const LOG: bool>(cx: &Fwd<'_, '_, F, C>, blk: Block<F>) {
+    forward_block_with::<F, C, LOG, true>(cx, blk)
+}
+
+#[inline(always)]
+fn forward_block_with<F: Real, C: Fill, const LOG: bool, const FMA: bool>(cx: &Fwd<'_, '_, F, C>, blk: Block<F>) {
+    let Block { b, t0, mut out, mut lse } = blk;
+    let (q_all, k_all, v_all) = (cx.seq.q.index_axis(Axis(0), b), cx.seq.k.index_axis(Axis(0), b), cx.seq.v.index_axis(Axis(0), b));
+    let (t, p) = (q_all.nrows(), v_all.ncols());
+    let (nq, t1) = (out.nrows(), t0 + out.nrows());
+    let q = q_all.slice(s![t0..t1, ..]);
+    let mut accs: Vec<Acc> = (0..nq).map(|_| Acc::new(p, None, LOG)).collect();
+    let mut tile = Array2::<F>::zeros((nq, BK));
+    let mut pv = Array2::<F>::zeros((nq, p));
+    let (lo, hi) = cx.pos.key_band(t0, t1, t);
+    for s0 in block_starts(lo, hi, BK) {
+        let s1 = (s0 + BK).min(t);
+        if cx.pos.masked_out(b, t0, t1, s0, s1) {
+            continue;
+        }
+        let mut st = tile.slice_mut(s![.., ..s1 - s0]);
+        cx.fill.fill::<F, LOG>(q, k_all.slice(s![s0..s1, ..]), &mut st);
+        cx.pos.apply::<F, LOG>(&mut st, b, t0, s0);
+        let mut any = false;
+        for (acc, mut row) in accs.iter_mut().zip(st.rows_mut()) {
+            let row = row.as_slice_mut().expect("contiguous rows");
+            let sum = if LOG {
+                let mx = lanes::max(row).f64();
+                // Every term of the row underflows against the running maximum (or is excluded).
+                if mx == f64::NEG_INFINITY || mx - acc.log_scale < F::EXP_UNDERFLOW {
+                    row.fill(F::zero());
+                    continue;
+                }
+                acc.raise_scale(mx);
+                lanes::exp_sum::<F, FMA>(row, F::of(acc.log_scale))
+            } else {
+                lanes::sum(row)
+            };
+            any |= sum > F::zero();
+            acc.den += sum.f64();
+        }
+        if any && p > 0 {
+            general_mat_mul(F::one(), &st, &v_all.slice(s![s0..s1, ..]), F::zero(), &mut pv);
+            for (acc, row) in accs.iter_mut().zip(pv.rows()) {
+                for (a, &x) in acc.num.iter_mut().zip(row) {
+                    *a += x.f64();
+                }
+            }
+        }
+    }
+    for (r, acc) in accs.iter().enumerate() {
+        if acc.den > 0.0 {
+            let inv = 1.0 / acc.den;
+            for (o, &a) in out.row_mut(r).iter_mut().zip(&acc.num) {
+                *o = F::of(a * inv);
+            }
+            lse[r] = F::of(acc.log_scale + acc.den.ln());
+        } else {
+            out.row_mut(r).fill(F::zero());
+            lse[r] = F::neg_infinity();
+        }
+    }
+}
+
+/// How the backward pass shares out its work; both give the same bits.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Schedule {
+    /// One task per sequence, key blocks outer: five matrix products per block pair, dQ
+    /// accumulated in a per-sequence buffer. Used when there are sequences enough to keep
+    /// every thread busy.
+    PerSequence,
+    /// Key blocks in parallel for dK, dV (and the decay), then query blocks in parallel for
+    /// dQ: seven products per block pair, but parallel within one long sequence.
+    TwoPass,
+}
+
+/// Largest T·d whose per-sequence f64 dQ buffer (8 MB) the per-sequence schedule may hold per thread.
+const PER_SEQUENCE_MAX_TD: usize = 1 << 20;
+
+/// Gradients of a loss ℓ(out) through the dot-product forward pass, from ∂ℓ/∂out and the
+/// forward's outputs (`out`, `lse`). Runs on the current rayon pool, polling `mon`.
+#[allow(clippy::too_many_arguments)]
+pub fn backward<F: Real>(
+    seq: &Sequences<F>, scale: f64, pos: &Position, out: ArrayView3<F>, lse: ArrayView2<F>, d_out: ArrayView3<F>, mon: &Monitor,
+) -> Result<Gradients<F>> {
+    let (b, t, d) = validate(seq, pos)?;
+    let threads = rayon::current_num_threads();
+    let schedule = if b >= 2 * threads && t * d <= PER_SEQUENCE_MAX_TD { Schedule::PerSequence } else { Schedule::TwoPass };
+    backward_with(seq, scale, pos, out, lse, d_out, mon, schedule)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn backward_with<F: Real>(
+    seq: &Sequences<F>, scale: f64, pos: &Position, out: ArrayView3<F>, lse: ArrayView2<F>, d_out: ArrayView3<F>,
+    mon: &Monitor, schedule: Schedule,
+) -> Result<Gradients<F>> {
+    let (b, t, d) = validate(seq, pos)?;
+    check_content(&Content::Dot { scale })?;
+    let p = seq.v.dim().2;
+    check_array("out", &out, b, t, Some(p))?;
+    check_array("grad_output", &d_out, b, t, Some(p))?;
+    if lse.dim() != (b, t) || !lse.is_standard_layout() {
+        return Err(LocalizationError::shape("lse", format!("({b}, {t}), C-contiguous"), format!("{:?}", lse.dim())));
+    }
+    // D_t = Σ_c dO_tc O_tc: the row term of the softmax's Jacobian.
+    let mut delta = Array2::<f64>::zeros((b, t));
+    delta.axis_iter_mut(Axis(0)).into_par_iter().enumerate().for_each(|(bi, mut row)| {
+        for (ti, v) in row.iter_mut().enumerate() {
+            *v = out.slice(s![bi, ti, ..]).iter().zip(d_out.slice(s![bi, ti, ..])).map(|(a, g)| a.f64() * g.f64()).sum();
+        }
+    });
+    let cx = Bwd { seq: seq.view(), pos, scale: F::of(scale), d_out: d_out.view(), lse: lse.view(), delta: &delta };
+    let mut g = Gradients { dq: Array3::zeros((b, t, d)), dk: Array3::zeros((b, t, d)), dv: Array3::zeros((b, t, p)), d_decay: None };
+    // The decay's gradient of each key block of each sequence, summed in block order at the end.
+    let mut partials = Array2::<f64>::zeros((b, t.div_ceil(BK)));
+    let band_pairs = |s0: usize, ns: usize| {
+        let (lo, hi) = pos.query_band(s0, s0 + ns, t);
+        ns * (hi - lo)
+    };
+    match schedule {
+        Schedule::PerSequence => {
+            let items: Vec<_> = row_blocks(g.dq.view_mut(), t)
+                .into_iter()
+                .zip(row_blocks(g.dk.view_mut(), t))
+                .zip(row_blocks(g.dv.view_mut(), t))
+                .map(|(((bi, _, dq), (_, _, dk)), (_, _, dv))| (band_pairs(0, t), (bi, dq, dk, dv)))
+                .collect();
+            let total = items.len();
+            mon.set_progress(0, total);
+            let per_seq = run_chunked(items, mon, 0, total, |(bi, mut dq, mut dk, mut dv)| {
+                let mut dq_acc = Array2::<f64>::zeros((t, d));
+                let gl: Vec<f64> = (0..t)
+                    .step_by(BK)
+                    .map(|s0| {
+                        let s1 = (s0 + BK).min(t);
+                        key_block(&cx, bi, s0, dk.slice_mut(s![s0..s1, ..]), dv.slice_mut(s![s0..s1, ..]), Some(&mut dq_acc))
+                    })
+                    .collect();
+                write_scaled(&mut dq, &dq_acc, scale);
+                (bi, gl)
+            })?;
+            for (bi, gl) in per_seq {
+                partials.row_mut(bi).assign(&Array1::from(gl));
+            }
+        }
+        Schedule::TwoPass => {
+            let keys: Vec<_> = row_blocks(g.dk.view_mut(), BK)
+                .into_iter()
+                .zip(row_blocks(g.dv.view_mut(), BK))
+                .map(|((bi, s0, dk), (_, _, dv))| (band_pairs(s0, dk.nrows()), (bi, s0, dk, dv)))
+                .collect();
+            let queries: Vec<_> = row_blocks(g.dq.view_mut(), BQ)
+                .into_iter()
+                .map(|(bi, t0, dq)| {
+                    let (lo, hi) = pos.key_band(t0, t0 + dq.nrows(), t);
+                    (dq.nrows() * (hi - lo), (bi, t0, dq))
+                })
+                .collect();
+            let total = keys.len() + queries.len();
+            let n_keys = keys.len();
+            mon.set_progress(0, total);
+            let per_key = run_chunked(keys, mon, 0, total, |(bi, s0, dk, dv)| (bi, s0 / BK, key_block(&cx, bi, s0, dk, dv, None)))?;
+            for (bi, j, gl) in per_key {
+                partials[(bi, j)] = gl;
+            }
+            run_chunked(queries, mon, n_keys, total, |(bi, t0, dq)| query_block(&cx, bi, t0, dq))?;
+        }
+    }
+    if pos.decay.is_some() {
+        g.d_decay = Some(partials.rows().into_iter().map(|r| r.iter().sum()).collect());
+    }
+    Ok(g)
+}
+
+struct Bwd<'a, 'p, F> {
+    seq: Sequences<'a, F>,
+    pos: &'a Position<'p>,
+    scale: F,
+    d_out: ArrayView3<'a, F>,
+    lse: ArrayView2<'a, F>,
+    delta: &'a Array2<f64>,
+}
+
+/// Scratch of one block pair.
+struct Scratch<F> {
+    /// P = exp(S − L), then reused.
+    p: Array2<F>,
+    /// dP = dO Vᵀ, then dS = P ∘ (dP − D).
+    ds: Array2<F>,
+    /// Products before they are added to the f64 sums.
+    prod: Array2<F>,
+}
+
+impl<F: Real> Scratch<F> {
+    fn new(width: usize) -> Self {
+        Scratch { p: Array2::zeros((BQ, BK)), ds: Array2::zeros((BQ, BK)), prod: Array2::zeros((BQ.max(BK), width)) }
+    }
+}
+
+/// P and dS of the block pair (queries [t0, t1), keys [s0, s1)) into `sc`, and the decay's
+/// gradient Σ dS·(−|t − s|) over it; `None` when the block holds no weight.
+#[inline(always)]
+fn grad_tile<F: Real, const FMA: bool>(cx: &Bwd<'_, '_, F>, b: usize, t0: usize, t1: usize, s0: usize, s1: usize, sc: &mut Scratch<F>) -> Option<f64> {
+    let (nq, nk) = (t1 - t0, s1 - s0);
+    if cx.pos.masked_out(b, t0, t1, s0, s1) {
+        return None;
+    }
+    let q = cx.seq.q.slice(s![b, t0..t1, ..]);
+    let k = cx.seq.k.slice(s![b, s0..s1, ..]);
+    let mut p = sc.p.slice_mut(s![..nq, ..nk]);
+    general_mat_mul(cx.scale, &q, &k.t(), F::zero(), &mut p);
+    cx.pos.apply::<F, true>(&mut p, b, t0, s0);
+    let mut any = false;
+    for (r, mut row) in p.rows_mut().into_iter().enumerate() {
+        let row = row.as_slice_mut().expect("contiguous rows");
+        let l = cx.lse[(b, t0 + r)];
+        if l == F::neg_infinity() || lanes::max(row).f64() - l.f64() < F::EXP_UNDERFLOW {
+            row.fill(F::zero());
+            continue;
+        }
+        lanes::exp_sum::<F, FMA>(row, l);
+        any = true;
+    }
+    if !any {
+        return None;
+    }
+    let mut ds = sc.ds.slice_mut(s![..nq, ..nk]);
+    if cx.seq.v.dim().2 > 0 {
+        general_mat_mul(F::one(), &cx.d_out.slice(s![b, t0..t1, ..]), &cx.seq.v.slice(s![b, s0..s1, ..]).t(), F::zero(), &mut ds);
+    } else {
+        ds.fill(F::zero());
+    }
+    // The decay's gradient is wanted at λ = 0 too (where the forward pass skips the factor).
+    let lam = cx.pos.decay.is_some();
+    let mut g = 0.0;
+    for (r, (mut dr, pr)) in ds.rows_mut().into_iter().zip(p.rows()).enumerate() {
+        let dt = F::of(cx.delta[(b, t0 + r)]);
+        let (dr, pr) = (dr.as_slice_mut().expect("contiguous rows"), pr.to_slice().expect("contiguous rows"));
+        for (x, &pp) in dr.iter_mut().zip(pr) {
+            *x = pp * (*x - dt);
+        }
+        if lam {
+            let t = t0 + r;
+            g -= dr.iter().enumerate().map(|(c, x)| x.f64() * t.abs_diff(s0 + c) as f64).sum::<f64>();
+        }
+    }
+    Some(g)
+}
+
+/// acc += `prod` (rows × cols of the scratch).
+fn add_into<F: Real>(acc: &mut ndarray::ArrayViewMut2<f64>, prod: &ArrayView2<F>) {
+    acc.zip_mut_with(prod, |a, &x| *a += x.f64());
+}
+
+fn write_scaled<F: Real>(out: &mut ArrayViewMut2<F>, acc: &Array2<f64>, scale: f64) {
+    out.zip_mut_with(acc, |o, &a| *o = F::of(a * scale));
+}
+
+/// dK, dV of one key block, over the query blocks of its band in order; with `dq_acc`, also
+/// adds this block's share of dQ. Returns the block's share of the decay's gradient.
+fn key_block<F: Real>(cx: &Bwd<'_, '_, F>, b: usize, s0: usize, dk: ArrayViewMut2<F>, dv: ArrayViewMut2<F>, dq_acc: Option<&mut Array2<f64>>) -> f64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+            // SAFETY: the CPU supports the features the function is compiled for.
+            return unsafe { key_block_avx2(cx, b, s0, dk, dv, dq_acc) };
+        }
+    }
+    key_block_with::<F, false>(cx, b, s0, dk, dv, dq_acc)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn key_block_avx2<F: Real>(cx: &Bwd<'_, '_, F>, b: usize, s0: usize, dk: ArrayViewMut2<F>, dv: ArrayViewMut2<F>, dq_acc: Option<&mut Array2<f64>>) -> f64 {
+    key_block_with::<F, true>(cx, b, s0, dk, dv, dq_acc)
+}
+
+#[inline(always)]
+fn key_block_with<F: Real, const FMA: bool>(cx: &Bwd<'_, '_, F>, b: usize, s0: usize, mut dk: ArrayViewMut2<F>, mut dv: ArrayViewMut2<F>, mut dq_acc: Option<&mut Array2<f64>>) -> f64 {
+    let t = cx.seq.q.dim().1;
+    let (d, p) = (dk.ncols(), dv.ncols());
+    let s1 = s0 + dk.nrows();
+    let nk = s1 - s0;
+    let mut sc = Scratch::new(d.max(p));
+    let (mut dk_acc, mut dv_acc) = (Array2::<f64>::zeros((nk, d)), Array2::<f64>::zeros((nk, p)));
+    let k = cx.seq.k.slice(s![b, s0..s1, ..]);
+    let (lo, hi) = cx.pos.query_band(s0, s1, t);
+    let mut g = 0.0;
+    for t0 in block_starts(lo, hi, BQ) {
+        let t1 = (t0 + BQ).min(t);
+        let nq = t1 - t0;
+        let Some(gl) = grad_tile::<F, FMA>(cx, b, t0, t1, s0, s1, &mut sc) else { continue };
+        g += gl;
+        let (pt, ds) = (sc.p.slice(s![..nq, ..nk]), sc.ds.slice(s![..nq, ..nk]));
+        if p > 0 {
+            let mut prod = sc.prod.slice_mut(s![..nk, ..p]);
+            general_mat_mul(F::one(), &pt.t(), &cx.d_out.slice(s![b, t0..t1, ..]), F::zero(), &mut prod);
+            add_into(&mut dv_acc.view_mut(), &prod.view());
+        }
+        let mut prod = sc.prod.slice_mut(s![..nk, ..d]);
+        general_mat_mul(F::one(), &ds.t(), &cx.seq.q.slice(s![b, t0..t1, ..]), F::zero(), &mut prod);
+        add_into(&mut dk_acc.view_mut(), &prod.view());
+        if let Some(dq) = dq_acc.as_deref_mut() {
+            let mut prod = sc.prod.slice_mut(s![..nq, ..d]);
+            general_mat_mul(F::one(), &ds, &k, F::zero(), &mut prod);
+            add_into(&mut dq.slice_mut(s![t0..t1, ..]), &prod.view());
+        }
+    }
+    write_scaled(&mut dk, &dk_acc, cx.scale.f64());
+    write_scaled(&mut dv, &dv_acc, 1.0);
+    g
+}
+
+/// dQ of one query block, over the key blocks of its band in order.
+fn query_block<F: Real>(cx: &Bwd<'_, '_, F>, b: usize, t0: usize, dq: ArrayViewMut2<F>) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+            // SAFETY: the CPU supports the features the function is compiled for.
+            return unsafe { query_block_avx2(cx, b, t0, dq) };
+        }
+    }
+    query_block_with::<F, false>(cx, b, t0, dq)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn query_block_avx2<F: Real>(cx: &Bwd<'_, '_, F>, b: usize, t0: usize, dq: ArrayViewMut2<F>) {
+    query_block_with::<F, true>(cx, b, t0, dq)
+}
+
+#[inline(always)]
+fn query_block_with<F: Real, const FMA: bool>(cx: &Bwd<'_, '_, F>, b: usize, t0: usize, mut dq: ArrayViewMut2<F>) {
+    let t = cx.seq.q.dim().1;
+    let d = dq.ncols();
+    let t1 = t0 + dq.nrows();
+    let nq = t1 - t0;
+    let mut sc = Scratch::new(d);
+    let mut acc = Array2::<f64>::zeros((nq, d));
+    let (lo, hi) = cx.pos.key_band(t0, t1, t);
+    for s0 in block_starts(lo, hi, BK) {
+        let s1 = (s0 + BK).min(t);
+        if grad_tile::<F, FMA>(cx, b, t0, t1, s0, s1, &mut sc).is_none() {
+            continue;
+        }
+        let mut prod = sc.prod.slice_mut(s![..nq, ..d]);
+        general_mat_mul(F::one(), &sc.ds.slice(s![..nq, ..s1 - s0]), &cx.seq.k.slice(s![b, s0..s1, ..]), F::zero(), &mut prod);
+        add_into(&mut acc.view_mut(), &prod.view());
+    }
+    write_scaled(&mut dq, &acc, cx.scale.f64());
+}
+
+#[cfg(test)]
+#[path = "temporal_tests.rs"]
+mod tests;

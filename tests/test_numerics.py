@@ -201,6 +201,8 @@ def test_extreme_sample_weights_are_scale_free(dtype, factors):
             "flat": MeanShift(bandwidth=1.5).fit(X, sample_weight=ww).cluster_centers_,
             "gauss": MeanShift(bandwidth=1.0, kernel="gaussian").fit(X, sample_weight=ww).cluster_centers_,
             "medoid": MedoidShift(bandwidth=1.0).fit(X, sample_weight=ww).labels_,
+            "quick": QuickShift(bandwidth=0.7).fit(X, sample_weight=ww).labels_,
+            "quick_window": QuickShift(bandwidth=0.7, window=2.1).fit(X, sample_weight=ww).labels_,
         }
 
     for f in factors:
@@ -264,3 +266,13 @@ def test_series_expansion_on_offset_data():
                 fits = [LocalPolynomialRegressor(degree=degree, bandwidth=0.05, algorithm=a).fit(X + offset, y).predict(Q + offset)
                         for a in ("brute", "expansion")]
                 np.testing.assert_allclose(fits[1], fits[0], rtol=1e-10, atol=1e-10, err_msg=f"d={d} offset={offset} degree={degree}")
+
+
+def test_quickshift_window_weights_near_the_float_maximum():
+    """The windowed density sums weights of 1e308 (it would overflow to inf and tie every
+    sample); the labels are those of unit weights and the density is only scaled."""
+    X = blobs()
+    one = QuickShift(bandwidth=0.7, window=2.1).fit(X)
+    big = QuickShift(bandwidth=0.7, window=2.1).fit(X, sample_weight=np.full(len(X), 1e308))
+    np.testing.assert_array_equal(big.labels_, one.labels_)
+    assert len(np.unique(one.labels_)) > 1

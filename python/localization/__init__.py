@@ -10,6 +10,7 @@ This package computes it with a multithreaded native engine and builds the metho
 
 from . import cluster, datasets, denoise, embedding, fuzzy, generative, kernels, memory, semi_supervised
 from ._core import __version__
+from ._sums import LocalSums
 from ._validation import LocalizationWarning
 from .classification import LocalModeClassifier
 from .cluster import LocalModeClustering, MeanShift, MedoidShift, PCShift, QuickShift, estimate_bandwidth, mean_shift
@@ -40,6 +41,7 @@ __all__ = [
     "LocalModel",
     "LocalPCA",
     "LocalPolynomialRegressor",
+    "LocalSums",
     "LocalizationWarning",
     "MeanShift",
     "MedoidShift",

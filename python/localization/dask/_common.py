@@ -1,0 +1,193 @@
+"""Shared plumbing of the Dask layer: input checks, references as shards, and the graph of
+per-shard local sums reduced in a fixed tree."""
+
+from __future__ import annotations
+
+import numbers
+
+import dask
+import dask.array as da
+import numpy as np
+from dask import delayed
+
+from .._sums import LocalSums, tree_reduce
+from ..engine import BoundKernel, check_algorithm
+from ..kernels import Balloon, SamplePoint, as_kernel
+
+# References at most this large (X, values and weights together) are sent whole to every
+# worker by references="auto"; larger ones stay sharded where they are.
+BROADCAST_BYTES = 64 * 2**20
+
+
+def is_dask(A):
+    return isinstance(A, da.Array)
+
+
+def float_dtype(A, name):
+    """The float dtype the engine computes ``A`` in (float32 stays, other numbers go float64)."""
+    dt = np.dtype(getattr(A, "dtype", np.asarray(A).dtype))
+    if dt in (np.float32, np.float64):
+        return dt
+    if dt.kind in "iub":
+        return np.dtype(np.float64)
+    raise TypeError(f"`{name}` has dtype {dt}; pass a numeric array (float32 or float64)")
+
+
+def as_dask(A, name, *, ndim=(2,), chunks=None):
+    """``A`` as a dask array with known chunk sizes and one chunk across columns.
+
+    NumPy input is wrapped (rows in chunks of ``chunks`` or Dask's automatic size).
+    """
+    if not is_dask(A):
+        A = np.asarray(A)
+        float_dtype(A, name)
+        if A.ndim not in ndim:
+            raise ValueError(f"`{name}` must be {' or '.join(f'{k}-D' for k in ndim)}, got {A.ndim}-D")
+        rows = "auto" if chunks is None else chunks
+        A = da.from_array(A, chunks=(rows,) + (-1,) * (A.ndim - 1))
+    float_dtype(A, name)
+    if A.ndim not in ndim:
+        raise ValueError(f"`{name}` must be {' or '.join(f'{k}-D' for k in ndim)}, got {A.ndim}-D")
+    if any(np.isnan(c) for c in A.chunks[0]) or any(np.isnan(s) for s in A.shape):
+        raise ValueError(f"`{name}` has unknown chunk sizes; call `{name}.compute_chunk_sizes()` (or give the sizes) first")
+    if A.ndim == 2 and A.numblocks[1] > 1:
+        A = A.rechunk({1: -1})
+    return A
+
+
+def check_features(Q, d, name="X_query", ref="X"):
+    if Q.shape[1] != d:
+        raise ValueError(f"`{name}` has {Q.shape[1]} features, but {ref} has {d}")
+
+
+def aligned(A, X, name):
+    """Per-sample ``A`` (values, weights) as a dask array chunked along rows like X."""
+    A = as_dask(A, name, ndim=(1, 2))
+    if A.shape[0] != X.shape[0]:
+        raise ValueError(f"`{name}` has {A.shape[0]} rows, but X has {X.shape[0]}")
+    return A.rechunk({0: X.chunks[0]})
+
+
+def task_threads(n_jobs):
+    """Threads of each native call inside a task: Dask supplies the parallelism (one task per
+    worker thread), so None means one."""
+    if n_jobs is None:
+        return 1
+    if isinstance(n_jobs, (bool, np.bool_)) or not isinstance(n_jobs, numbers.Integral) or n_jobs == 0:
+        raise ValueError(f"`n_jobs` must be a non-zero integer or None, got {n_jobs!r}")
+    return int(n_jobs)
+
+
+def shard_safe(kernel, bandwidth, n_neighbors, d, dtype):
+    """Whether sums of this kernel over parts of the sample add up to the sums over the whole.
+
+    Kernels that look at the whole sample (``"knn"``, adaptive bandwidths, rules of thumb
+    computed from the data) do not; every other kernel is checked here, at call time.
+    """
+    k = as_kernel(kernel, bandwidth, n_neighbors)
+    if k.name == "knn" or isinstance(k.bandwidth, (Balloon, SamplePoint, str)):
+        return False
+    # Bandwidths, temperatures and per-feature scales do not depend on the data: check them
+    # now on one dummy sample.
+    BoundKernel(k, np.zeros((1, d), dtype=dtype))
+    return True
+
+
+def client():
+    """The active ``distributed`` client, or None (Dask's local schedulers)."""
+    try:
+        from distributed import default_client
+
+        return default_client()
+    except (ImportError, ValueError):
+        return None
+
+
+def put(obj):
+    """An in-memory object for every task that needs it: scattered to the workers once when
+    a distributed client is active, else one key of the graph."""
+    c = client()
+    if c is not None:
+        return c.scatter(obj, broadcast=True, hash=True)
+    return delayed(obj, traverse=False)
+
+
+def whole(A):
+    """A reference argument for one task holding all of it: a dask array as one block, an
+    in-memory array scattered."""
+    if A is None:
+        return None
+    if is_dask(A):
+        return A.rechunk({0: -1}).to_delayed().ravel()[0]
+    return put(A)
+
+
+def assemble(blocks, sizes, tail, dtype):
+    """One dask array from per-block delayed results (rows ``sizes``, trailing shape ``tail``)."""
+    parts = [
+        da.from_delayed(b, shape=(s,) + tail, dtype=dtype) if s else da.zeros((0,) + tail, dtype=dtype)
+        for b, s in zip(blocks, sizes)
+    ]
+    return parts[0] if len(parts) == 1 else da.concatenate(parts)
+
+
+class Shards:
+    """References split by rows: X with optional per-sample values and weights, each shard a
+    block of a dask array (persisted on the workers when the caller asks)."""
+
+    def __init__(self, X, values=None, weights=None):
+        self.X, self.values, self.weights = X, values, weights
+        self.n, self.d = X.shape
+        self.dtype = float_dtype(X, "X")
+        self.sizes = X.chunks[0]
+        self.offsets = np.concatenate([[0], np.cumsum(self.sizes)]).astype(np.int64)
+        xb = X.to_delayed().ravel()
+        vb = None if values is None else values.to_delayed().ravel()
+        wb = None if weights is None else weights.to_delayed().ravel()
+        # Empty shards add nothing to any sum: they get no task.
+        self.blocks = [
+            (j, xb[j], None if vb is None else vb[j], None if wb is None else wb[j])
+            for j, size in enumerate(self.sizes)
+            if size > 0
+        ]
+        if not self.blocks:
+            raise ValueError("`X` is empty: at least one sample is required")
+
+    def persist(self):
+        """The same shards held in the workers' memory."""
+        X, values, weights = dask.persist(self.X, self.values, self.weights)
+        return Shards(X, values, weights)
+
+    def sums(self, Q, spec, *, values=True, diagonal=None):
+        """A delayed :class:`LocalSums` of the query block ``Q`` over every shard, merged in a
+        balanced tree over the shards in order; ``diagonal`` is the shard whose rows are the
+        queries themselves (leave-one-out)."""
+        parts = [
+            delayed(_partial, pure=True)(Q, xb, vb if values else None, wb, spec, j == diagonal)
+            for j, xb, vb, wb in self.blocks
+        ]
+        return tree_reduce(parts, lambda a, b: delayed(LocalSums.merge, pure=True)(a, b))
+
+
+class Spec:
+    """The kernel settings a task needs (picklable, hashable for Dask's keys)."""
+
+    def __init__(self, kernel, bandwidth, n_neighbors=None, algorithm="auto", n_jobs=None):
+        check_algorithm(algorithm)
+        self.kernel, self.bandwidth, self.n_neighbors = kernel, bandwidth, n_neighbors
+        self.algorithm, self.n_jobs = algorithm, task_threads(n_jobs)
+
+    def __dask_tokenize__(self):
+        from dask.base import tokenize
+
+        return tokenize(self.kernel, self.bandwidth, self.n_neighbors, self.algorithm, self.n_jobs)
+
+    def sums(self, Q, X, V=None, w=None, exclude_self=False):
+        return LocalSums.compute(
+            Q, X, V, kernel=self.kernel, bandwidth=self.bandwidth, n_neighbors=self.n_neighbors, sample_weight=w,
+            exclude_self=exclude_self, algorithm=self.algorithm, n_jobs=self.n_jobs,
+        )
+
+
+def _partial(Q, X, V, w, spec, exclude_self):
+    return spec.sums(Q, X, V, w, exclude_self)

@@ -14,6 +14,11 @@ from .kernels import Balloon, SamplePoint, canonical_name, log_normalization
 _SHADOW = {"gaussian": ("gaussian", 1.0), "epanechnikov": ("tophat", 2.0), "biweight": ("epanechnikov", 4.0), "triweight": ("biweight", 6.0)}
 
 
+def log_density(log_sum, total_weight, log_norm, log_volume):
+    """log p̂ from log Σ K w: minus log Σ w, log ∫ k and log ∏ h (the fixed bandwidth)."""
+    return log_sum - np.log(total_weight) - log_norm - log_volume
+
+
 class KernelDensity(LocalEstimator):
     """Kernel density estimate p̂(x) = Σᵢ wᵢ K_h(x − xᵢ) / Σᵢ wᵢ with any profile of SPEC §1.
 
@@ -69,7 +74,7 @@ class KernelDensity(LocalEstimator):
         _, den, log_scale, _, _ = bk.sums(Q, None, weights, algorithm=self.algorithm, n_jobs=self.n_jobs)
         total = len(self.X_fit_) if w is None else float(np.sum(w, dtype=np.float64))
         with np.errstate(divide="ignore"):
-            out = np.log(den.astype(np.float64)) + log_scale - np.log(total) - self._log_norm - bk.log_bandwidth_volume
+            out = log_density(np.log(den.astype(np.float64)) + log_scale, total, self._log_norm, bk.log_bandwidth_volume)
         if isinstance(self.kernel_.bandwidth, Balloon):
             out -= d * np.log(bk.query_bandwidth(bk._scale(Q)).astype(np.float64))
         return out

@@ -10,6 +10,18 @@ try:
 except ImportError as e:  # pragma: no cover - exercised only without the extra
     raise ImportError("localization.dask needs Dask: pip install 'localization-methods[dask]'") from e
 
+from ._estimators import KernelDensity, LocalMeanRegressor, NearestNeighbors
 from ._local import kernel_sum, local_mean
+from ._mean_shift import MeanShift, estimate_bandwidth
+from ._wrap import PostFit
 
-__all__ = ["kernel_sum", "local_mean"]
+__all__ = [
+    "KernelDensity",
+    "LocalMeanRegressor",
+    "MeanShift",
+    "NearestNeighbors",
+    "PostFit",
+    "estimate_bandwidth",
+    "kernel_sum",
+    "local_mean",
+]

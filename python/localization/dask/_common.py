@@ -152,6 +152,8 @@ class Shards:
         ]
         if not self.blocks:
             raise ValueError("`X` is empty: at least one sample is required")
+        # The bounding box of X, once a fit has looked at the data.
+        self.lo = self.hi = None
 
     def persist(self):
         """The same shards held in the workers' memory."""

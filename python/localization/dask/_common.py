@@ -9,6 +9,8 @@ import dask
 import dask.array as da
 import numpy as np
 from dask import delayed
+from dask.base import tokenize
+from dask.highlevelgraph import HighLevelGraph
 
 from .._sums import LocalSums, tree_reduce
 from ..engine import BoundKernel, check_algorithm
@@ -25,7 +27,7 @@ def is_dask(A):
 
 def float_dtype(A, name):
     """The float dtype the engine computes ``A`` in (float32 stays, other numbers go float64)."""
-    dt = np.dtype(getattr(A, "dtype", np.asarray(A).dtype))
+    dt = np.dtype(A.dtype if hasattr(A, "dtype") else np.asarray(A).dtype)
     if dt in (np.float32, np.float64):
         return dt
     if dt.kind in "iub":
@@ -123,12 +125,17 @@ def whole(A):
 
 
 def assemble(blocks, sizes, tail, dtype):
-    """One dask array from per-block delayed results (rows ``sizes``, trailing shape ``tail``)."""
-    parts = [
-        da.from_delayed(b, shape=(s,) + tail, dtype=dtype) if s else da.zeros((0,) + tail, dtype=dtype)
-        for b, s in zip(blocks, sizes)
-    ]
-    return parts[0] if len(parts) == 1 else da.concatenate(parts)
+    """One dask array from per-block delayed results (rows ``sizes``, trailing shape ``tail``),
+    chunked exactly so, empty blocks included (``None`` for an empty block)."""
+    live = [b for b in blocks if b is not None]
+    name = "localization-" + tokenize([b.key for b in live], sizes, tail, np.dtype(dtype).str)
+    zeros = (0,) * len(tail)
+    layer = {
+        (name, i) + zeros: (np.empty, (0,) + tail, dtype) if b is None else b.key
+        for i, b in enumerate(blocks)
+    }
+    graph = HighLevelGraph.from_collections(name, layer, dependencies=live)
+    return da.Array(graph, name, chunks=(tuple(sizes),) + tuple((t,) for t in tail), dtype=dtype)
 
 
 class Shards:

@@ -127,8 +127,8 @@ def local_mean(
     >>> X = da.from_array(np.array([[0.0], [1.0], [2.0]]), chunks=2)
     >>> m = local_mean([[1.0]], X, np.array([0.0, 1.0, 5.0]), kernel="epanechnikov", bandwidth=1.5,
     ...                references="sharded")
-    >>> m.compute().round(4).tolist()
-    [1.4]
+    >>> m.compute().round(4).tolist()  # (1·1 + 5·5/9) / (1 + 2·5/9)
+    [1.7895]
     """
     plan = _Plan(X_query, X, values, sample_weight, kernel, bandwidth, n_neighbors, exclude_self, references)
     if values is None:

@@ -110,8 +110,19 @@ def put(obj):
     a distributed client is active, else one key of the graph."""
     c = client()
     if c is not None:
-        return c.scatter(obj, broadcast=True, hash=True)
+        return c.scatter(obj, broadcast=True, hash=False)
     return delayed(obj, traverse=False)
+
+
+def each(fn, held, *args):
+    """``[fn(h, *args) for h in held]`` on the workers, where each persisted ``h`` lives: plain
+    futures with a distributed client (one round trip, no graph), else Dask's scheduler."""
+    c = client()
+    if c is not None:
+        from distributed import futures_of
+
+        return c.gather([c.submit(fn, f, *args, pure=False) for h in held for f in futures_of(h)])
+    return list(dask.compute(*[delayed(fn, pure=False)(h, *args) for h in held]))
 
 
 def whole(A):

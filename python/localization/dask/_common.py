@@ -198,8 +198,6 @@ class Spec:
         self.algorithm, self.n_jobs = algorithm, task_threads(n_jobs)
 
     def __dask_tokenize__(self):
-        from dask.base import tokenize
-
         return tokenize(self.kernel, self.bandwidth, self.n_neighbors, self.algorithm, self.n_jobs)
 
     def sums(self, Q, X, V=None, w=None, exclude_self=False):

@@ -68,11 +68,51 @@ def test_sample_follows_the_density(rng, kernel):
     assert pickle.loads(pickle.dumps(kde)).score(X) == kde.score(X)
 
 
+@pytest.mark.parametrize("rule", ["scott", "silverman"])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_rule_names_give_scikit_learns_density_and_bandwidth(rng, rule, weighted):
+    """The same spelling gives the same bandwidth_ and the same log density as scikit-learn."""
+    X = rng.standard_normal((200, 3)) * [1.0, 4.0, 0.3]
+    w = rng.random(200) + 0.1 if weighted else None
+    Q = rng.standard_normal((40, 3))
+    sk = SKKernelDensity(bandwidth=rule, rtol=0, atol=0).fit(X, sample_weight=w)
+    ours = KernelDensity(bandwidth=rule).fit(X, sample_weight=w)
+    assert isinstance(ours.bandwidth_, float) and ours.bandwidth_ == pytest.approx(sk.bandwidth_, rel=1e-15)
+    np.testing.assert_allclose(ours.score_samples(Q), sk.score_samples(Q), rtol=1e-12)
+
+
+def test_bandwidth_attribute():
+    X = np.array([[0.0, 0.0], [2.0, 20.0], [1.0, 3.0]])
+    assert KernelDensity(bandwidth=0.5).fit(X).bandwidth_ == 0.5
+    np.testing.assert_array_equal(KernelDensity(bandwidth=[1.0, 2.0]).fit(X).bandwidth_, [1.0, 2.0])
+    scaled = KernelDensity(bandwidth="silverman_scaled").fit(X).bandwidth_
+    np.testing.assert_allclose(scaled, X.std(axis=0) * (3 * 4 / 4) ** (-1 / 6))
+    from localization import Balloon
+
+    assert KernelDensity(bandwidth=Balloon(2)).fit(X).bandwidth_ == Balloon(2)
+
+
 def test_rule_of_thumb_bandwidth_normalises_by_the_product(rng):
     X = rng.standard_normal((500, 2)) * [1, 5]
-    kde = KernelDensity(bandwidth="scott").fit(X)
+    kde = KernelDensity(bandwidth="scott_scaled").fit(X)
     # integrates to ~1 over a grid
     g = np.linspace(-5, 5, 121), np.linspace(-25, 25, 121)
     G = np.stack(np.meshgrid(*g, indexing="ij"), -1).reshape(-1, 2)
     mass = np.exp(kde.score_samples(G)).sum() * (g[0][1] - g[0][0]) * (g[1][1] - g[1][0])
     assert abs(mass - 1) < 0.01
+
+
+@pytest.mark.parametrize("kernel", ["gaussian", "tophat"])
+def test_sample_draws_are_scikit_learns_and_weights_are_repetitions(rng, kernel):
+    X = rng.standard_normal((60, 3))
+    w = rng.integers(1, 4, 60).astype(float)
+    for weights in (None, w):
+        ours = KernelDensity(kernel=kernel, bandwidth=0.3).fit(X, sample_weight=weights).sample(40, random_state=7)
+        sk = SKKernelDensity(kernel=kernel, bandwidth=0.3).fit(X, sample_weight=weights).sample(40, random_state=7)
+        np.testing.assert_allclose(ours, sk, rtol=1e-12, atol=1e-15)
+    for kern in (kernel, "epanechnikov"):  # every kernel: integer weights draw as repeated points
+        a = KernelDensity(kernel=kern, bandwidth=0.3).fit(X, sample_weight=w).sample(30, random_state=3)
+        b = KernelDensity(kernel=kern, bandwidth=0.3).fit(np.repeat(X, w.astype(int), axis=0)).sample(30, random_state=3)
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+        c = KernelDensity(kernel=kern, bandwidth=0.3).fit(X, sample_weight=np.full(60, 2.5)).sample(30, random_state=3)
+        np.testing.assert_allclose(c, KernelDensity(kernel=kern, bandwidth=0.3).fit(X).sample(30, random_state=3), rtol=1e-12)

@@ -53,13 +53,24 @@ def test_cauchy_is_not_a_density_beyond_1d():
         log_normalization("cauchy", 2)
 
 
-def test_rules_of_thumb_use_the_data_scale(rng):
+def test_scaled_rules_of_thumb_use_the_data_scale(rng):
     X = rng.standard_normal((500, 2)) * [1.0, 10.0]
-    h = rule_of_thumb(X, "scott")
+    h = rule_of_thumb(X, "scott_scaled")
     assert h.shape == (2,) and 8 < h[1] / h[0] < 12
-    np.testing.assert_allclose(rule_of_thumb(X * 3, "silverman"), 3 * rule_of_thumb(X, "silverman"))
+    np.testing.assert_allclose(h, X.std(axis=0) * rule_of_thumb(X, "scott"), rtol=1e-12)
+    np.testing.assert_allclose(rule_of_thumb(X * 3, "silverman_scaled"), 3 * rule_of_thumb(X, "silverman_scaled"))
     with pytest.raises(ValueError, match="constant"):
-        rule_of_thumb(np.ones((5, 1)), "scott")
+        rule_of_thumb(np.ones((5, 1)), "scott_scaled")
+    with pytest.raises(ValueError, match="scott_scaled"):
+        rule_of_thumb(X, "scot")
+
+
+def test_plain_rules_of_thumb_are_scikit_learns(rng):
+    """Same spelling, same number: n^(-1/(d+4)) and (n(d+2)/4)^(-1/(d+4)), whatever the scale."""
+    X = rng.standard_normal((321, 3)) * [1.0, 10.0, 0.1]
+    assert rule_of_thumb(X, "scott") == 321 ** (-1 / 7)
+    assert rule_of_thumb(X, "silverman") == (321 * 5 / 4) ** (-1 / 7)
+    assert rule_of_thumb(X * 1e3, "scott") == rule_of_thumb(X, "scott")
 
 
 def test_kernel_object_and_strings_agree(rng):
@@ -79,5 +90,13 @@ def test_python_callable_profile_is_the_slow_path_with_the_same_answer(rng):
     slow = local_mean(Q, X, y, kernel=lambda u: np.clip(1 - u * u, 0, None), bandwidth=0.3)
     fast = local_mean(Q, X, y, kernel="epanechnikov", bandwidth=0.3)
     np.testing.assert_allclose(slow, fast, rtol=1e-12)
+    # A signed profile is a signed kernel: fine for a local mean, refused where weights must be >= 0.
+    lin = lambda u: 1 - u  # noqa: E731 (negative beyond u = 1)
+    K = 1 - np.sqrt(((Q[:, None] - X[None]) ** 2).sum(-1)) / 0.3
+    np.testing.assert_allclose(local_mean(Q, X, y, kernel=lin, bandwidth=0.3), K @ y / K.sum(1), rtol=1e-10)
+    from localization import LocalModeClassifier
+
+    with pytest.raises(ValueError, match="LocalModeClassifier needs a non-negative kernel"):
+        LocalModeClassifier(kernel=lin, bandwidth=0.3).fit(X, y > 0.5).predict(Q)
     with pytest.raises(ValueError, match="callable"):
-        local_mean(Q, X, y, kernel=lambda u: -u, bandwidth=0.3)
+        local_mean(Q, X, y, kernel=lambda u: u * np.nan, bandwidth=0.3)

@@ -404,9 +404,54 @@ def test_trajectory_labels_with_bin_seeds_and_cluster_all_false():
     # The orphan's bin seeds a one-point cluster at the orphan itself.
     orphan = ms.labels_[-1]
     assert orphan >= 0 and np.allclose(ms.cluster_centers_[orphan], [100.0, 100.0])
-    # scikit-learn's rule (nearest centre, −1 beyond h of it) leaves the blob rims out; where
-    # both label a point, they agree.
+    # The orphans are scikit-learn's (farther than h from every centre) under either labelling,
+    # and where both label a point they agree.
     nearest = MeanShift(bandwidth=1.0, bin_seeding=True, cluster_all=False).fit(X)
-    both = (nearest.labels_ >= 0) & (ms.labels_ >= 0)
-    assert np.mean(nearest.labels_ >= 0) < np.mean(ms.labels_ >= 0)
-    np.testing.assert_array_equal(nearest.labels_[both], ms.labels_[both])
+    np.testing.assert_array_equal(nearest.labels_ < 0, ms.labels_ < 0)
+    assert 0 < np.mean(ms.labels_ < 0) < 0.5
+    np.testing.assert_array_equal(nearest.labels_, ms.labels_)
+
+
+@pytest.mark.parametrize("seeding", [dict(), dict(bin_seeding=True)])
+def test_zero_estimated_bandwidth_is_the_radius_zero_window(seeding):
+    """Heavily duplicated data: the estimate is 0 and, as in scikit-learn, every distinct value
+    is a mode (not one cluster over the data's range)."""
+    X = np.array([1, 1, 1, 2, 2, 2, 3, 3], dtype=float).reshape(-1, 1)
+    assert estimate_bandwidth(X) == 0
+    ms = MeanShift(**seeding).fit(X)
+    sk = SkMeanShift(**seeding).fit(X)
+    assert ms.bandwidth_ == 0 and ms.n_iter_ == sk.n_iter_ == 0
+    np.testing.assert_array_equal(ms.cluster_centers_, sk.cluster_centers_)
+    np.testing.assert_array_equal(ms.labels_, sk.labels_)
+    np.testing.assert_array_equal(ms.labels_, [1, 1, 1, 0, 0, 0, 2, 2])
+    np.testing.assert_array_equal(ms.predict([[3.0], [2.0]]), [2, 0])
+    w = np.array([1, 1, 1, 1, 1, 1, 5, 5.0])  # weights move the strongest mode first
+    assert MeanShift().fit(X, sample_weight=w).cluster_centers_[0, 0] == 3.0
+    # A seed on no point sees no data; off-sample rows are orphans with cluster_all=False.
+    strict = MeanShift(cluster_all=False).fit(X)
+    np.testing.assert_array_equal(strict.labels_, ms.labels_)
+    np.testing.assert_array_equal(strict.predict([[2.0], [2.5]]), [0, -1])
+    with pytest.raises(ValueError, match="No point"):
+        MeanShift(seeds=[[1.5]]).fit(X)
+    with pytest.raises(ValueError, match="grid"):
+        MeanShift(algorithm="grid").fit(X)
+    for variant in (dict(blurring=True), dict(fixed_kernel=True), dict(kernel="gaussian")):
+        np.testing.assert_array_equal(MeanShift(**variant).fit(X).labels_, ms.labels_)
+
+
+def test_cluster_all_false_gives_scikit_learns_orphans_under_trajectory_labels():
+    from sklearn.datasets import make_blobs
+
+    X, _ = make_blobs(300, centers=np.array([[1, 1], [-1, -1], [1, -1]]) + 10, cluster_std=0.4, random_state=11)
+    sk = SkMeanShift(bandwidth=1.2, cluster_all=False).fit(X)
+    for how in ("auto", "trajectory", "nearest"):
+        ours = MeanShift(bandwidth=1.2, cluster_all=False, label_assignment=how).fit(X)
+        np.testing.assert_array_equal(ours.labels_ < 0, sk.labels_ < 0)
+        assert (ours.labels_ < 0).sum() > 0
+        np.testing.assert_array_equal(ours.predict(X), ours.labels_)
+
+
+def test_estimate_bandwidth_returns_a_numpy_float64_as_scikit_learn():
+    X, _ = blobs(100)
+    for A in (X, X.astype(np.float32), X.astype(int)):
+        assert type(estimate_bandwidth(A)) is type(sk_estimate_bandwidth(A)) is np.float64

@@ -209,6 +209,84 @@ def test_quickshift_matches_skimage(seed):
     assert seg.max() >= 2
 
 
+def _image_features(img, ratio):
+    from skimage.color import rgb2lab
+
+    H, W = img.shape[:2]
+    rr, cc = np.mgrid[:H, :W]
+    return np.c_[ratio * rgb2lab(img).reshape(H * W, 3), rr.ravel(), cc.ravel()]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_quickshift_window_reproduces_skimage_on_images_larger_than_the_window(seed):
+    """window=ceil(3·kernel_size) on the (row, column) features is scikit-image's windowed
+    density and parent search: the same segments and the same tree, where the exact default
+    (the Gaussian summed over every pixel) can differ."""
+    from skimage.segmentation import quickshift
+
+    rng = np.random.default_rng(seed)
+    H, W = 40, 47
+    img = np.zeros((H, W, 3))
+    img[:, :20] = [0.8, 0.2, 0.2]
+    img[:, 20:] = [0.2, 0.3, 0.9]
+    img[20:, 10:35] = [0.3, 0.9, 0.3]
+    img = np.clip(img + 0.05 * rng.standard_normal(img.shape), 0, 1)
+    ks, md, ratio = 3.0, 8.0, 0.5
+    seg, parent, dist = quickshift(img, ratio=ratio, kernel_size=ks, max_dist=md, return_tree=True, rng=0)
+    F = _image_features(img, ratio)
+    qs = QuickShift(bandwidth=ks, max_dist=md, window=np.ceil(3 * ks), window_features=[-2, -1]).fit(F)
+    np.testing.assert_array_equal(qs.labels_, seg.ravel())
+    sk_parent = np.where(np.asarray(dist).ravel() > md, np.arange(H * W), np.asarray(parent).ravel())
+    np.testing.assert_array_equal(qs.parents_, sk_parent)
+    assert seg.max() >= 4
+    again = QuickShift(bandwidth=ks, max_dist=md, window=np.ceil(3 * ks), window_features=[3, 4], n_jobs=1).fit(F)
+    np.testing.assert_array_equal(again.labels_, qs.labels_)
+    np.testing.assert_array_equal(again.densities_, qs.densities_)
+    # The default sums over every pixel: the figure quoted in docs/parity.md for this image.
+    from sklearn.metrics import adjusted_rand_score
+
+    exact = adjusted_rand_score(seg.ravel(), QuickShift(bandwidth=ks, max_dist=md).fit(F).labels_)
+    assert exact == pytest.approx({0: 1.0, 1: 0.8746, 2: 1.0}[seed], abs=1e-4)
+
+
+def test_quickshift_window_density_against_brute_force(rng):
+    X = rng.random((300, 3)) * [1.0, 4.0, 4.0]
+    w = rng.random(300) + 0.5
+    for feats, half in [([1, 2], 0.8), ([0], 0.2), (None, 0.5)]:
+        qs = QuickShift(kernel="epanechnikov", bandwidth=0.6, max_dist=1.0, window=half, window_features=feats).fit(X, sample_weight=w)
+        cols = [0, 1, 2] if feats is None else feats
+        inside = np.all(np.abs(X[:, None, cols] - X[None, :, cols]) <= half, axis=2)
+        u2 = ((X[:, None] - X[None]) ** 2).sum(-1) / 0.36
+        want = (inside * np.clip(1 - u2, 0, None) * w).sum(1)
+        np.testing.assert_allclose(qs.densities_, want, rtol=1e-12)
+        dist = np.sqrt(((X[:, None] - X[None]) ** 2).sum(-1))
+        for i in range(0, 300, 37):
+            higher = inside[i] & (dist[i] <= 1.0) & ((want > want[i]) | ((want == want[i]) & (np.arange(300) < i)))
+            j = np.flatnonzero(higher)
+            expect = i if len(j) == 0 else j[np.lexsort((j, dist[i, j]))[0]]
+            assert qs.link_distances_[i] == (np.inf if len(j) == 0 else dist[i, expect])
+            assert QuickShift(kernel="epanechnikov", bandwidth=0.6, max_dist=1.0, window=half, window_features=feats).fit(
+                X, sample_weight=w).parents_[i] == expect or qs.parents_[i] == expect
+
+
+@pytest.mark.parametrize(
+    "params, match",
+    [
+        (dict(window=-1.0), "window"),
+        (dict(window=np.nan), "window"),
+        (dict(window=1.0, window_features=[5]), "window_features"),
+        (dict(window=1.0, window_features=[]), "window_features"),
+        (dict(window=1.0, window_features=["a"]), "window_features"),
+        (dict(window_features=[0]), "needs `window`"),
+        (dict(window=1.0, kernel="knn"), "radial profile"),
+        (dict(window=1.0, bandwidth=[1.0, 1.0], max_dist=1.0), "scalar `bandwidth`"),
+    ],
+)
+def test_quickshift_window_arguments(params, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        QuickShift(**{"max_dist": 1.0, **params}).fit(np.random.default_rng(0).random((10, 2)))
+
+
 # ---------------------------------------------------------------- PC-Shift
 
 
@@ -396,7 +474,7 @@ def _expected_failures(est):
 @parametrize_with_checks(
     [
         MedoidShift(bandwidth=0.5),
-        MedoidShift(bandwidth=0.5, n_neighbors=15),
+        MedoidShift(bandwidth=0.5, n_neighbors=10, max_iter=3),
         MedoidShift(bandwidth=0.5, metric="precomputed"),
         QuickShift(bandwidth=0.3, max_dist=1.0),
         PCShift(n_components=1, bandwidth=1.0, max_iter=50),

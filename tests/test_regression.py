@@ -184,3 +184,32 @@ def test_multi_output(rng):
     Y = rng.random((100, 3))
     for est in [LocalMeanRegressor(bandwidth=0.3), LocalPolynomialRegressor(bandwidth=0.3)]:
         assert est.fit(X, Y).predict(X[:4]).shape == (4, 3)
+
+
+@pytest.mark.parametrize("k", [1, 4, 10])
+def test_knn_predict_none_is_scikit_learns_leave_one_out(rng, k):
+    from sklearn.model_selection import LeaveOneOut, cross_val_predict
+
+    X = rng.random((30, 2))
+    Y = np.c_[rng.random(30), rng.random(30)]
+    sk = KNeighborsRegressor(n_neighbors=k).fit(X, Y)
+    ours = LocalMeanRegressor(kernel="knn", n_neighbors=k).fit(X, Y)
+    np.testing.assert_allclose(ours.predict(None), sk.predict(None), rtol=1e-12)
+    np.testing.assert_array_equal(ours.loo_predict(), ours.predict(None))
+    loo = cross_val_predict(LocalMeanRegressor(kernel="knn", n_neighbors=k), X, Y, cv=LeaveOneOut())
+    np.testing.assert_allclose(ours.predict(None), loo, rtol=1e-12)
+    # Copies: a point with more copies than neighbour slots drops the first copy, as scikit-learn.
+    D = np.array([[0.0], [0.0], [0.0], [2.0], [2.0]])
+    yd = np.array([1.0, 2.0, 3.0, 4.0, 5.0])
+    want = KNeighborsRegressor(n_neighbors=1, algorithm="brute").fit(D, yd).predict(None)
+    np.testing.assert_array_equal(LocalMeanRegressor(kernel="knn", n_neighbors=1).fit(D, yd).predict(None), want)
+
+
+def test_sparse_input_regression(rng):
+    import scipy.sparse as sp
+
+    X = rng.random((50, 4)) * (rng.random((50, 4)) > 0.4)
+    y = rng.random(50)
+    sk = KNeighborsRegressor(n_neighbors=3).fit(sp.csr_matrix(X), y)
+    ours = LocalMeanRegressor(kernel="knn", n_neighbors=3).fit(sp.csr_matrix(X), y)
+    np.testing.assert_allclose(ours.predict(sp.csr_matrix(X[:10])), sk.predict(X[:10]), rtol=1e-12)

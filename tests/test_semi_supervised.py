@@ -202,3 +202,24 @@ def test_property_propagation_keeps_distributions_and_clamps(X, h, seed):
     assert np.all(reached[labelled])
     np.testing.assert_allclose(sums[reached], 1.0, atol=1e-12)
     np.testing.assert_array_equal(lp.transduction_[labelled], y[labelled])
+
+
+@pytest.mark.parametrize("fmt", ["csr", "csc", "coo"])
+@pytest.mark.parametrize("kernel", ["rbf", "knn"])
+def test_sparse_input_gives_the_dense_answer_and_scikit_learns(fmt, kernel):
+    import scipy.sparse as sp
+
+    X, _, y_semi = moons_semi(120, seed=3)
+    X = X - X.min(axis=0)  # non-negative, with exact zeros stored sparsely
+    X[X < 0.3] = 0.0
+    S = sp.csr_matrix(X).asformat(fmt)
+    if kernel == "rbf":
+        sk = SkLabelPropagation(kernel="rbf", gamma=5.0).fit(S, y_semi)
+        ours = LabelPropagation(kernel="gaussian", bandwidth=1 / np.sqrt(10.0)).fit(S, y_semi)
+    else:
+        sk = SkLabelPropagation(kernel="knn", n_neighbors=7).fit(S, y_semi)
+        ours = LabelPropagation(kernel="knn", n_neighbors=7).fit(S, y_semi)
+    dense = LabelPropagation(**ours.get_params()).fit(X, y_semi)
+    np.testing.assert_array_equal(ours.label_distributions_, dense.label_distributions_)
+    np.testing.assert_allclose(ours.label_distributions_, sk.label_distributions_, atol=1e-10)
+    np.testing.assert_array_equal(ours.predict(S.tocsr()[:10]), sk.predict(X[:10]))

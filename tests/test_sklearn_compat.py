@@ -28,7 +28,8 @@ ESTIMATORS = [
 def expected_failures(estimator):
     if getattr(estimator, "kernel", None) == "knn":
         # A weight is not a repeated sample under the kNN kernel: duplicates take neighbour slots.
-        return {"check_sample_weight_equivalence_on_dense_data": "kNN kernel: weights are not repetitions"}
+        reason = "kNN kernel: weights are not repetitions"
+        return {"check_sample_weight_equivalence_on_dense_data": reason, "check_sample_weight_equivalence_on_sparse_data": reason}
     return {}
 
 

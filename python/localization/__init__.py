@@ -21,7 +21,7 @@ from .fuzzy import FuzzyInferenceRegressor
 from .generative import LocalMeanDenoiser, LocalMeanDiffusion
 from .memory import Hopfield, ModernHopfield
 from .engine import kernel_matrix, kernel_sum, local_mean
-from .kernels import Balloon, Kernel, SamplePoint
+from .kernels import Balloon, Kernel, KernelCombination, SamplePoint
 from .neighbors import NearestNeighbors
 from .regression import LocalMeanRegressor, LocalModel, LocalPolynomialRegressor
 from .semi_supervised import LabelPropagation
@@ -31,6 +31,7 @@ __all__ = [
     "FuzzyInferenceRegressor",
     "Hopfield",
     "Kernel",
+    "KernelCombination",
     "KernelDensity",
     "LabelPropagation",
     "LocalMeanDenoiser",

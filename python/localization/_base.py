@@ -7,7 +7,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
 from ._validation import FLOAT_DTYPES, check_sample_weight, validate_data
-from .engine import BoundKernel
+from .engine import bind_kernel
 from .kernels import as_kernel
 
 DEFAULT_N_NEIGHBORS = 5
@@ -15,6 +15,9 @@ DEFAULT_N_NEIGHBORS = 5
 
 class LocalEstimator(BaseEstimator):
     """Base of the lazy local estimators: ``fit`` stores the sample, predictions are local sums."""
+
+    # Whether the estimator is defined for signed kernels (its output is a local mean).
+    _signed_kernels = False
 
     def _kernel(self):
         k = getattr(self, "n_neighbors", None)
@@ -34,18 +37,25 @@ class LocalEstimator(BaseEstimator):
         return self
 
     def _bound(self):
-        return BoundKernel(self.kernel_, self.X_fit_, self.sample_weight_)
+        return bind_kernel(self.kernel_, self.X_fit_, self.sample_weight_, self._signed_kernels, type(self).__name__)
 
     def _query(self, X):
         check_is_fitted(self)
-        X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C", reset=False)
+        X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C", reset=False, densify=True)
         return np.ascontiguousarray(X, dtype=self.X_fit_.dtype)
 
     def _sums(self, X, values=None, **kw):
-        Q = self._query(X)
+        """Local sums at the rows of X; ``X=None``: at the training points, each leaving
+        itself out (the hollow kernel: exact leave-one-out, scikit-learn's ``predict(None)``)."""
+        if X is None:
+            check_is_fitted(self)
+            Q, kw = self.X_fit_, dict(kw, exclude_self=True)
+        else:
+            Q = self._query(X)
         return self._bound().sums(Q, values, self.sample_weight_, algorithm=self.algorithm, n_jobs=self.n_jobs, **kw)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.allow_nan = False
+        tags.input_tags.sparse = True
         return tags

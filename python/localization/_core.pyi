@@ -55,8 +55,9 @@ class NeighborIndex:
     def __init__(self, x: Array, algorithm: str = "auto", leaf_size: int = 30) -> None: ...
     def knn(self, queries: Array, k: int, n_jobs: Optional[int] = None) -> tuple[Array, NDArray[np.int64]]: ...
     def radius(
-        self, queries: Array, r: float, n_jobs: Optional[int] = None
-    ) -> tuple[Array, NDArray[np.int64], NDArray[np.int64]]: ...
+        self, queries: Array, r: float | NDArray[np.float64], n_jobs: Optional[int] = None
+    ) -> tuple[Array, NDArray[np.int64], NDArray[np.int64]]:
+        """(distances, indices, row offsets) of the rows within r (a number, or one per query; +inf allowed)."""
 
 # --- mode seeking (MeanShift): rust/python/cluster.rs ---------------------------------
 
@@ -206,9 +207,26 @@ def medoid_shift_knn(
     """kNN-sparse MedoidShift step: sum and candidates restricted to each row of `indices`."""
 
 def quickshift_links(
-    x: npt.NDArray[np.floating], log_density: npt.NDArray[np.float64], max_dist: float, n_jobs: Optional[int] = None
+    x: npt.NDArray[np.floating],
+    log_density: npt.NDArray[np.float64],
+    max_dist: float,
+    window_features: Optional[list[int]] = None,
+    window: Optional[float] = None,
+    n_jobs: Optional[int] = None,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.floating]]:
-    """(parent, distance) of the nearest sample of higher density within max_dist (+inf: none)."""
+    """(parent, distance) of the nearest sample of higher density within max_dist (+inf: none),
+    optionally within the box |x_jk − x_ik| ≤ window on the window features."""
+
+def quickshift_density(
+    x: npt.NDArray[np.floating],
+    window_features: list[int],
+    window: float,
+    kernel: str = "gaussian",
+    bandwidth: float = 1.0,
+    weights: Optional[npt.NDArray[np.float64]] = None,
+    n_jobs: Optional[int] = None,
+) -> npt.NDArray[np.float64]:
+    """Σ over the box window of i of w_j k(‖x_i − x_j‖/h) (QuickShift's windowed density)."""
 
 def resolve_forest(next: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """Break cycles at their smallest index; returns (forest parent map, root of every node)."""

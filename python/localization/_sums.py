@@ -173,9 +173,14 @@ class LocalSums:
         """The local means num / den, shape (m, p); NaN (with a warning) where den is 0."""
         return ratio(self.num, self.den, warn=warn)
 
-    def total(self):
-        """The true total weights Σ K w = den · exp(log_scale) (float64; may underflow to 0)."""
-        return self.den.astype(np.float64) * np.exp(self.log_scale.astype(np.float64))
+    def total(self, values=False):
+        """The true sums, float64 (they may underflow to 0 where the log-scale is very
+        negative): Σ K w = den · exp(log_scale), shape (m,); with ``values=True`` Σ K w v =
+        num · exp(log_scale), shape (m, p)."""
+        scale = np.exp(self.log_scale.astype(np.float64))
+        if values:
+            return self.num.astype(np.float64) * scale[:, None]
+        return self.den.astype(np.float64) * scale
 
     def log_total(self):
         """log Σ K w, finite where the total itself underflows; −inf where it is zero."""

@@ -7,9 +7,11 @@ of NaN/inf; everything else is turned into a clear ``TypeError``/``ValueError`` 
 from __future__ import annotations
 
 import numbers
+import os
 import warnings
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.utils.validation import check_array
 from sklearn.utils.validation import validate_data as _sklearn_validate_data
 
@@ -28,14 +30,26 @@ def _ready(A, dtype):
     return A.dtype.kind == "f" and bool(np.isfinite(A.sum()))
 
 
-def validate_data(est, X="no_validation", y="no_validation", *, reset=True, **kwargs):
+def validate_data(est, X="no_validation", y="no_validation", *, reset=True, densify=False, **kwargs):
     """scikit-learn's ``validate_data``, short-cut when it would change nothing.
 
     Checking input that is already right (a finite, C-contiguous float array with the
     fitted width and no feature names) costs scikit-learn ~0.1 ms per call, as much as a
     whole small prediction. Any other input takes scikit-learn's path, so conversions,
     warnings and error messages stay exactly its own.
+
+    ``densify=True`` accepts SciPy sparse X (any format) and returns it as a dense C-ordered
+    array: the native core works on dense rows. It costs n × d floats of memory; sizes
+    beyond the machine's memory are refused with a ValueError naming ``X``.
     """
+    if densify:
+        out = _sklearn_validate_data(est, X, y, reset=reset, accept_sparse=("csr", "csc", "coo"), **kwargs) \
+            if sp.issparse(X) else None
+        if out is not None:
+            Xs = out if isinstance(y, str) else out[0]
+            check_allocation(Xs.shape[0] * Xs.shape[1] * Xs.dtype.itemsize, "X", f"densifying a sparse {Xs.shape} matrix")
+            dense = Xs.toarray(order="C")
+            return dense if isinstance(y, str) else (dense, out[1])
     dtype = kwargs.get("dtype")
     fast = isinstance(X, np.ndarray) and X.ndim == 2 and _ready(X, dtype) and getattr(est, "feature_names_in_", None) is None
     if fast and not reset:
@@ -126,6 +140,32 @@ def check_positive_int(value, name, minimum=1):
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or value < minimum:
         raise ValueError(f"`{name}` must be an integer >= {minimum}, got {value!r}")
     return int(value)
+
+
+def _physical_memory():
+    """Bytes of physical memory, or None where the platform does not say."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+# Where the platform does not report its memory: 1 TiB, beyond any machine this runs on.
+_FALLBACK_MEMORY = 1 << 40
+
+
+def check_allocation(nbytes, name, what):
+    """Refuse, before allocating, an array the machine could never hold.
+
+    ``nbytes`` is what the call would allocate because of the argument ``name``; beyond the
+    machine's physical memory the call could only fail with a MemoryError (or swap for hours),
+    so a clear ValueError naming the argument is raised instead.
+    """
+    limit = _physical_memory() or _FALLBACK_MEMORY
+    if nbytes > limit:
+        need = f"{nbytes / 2**30:.3g} GiB" if nbytes < 2**100 else f"about 10^{len(str(int(nbytes))) - 1} bytes"
+        raise ValueError(f"`{name}` is too large: {what} would need {need}, more than this machine's memory "
+                         f"({limit / 2**30:.3g} GiB)")
 
 
 def warn_zero_weight(mask, what="local mean", reason="zero total kernel weight"):

@@ -230,7 +230,7 @@ def _build_cluster(p):
     p.add_argument("--kernel", default=None, help="kernel profile (default: flat for meanshift, gaussian otherwise)")
     p.add_argument("--algorithm", choices=("auto", "exact", "grid"), default="auto", help="MeanShift evaluation")
     p.add_argument("--bin-seeding", action="store_true", help="MeanShift: seed from a grid of side h")
-    p.add_argument("--n-samples", type=int, default=None,
+    p.add_argument("--n-samples", type=_positive_int, default=None,
                    help="size of the built-in data set (default 1,000,000; 20,000 for medoidshift/quickshift)")
     p.add_argument("--n-jobs", type=int, default=None, help="threads (default: all cores)")
     p.add_argument("--output", help="write one label per line to this CSV file")
@@ -249,6 +249,9 @@ def builtin_blobs(n=1_000_000, seed=0):
 def _read_points(path):
     if path.endswith(".npy"):
         X = np.load(path)
+        if X.dtype.kind not in "biuf":
+            what = "complex numbers" if X.dtype.kind == "c" else f"dtype {X.dtype}"
+            raise ValueError(f"{path}: holds {what}; clustering needs real numbers (integer or float)")
     else:
         with open(path) as f:
             first = f.readline()
@@ -263,7 +266,20 @@ def _read_points(path):
         X = X[:, None]
     if X.ndim != 2:
         raise ValueError(f"{path}: expected a 2-D table of points, got shape {X.shape}")
+    if X.size == 0:
+        raise ValueError(f"{path}: holds no points")
     return X
+
+
+def _positive_int(text):
+    """argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
 def cmd_cluster(args):
@@ -285,6 +301,9 @@ def cmd_cluster(args):
             h = 1.0  # the blobs' own scale (their standard deviation)
         else:
             h = estimate_bandwidth(X, quantile=args.quantile, n_jobs=args.n_jobs)
+            if not h > 0:
+                raise ValueError(f"the estimated bandwidth is 0 (most points coincide with their neighbours at "
+                                 f"quantile {args.quantile}); pass --bandwidth or a larger --quantile")
         print(f"bandwidth: {h:.4g} ({'blob scale' if args.input is None else f'estimated, quantile {args.quantile}'})")
     else:
         try:

@@ -70,15 +70,17 @@ def estimate_bandwidth(X, *, quantile=0.3, n_samples=None, random_state=0, n_job
 
     Returns
     -------
-    bandwidth : float
+    bandwidth : numpy.float64
+        0 when more than a ``quantile`` of the subsample coincides with each point (heavily
+        duplicated data); :class:`MeanShift` then uses the radius-0 window.
 
     Examples
     --------
     >>> import numpy as np
     >>> from localization.cluster import estimate_bandwidth
     >>> X = np.array([[1, 1], [2, 1], [1, 0], [4, 7], [3, 5], [3, 6]])
-    >>> round(estimate_bandwidth(X, quantile=0.5), 4)
-    1.6191
+    >>> estimate_bandwidth(X, quantile=0.5).round(4)
+    np.float64(1.6191)
     """
     X = as_float_array(X, "X")
     if isinstance(quantile, (bool, np.bool_)) or not isinstance(quantile, numbers.Real) or not 0 <= quantile <= 1:
@@ -94,7 +96,7 @@ def estimate_bandwidth(X, *, quantile=0.3, n_samples=None, random_state=0, n_job
     k = max(int(Xs.shape[0] * quantile), 1)
     index = _core.NeighborIndex(Xs, "auto", 30)
     dist, _ = index.knn(Xs, k, n_jobs)
-    return float(np.mean(dist[:, -1], dtype=np.float64))
+    return np.float64(np.mean(dist[:, -1], dtype=np.float64))
 
 
 def get_bin_seeds(X, bin_size, min_bin_freq=1):
@@ -229,7 +231,10 @@ class MeanShift(ClusterMixin, BaseEstimator):
     Parameters
     ----------
     bandwidth : float, optional
-        Kernel bandwidth h. ``None``: :func:`estimate_bandwidth` (``quantile=0.3``, at most 2,000 points sampled).
+        Kernel bandwidth h. ``None``: :func:`estimate_bandwidth` (``quantile=0.3``, at most 2,000
+        points sampled). An estimate of 0 (heavily duplicated data: most points coincide with
+        their neighbours) is used as scikit-learn uses it, as the radius-0 window: no seed
+        moves, every distinct point is a mode and coinciding points merge.
     kernel : str, default="flat"
         Any radial profile of SPEC §1 (``"flat"``/``"tophat"``, ``"gaussian"``,
         ``"epanechnikov"``, ...).
@@ -240,8 +245,10 @@ class MeanShift(ClusterMixin, BaseEstimator):
     min_bin_freq : int, default=1
         Bins with fewer points give no seed.
     cluster_all : bool, default=True
-        False: points whose mode (or, with ``label_assignment="nearest"``, whose own
-        position) is farther than ``merge_radius`` from every centre get label −1.
+        False: *orphans* get label −1 — points farther than ``bandwidth`` from every centre
+        (scikit-learn's definition), and points whose own climb found no data in its window.
+        The orphans are the same whichever ``label_assignment``; the other points keep their
+        label.
     max_iter : int, default=300
     tol : float, default=1e-3
         A seed stops when its step is at most ``tol · bandwidth``.
@@ -343,6 +350,8 @@ class MeanShift(ClusterMixin, BaseEstimator):
     # -- validation ---------------------------------------------------------------------
 
     def _check_params(self, X):
+        if not isinstance(self.kernel, str):
+            raise TypeError(f"MeanShift's `kernel` is a profile name such as 'flat' or 'gaussian', got {self.kernel!r}")
         kernel = canonical_name(self.kernel)
         if kernel in SPECIAL:
             raise ValueError(f"`kernel` must be a radial profile for MeanShift, got {self.kernel!r}")
@@ -361,10 +370,8 @@ class MeanShift(ClusterMixin, BaseEstimator):
         if self.label_assignment not in ("auto", "trajectory", "nearest"):
             raise ValueError(f"`label_assignment` must be 'auto', 'trajectory' or 'nearest', got {self.label_assignment!r}")
         if self.bandwidth is None:
+            # May be 0 (most points coincide with their neighbours): the radius-0 window.
             h = estimate_bandwidth(X, n_jobs=self.n_jobs)
-            if not h > 0:
-                # Degenerate data (e.g. all points equal): any positive window finds the one mode.
-                h = float(np.max(np.ptp(X, axis=0))) or 1.0
         else:
             h = self.bandwidth
             if isinstance(h, (bool, np.bool_)) or not isinstance(h, numbers.Real) or not np.isfinite(h) or h <= 0:
@@ -375,7 +382,12 @@ class MeanShift(ClusterMixin, BaseEstimator):
             raise ValueError(f"`merge_radius` must be a finite non-negative number, got {r!r}")
         d = X.shape[1]
         algorithm = self.algorithm
-        if self.blurring or self.fixed_kernel:
+        if h == 0:
+            if algorithm == "grid":
+                raise ValueError("algorithm='grid' needs a positive bandwidth; the estimated bandwidth is 0 "
+                                 "(most points coincide): use algorithm='exact' or pass `bandwidth`")
+            algorithm = "exact"
+        elif self.blurring or self.fixed_kernel:
             if algorithm == "grid":
                 raise ValueError("algorithm='grid' is not available with blurring or fixed_kernel")
             algorithm = "blurring" if self.blurring else "fixed_kernel"
@@ -416,7 +428,7 @@ class MeanShift(ClusterMixin, BaseEstimator):
         w = check_sample_weight(sample_weight, X.shape[0], X.dtype)
         kernel, h, radius, algorithm, res = self._check_params(X)
         self.bandwidth_, self.algorithm_, self.kernel_ = h, algorithm, kernel
-        self._radius, self._grid_resolution = radius, res
+        self._grid_resolution = res
         self._X, self._w = X, w
         # Whole-data and engine runs report iterations; per-seed climbs report finished seeds.
         by_iteration = algorithm in ("blurring", "fixed_kernel") or (
@@ -442,6 +454,8 @@ class MeanShift(ClusterMixin, BaseEstimator):
         """Run the seeds; returns (seeds, point → seed map or None)."""
         common = dict(step=float(self.step), tol=float(self.tol), max_iter=int(self.max_iter), n_jobs=self.n_jobs, progress=progress)
         n, d = X.shape
+        if h == 0:
+            return self._fit_radius_zero(X, w)
         if algorithm in ("blurring", "fixed_kernel"):
             pos, support, n_iter, converged, hist = _core.mean_shift_diffuse(
                 X, w, kernel, h, blurring=algorithm == "blurring", history=bool(self.return_trajectories), **common
@@ -473,6 +487,30 @@ class MeanShift(ClusterMixin, BaseEstimator):
             self.trajectories_ = paths
         return seeds, point_seed
 
+    def _fit_radius_zero(self, X, w):
+        """The radius-0 window of an estimated bandwidth of 0 (scikit-learn's reading).
+
+        A seed's window holds the points equal to it, whose mean is the seed itself: no seed
+        moves, seeds on no point see no data, and the support is the weight of the points
+        equal to the seed. Every variant (blurring, fixed kernel) reduces to this.
+        """
+        seeds, point_seed = self._initial_seeds(X, 0.0)
+        _, ind, offsets = _core.NeighborIndex(X, "auto", 30).radius(seeds, 0.0, n_jobs=self.n_jobs)
+        mass = np.ones(len(X)) if w is None else w.astype(np.float64)
+        counts = np.diff(offsets)
+        support = np.zeros(len(seeds))
+        hit = counts > 0
+        support[hit] = np.add.reduceat(mass[ind], offsets[:-1][hit])
+        self.seeds_ = seeds
+        self.seed_modes_ = np.array(seeds, copy=True)
+        self.seed_support_ = support
+        self.seed_n_iter_ = np.zeros(len(seeds), dtype=np.int64)
+        self.seed_converged_ = hit.copy()
+        self.seed_valid_ = support > 0
+        if self.return_trajectories:
+            self.trajectories_ = [s[None, :].copy() for s in seeds]
+        return seeds, point_seed
+
     def _initial_seeds(self, X, h):
         if self.seeds is not None:
             seeds = as_float_array(self.seeds, "seeds", dtype=X.dtype)
@@ -493,27 +531,32 @@ class MeanShift(ClusterMixin, BaseEstimator):
         if how == "auto":
             how = "trajectory" if point_seed is not None else "nearest"
         centres = self.cluster_centers_
-        if how == "nearest":
-            labels, dist = _nearest(centres, X, self.n_jobs)
-            limit = self.bandwidth_
-        else:
+        labels, dist = _nearest(centres, X, self.n_jobs)
+        valid = np.ones(len(X), dtype=bool)
+        if how == "trajectory":
             if point_seed is None:
                 # Seeds are not the points: shift every point once (documented cost).
                 ends, valid = self._shift(X)
             else:
                 ends, valid = self.seed_modes_[point_seed], self.seed_valid_[point_seed]
-            labels, dist = _nearest(centres, ends, self.n_jobs)
-            limit = self._radius
-            if not self.cluster_all:
-                labels = np.where(valid, labels, -1)
+            labels, _ = _nearest(centres, ends, self.n_jobs)
+        return self._orphans(labels, dist, valid)
+
+    def _orphans(self, labels, dist, valid):
+        """−1 (with cluster_all=False) where the point is farther than h from every centre
+        (``dist``: to the nearest one) or its climb saw no data."""
         labels = labels.astype(np.int64)
         if not self.cluster_all:
-            labels[dist > limit] = -1
+            labels[(dist > self.bandwidth_) | ~valid] = -1
         return labels
 
     def _shift(self, Q):
         """Climb from the rows of Q on the fitted data; returns (end points, valid)."""
         common = dict(step=float(self.step), tol=float(self.tol), max_iter=int(self.max_iter), n_jobs=self.n_jobs)
+        if self.bandwidth_ == 0:
+            # The radius-0 window: a row on a fitted point stays, any other sees no data.
+            _, _, offsets = _core.NeighborIndex(self._X, "auto", 30).radius(Q, 0.0, n_jobs=self.n_jobs)
+            return Q, np.diff(offsets) > 0
         if self.algorithm_ == "grid":
             out = _core.mean_shift_grid(self._X, Q, self._w, self.bandwidth_, self._grid_resolution, **common)
         else:
@@ -524,9 +567,10 @@ class MeanShift(ClusterMixin, BaseEstimator):
         """Label new points by the mode they climb to.
 
         Each row is shifted on the fitted data to its mode and labelled by the nearest centre
-        to that mode (−1 with ``cluster_all=False`` if it is farther than the merge radius or
-        saw no data). With ``label_assignment="nearest"``, or for the blurring and
-        fixed-kernel variants (whose data set moved), it is the nearest centre to the row.
+        to that mode. With ``label_assignment="nearest"``, or for the blurring and fixed-kernel
+        variants (whose data set moved), it is the nearest centre to the row. With
+        ``cluster_all=False`` orphans get −1 as in ``fit``, so ``predict`` on the training
+        points returns ``labels_``.
 
         Parameters
         ----------
@@ -540,18 +584,12 @@ class MeanShift(ClusterMixin, BaseEstimator):
         _reject_text(X)
         X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C", reset=False)
         X = np.ascontiguousarray(X, dtype=self._X.dtype)
-        if self.label_assignment == "nearest" or self.algorithm_ in ("blurring", "fixed_kernel"):
-            labels, dist = _nearest(self.cluster_centers_, X, self.n_jobs)
-            labels = labels.astype(np.int64)
-            if not self.cluster_all:
-                labels[dist > self.bandwidth_] = -1
-            return labels
-        ends, valid = self._shift(X)
-        labels, dist = _nearest(self.cluster_centers_, ends, self.n_jobs)
-        labels = labels.astype(np.int64)
-        if not self.cluster_all:
-            labels[(dist > self._radius) | ~valid] = -1
-        return labels
+        labels, dist = _nearest(self.cluster_centers_, X, self.n_jobs)
+        valid = np.ones(len(X), dtype=bool)
+        if not (self.label_assignment == "nearest" or self.algorithm_ in ("blurring", "fixed_kernel")):
+            ends, valid = self._shift(X)
+            labels, _ = _nearest(self.cluster_centers_, ends, self.n_jobs)
+        return self._orphans(labels, dist, valid)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -22,8 +22,9 @@ from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin, Transf
 from sklearn.utils.validation import check_is_fitted
 
 from . import _core
-from ._validation import FLOAT_DTYPES, LocalizationWarning, check_positive_int, validate_data
+from ._validation import FLOAT_DTYPES, LocalizationWarning, check_allocation, check_positive_int, validate_data
 from .engine import bind, ratio
+from .kernels import SPECIAL
 
 __all__ = ["NonLocalMeans", "SelfLocalMean", "bilateral", "nl_means", "self_local_mean"]
 
@@ -146,12 +147,24 @@ def bilateral(image, spatial_bandwidth=1.0, range_bandwidth=None, *, window_size
     if mode not in _MODES:
         raise ValueError(f"`mode` must be one of {_MODES}, got {mode!r}")
     cval = _positive(abs(cval), "cval", allow_zero=True) and float(cval)
+    size_name = "window_size"
     if window_size is None:
         window_size = max(5, 2 * int(math.ceil(3 * hx)) + 1)
-    window_size = check_positive_int(window_size, "window_size")
+        size_name = "spatial_bandwidth"  # the default window grows with it
+    window_size = check_positive_int(window_size, size_name)
     radius = (window_size - 1) // 2
-    if not hy > 0:
-        # A constant image (std 0): every pixel already equals its mean.
+    rows, cols, channels = img.shape
+    check_allocation(
+        ((rows + 2 * radius) * (cols + 2 * radius) * channels + window_size**2) * img.itemsize,
+        size_name, f"a {window_size}×{window_size} window (the padded image and the window's weights)",
+    )
+    with np.errstate(divide="ignore", over="ignore"):
+        # 1/(2h²) in the filter's own arithmetic (float64, then the image's dtype).
+        inv_two_var = img.dtype.type(1.0 / (2.0 * np.float64(hy) * hy))
+    if not hy > 0 or not np.isfinite(inv_two_var):
+        # A constant image (std 0) is its own mean. A range bandwidth so small that 1/(2h²)
+        # overflows gives weight 0 to every pixel of another value: only equal values are
+        # averaged, which leaves every pixel as it is (the h → 0 limit).
         out = img.copy()
     else:
         # Planar layout: every loop of the native filter runs over contiguous pixels.
@@ -176,6 +189,16 @@ def _patch_weights(s, n_channels, h, dtype):
         w = np.ascontiguousarray(np.exp(-(rr * rr + cc * cc) / float(dtype.type(2 * a * a))))
     w *= 1.0 / (n_channels * np.sum(w) * h * h)
     return np.ascontiguousarray(w, dtype=dtype)
+
+
+def _patch_side(patch_size, shape, itemsize):
+    """The odd patch side nl_means uses, refused up front if its padding could never fit."""
+    s = check_positive_int(patch_size, "patch_size")
+    s += 1 - s % 2  # an even size is increased by one, as scikit-image does
+    rows, cols, channels = shape
+    check_allocation(((rows + s - 1) * (cols + s - 1) * channels + s * s) * itemsize, "patch_size",
+                     f"{s}×{s} patches (the reflect-padded image and the patch kernel)")
+    return s
 
 
 def nl_means(image, patch_size=7, patch_distance=11, h=0.1, sigma=0.0, *, exact=False, n_jobs=None):
@@ -227,10 +250,9 @@ def nl_means(image, patch_size=7, patch_distance=11, h=0.1, sigma=0.0, *, exact=
     True
     """
     img, was_2d = _as_image(image)
-    s = check_positive_int(patch_size, "patch_size")
-    if s % 2 == 0:
-        s += 1
-    d = check_positive_int(patch_distance, "patch_distance", minimum=0)
+    s = _patch_side(patch_size, img.shape, img.itemsize)
+    # The search window is clipped to the image: a larger distance searches the same pixels.
+    d = min(check_positive_int(patch_distance, "patch_distance", minimum=0), max(img.shape[:2]))
     h = _positive(h, "h")
     sigma = _positive(sigma, "sigma", allow_zero=True)
     offset = s // 2
@@ -280,10 +302,16 @@ class NonLocalMeans(TransformerMixin, BaseEstimator):
     def fit(self, X, y=None):
         """Check X and the parameters; non-local means learns nothing. Returns self."""
         X = validate_data(self, X, dtype=FLOAT_DTYPES)
-        shape = (1, X.shape[1]) if self.image_shape is None else tuple(int(v) for v in self.image_shape)
+        if self.image_shape is None:
+            shape = (1, X.shape[1])
+        else:
+            try:
+                shape = tuple(check_positive_int(v, "image_shape") for v in self.image_shape)
+            except TypeError:
+                raise ValueError(f"`image_shape` must be a tuple of positive integers, got {self.image_shape!r}") from None
         if len(shape) not in (2, 3) or int(np.prod(shape)) != X.shape[1]:
             raise ValueError(f"`image_shape` {self.image_shape!r} does not hold the {X.shape[1]} features of a row")
-        check_positive_int(self.patch_size, "patch_size")
+        _patch_side(self.patch_size, shape if len(shape) == 3 else shape + (1,), X.itemsize)
         check_positive_int(self.patch_distance, "patch_distance", minimum=0)
         _positive(self.h, "h")
         _positive(self.sigma, "sigma", allow_zero=True)
@@ -445,7 +473,7 @@ class SelfLocalMean(MultiOutputMixin, RegressorMixin, BaseEstimator):
         self.n_jobs = n_jobs
 
     def _params(self, d, p):
-        if not isinstance(self.kernel, str) or self.kernel in ("knn", "dot"):
+        if not isinstance(self.kernel, str) or self.kernel.lower() in SPECIAL:
             raise ValueError(f"`kernel` must be the name of a radial profile, got {self.kernel!r}")
         hx = _check_bandwidths(self.spatial_bandwidth, "spatial_bandwidth", d)
         hy = _check_bandwidths(self.range_bandwidth, "range_bandwidth", p)

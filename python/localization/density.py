@@ -7,8 +7,8 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from ._base import LocalEstimator
-from ._validation import FLOAT_DTYPES, check_positive_int, validate_data
-from .kernels import Balloon, SamplePoint, canonical_name, log_normalization
+from ._validation import FLOAT_DTYPES, check_allocation, check_positive_int, validate_data
+from .kernels import SPECIAL, Balloon, SamplePoint, canonical_name, log_normalization
 
 # Shadow profiles: -k'(u)/u = c · shadow(u), so ∇ log p̂ = c Σ shadow·w·(xᵢ − x) / (h² Σ k·w).
 _SHADOW = {"gaussian": ("gaussian", 1.0), "epanechnikov": ("tophat", 2.0), "biweight": ("epanechnikov", 4.0), "triweight": ("biweight", 6.0)}
@@ -29,11 +29,21 @@ class KernelDensity(LocalEstimator):
 
     Parameters
     ----------
-    bandwidth : float, array, "scott", "silverman", Balloon or SamplePoint, default=1.0
-        Per-feature arrays and the rules divide by ∏ⱼ hⱼ; adaptive rules by h(x)^d or hᵢ^d.
+    bandwidth : float, array, rule name, Balloon or SamplePoint, default=1.0
+        ``"scott"`` and ``"silverman"`` are scikit-learn's rules (n^(−1/(d+4)) and
+        (n(d+2)/4)^(−1/(d+4)), from n and d only), so the same spelling gives the same
+        density; ``"scott_scaled"`` and ``"silverman_scaled"`` multiply them by each
+        feature's standard deviation. Per-feature arrays and the scaled rules divide by
+        ∏ⱼ hⱼ; adaptive rules by h(x)^d or hᵢ^d.
     kernel : str or Kernel, default="gaussian"
     algorithm : {"auto", "brute", "kd_tree", "expansion"}, default="auto"
     n_jobs : int, optional
+
+    Attributes
+    ----------
+    bandwidth_ : float, ndarray of shape (n_features,), Balloon or SamplePoint
+        The bandwidth used: the number a rule gave (an array for per-feature bandwidths),
+        or the adaptive rule itself.
 
     Examples
     --------
@@ -52,12 +62,18 @@ class KernelDensity(LocalEstimator):
 
     def fit(self, X, y=None, sample_weight=None):
         """Store the sample. Returns self."""
-        X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C")
+        X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C", densify=True)
         self._store(X, sample_weight)
-        name = self.kernel_.name
-        if not isinstance(name, str) or name in ("knn", "dot"):
-            raise ValueError("KernelDensity needs a radial profile kernel (not knn, dot or a callable)")
+        name = getattr(self.kernel_, "name", None)
+        if not isinstance(name, str) or name in SPECIAL:
+            raise ValueError("KernelDensity needs a single radial profile kernel (not knn, dot, identity, a callable "
+                             f"or a combination of kernels), got {self.kernel!r}")
         self._log_norm = log_normalization(name, X.shape[1])
+        bk = self._bound()
+        if isinstance(self.kernel_.bandwidth, (Balloon, SamplePoint)):
+            self.bandwidth_ = self.kernel_.bandwidth
+        else:
+            self.bandwidth_ = bk.h if bk.feature_scale is None else bk.feature_scale.copy()
         return self
 
     def score_samples(self, X):
@@ -114,30 +130,59 @@ class KernelDensity(LocalEstimator):
         return g
 
     def sample(self, n_samples=1, random_state=None):
-        """Draw from p̂: pick a sample point by weight, add a draw from the kernel."""
+        """Draw from p̂: pick a sample point by weight, add a draw from the kernel.
+
+        For the gaussian and tophat kernels with a scalar bandwidth the draws are
+        scikit-learn's: the same ``random_state`` gives the same points. A point is picked by
+        one uniform draw against the cumulative weights, so integer weights give the same
+        draws as repeated points and constant weights the same as none.
+
+        Parameters
+        ----------
+        n_samples : int, default=1
+        random_state : int, RandomState or None
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_features)
+        """
         check_is_fitted(self)
         n_samples = check_positive_int(n_samples, "n_samples")
+        X = self.X_fit_
+        n, d = X.shape
+        # The picks, the kernel draws and the result, in float64.
+        check_allocation(8 * n_samples * (2 * d + 2), "n_samples", f"{n_samples} draws of {d} features")
         rng = check_random_state(random_state)
         bk = self._bound()
         if isinstance(self.kernel_.bandwidth, Balloon):
             raise ValueError("sampling needs a fixed or SamplePoint bandwidth")
-        X = self.X_fit_.astype(np.float64)
-        n, d = X.shape
-        p = None if self.sample_weight_ is None else self.sample_weight_ / self.sample_weight_.sum()
-        idx = rng.choice(n, size=n_samples, p=p)
-        u = _radial_draws(canonical_name(self.kernel_.name), d, n_samples, rng)
+        u = rng.uniform(0, 1, size=n_samples)
+        if self.sample_weight_ is None:
+            idx = (u * n).astype(np.int64)
+        else:
+            cumulative = np.cumsum(self.sample_weight_, dtype=np.float64)
+            idx = np.minimum(np.searchsorted(cumulative, u * cumulative[-1]), n - 1)
+        draws = _radial_draws(canonical_name(self.kernel_.name), d, n_samples, rng)
         scale = bk.h if bk.sample_h is None else bk.sample_h[idx].astype(np.float64)[:, None]
-        u = u * scale
         if bk.feature_scale is not None:
-            u = u * bk.feature_scale
-        return X[idx] + u
+            scale = scale * bk.feature_scale
+        return X[idx].astype(np.float64) + draws * scale
 
 
 def _radial_draws(name, d, n, rng):
-    """n draws from the density ∝ k(‖u‖) in ℝ^d (h = 1)."""
+    """n draws from the density ∝ k(‖u‖) in ℝ^d (h = 1).
+
+    Gaussian and tophat use scikit-learn's draws: a standard normal, radially mapped onto the
+    uniform ball by the regularised incomplete gamma function for the tophat.
+    """
     direction = rng.standard_normal((n, d))
     if name == "gaussian":
         return direction
+    if name == "tophat":
+        from scipy.special import gammainc
+
+        r2 = np.einsum("ij,ij->i", direction, direction)
+        return direction * (gammainc(0.5 * d, 0.5 * r2) ** (1.0 / d) / np.sqrt(r2))[:, None]
     direction /= np.linalg.norm(direction, axis=1, keepdims=True)
     if name == "exponential":
         return direction * rng.gamma(d, 1.0, size=(n, 1))

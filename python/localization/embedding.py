@@ -80,7 +80,8 @@ class LocalPCA(TransformerMixin, BaseEstimator):
         return self
 
     def _bound(self):
-        return bind(self.kernel, self.bandwidth, self.X_fit_, _knn_k(self.kernel, self.n_neighbors), self.sample_weight_)
+        return bind(self.kernel, self.bandwidth, self.X_fit_, _knn_k(self.kernel, self.n_neighbors), self.sample_weight_,
+                    consumer="LocalPCA")
 
     def _query(self, X):
         check_is_fitted(self)

@@ -23,7 +23,17 @@ from ._validation import (
     check_values,
     warn_zero_weight,
 )
-from .kernels import Balloon, Kernel, SamplePoint, as_kernel, check_adaptive, check_scalar_bandwidth, rule_of_thumb
+from .kernels import (
+    SIGNED_ZERO,
+    Balloon,
+    Kernel,
+    KernelCombination,
+    SamplePoint,
+    as_kernel,
+    check_adaptive,
+    check_scalar_bandwidth,
+    rule_of_thumb,
+)
 
 _ALGORITHMS = ("auto", "brute", "kd_tree", "expansion")
 
@@ -40,8 +50,10 @@ class BoundKernel:
     and the Python-callable slow path are turned into calls of the native engine.
     """
 
-    def __init__(self, kernel: Kernel, X, sample_weight=None):
+    def __init__(self, kernel: Kernel, X, sample_weight=None, allow_signed=False, consumer="this estimator"):
         self.kernel = kernel
+        self.allow_signed = allow_signed
+        self.consumer = consumer
         self.X = X
         self.n, self.d = X.shape
         self.callable = callable(kernel.name) and not isinstance(kernel.name, str)
@@ -55,10 +67,16 @@ class BoundKernel:
             self.k = check_positive_int(kernel.n_neighbors, "n_neighbors")
             if self.k > self.n:
                 raise ValueError(f"`n_neighbors`={self.k} exceeds the {self.n} samples")
+        elif self.name == "identity":
+            pass
         elif self.name == "dot":
             check_scalar_bandwidth(kernel.temperature, "temperature")
         elif isinstance(bw, str):
-            self.feature_scale = rule_of_thumb(X, bw, sample_weight)
+            h = rule_of_thumb(X, bw, sample_weight)
+            if np.ndim(h):
+                self.feature_scale = h
+            else:
+                self.h = h
         elif isinstance(bw, (Balloon, SamplePoint)):
             self.adaptive_k = check_adaptive(bw, self.n - isinstance(bw, SamplePoint))
         elif np.ndim(bw) == 1:
@@ -71,7 +89,7 @@ class BoundKernel:
         else:
             self.h = check_scalar_bandwidth(bw)
         self.Xs = self._scale(X)
-        if isinstance(bw, SamplePoint) and self.name not in ("knn", "dot"):
+        if isinstance(bw, SamplePoint) and self.name not in ("knn", "dot", "identity"):
             dist, _ = _core.NeighborIndex(self.Xs).knn(self.Xs, self.adaptive_k + 1)
             h = bw.scale * dist[:, -1].astype(np.float64)
             if np.any(h <= 0):
@@ -93,7 +111,7 @@ class BoundKernel:
     def query_bandwidth(self, Qs):
         """Per-query h of a Balloon rule (None otherwise)."""
         bw = self.kernel.bandwidth
-        if not isinstance(bw, Balloon) or self.name in ("knn", "dot"):
+        if not isinstance(bw, Balloon) or self.name in ("knn", "dot", "identity"):
             return None
         dist, _ = _core.NeighborIndex(self.Xs).knn(Qs, self.adaptive_k)
         h = bw.scale * dist[:, -1].astype(np.float64)
@@ -117,10 +135,11 @@ class BoundKernel:
         """Native local sums for validated queries: (num, den, log_scale, moments, cross)."""
         check_algorithm(algorithm)
         Qs = self._scale(Q)
-        if self.callable:
+        if self.callable or self.name == "identity":
             if degree is not None:
-                raise ValueError("local polynomial moments need a built-in kernel, not a Python callable")
-            return _callable_sums(self, Qs, values, sample_weight, exclude_self) + (None, None)
+                raise ValueError("local polynomial moments need a built-in radial or knn kernel")
+            sums = _callable_sums if self.callable else _identity_sums
+            return sums(self, Qs, values, sample_weight, exclude_self) + (None, None)
         kw = self.core_args(Qs)
         if self.sample_h is not None:
             kw["sample_bandwidth"] = self.sample_h
@@ -133,6 +152,11 @@ class BoundKernel:
         Qs = self._scale(Q)
         if self.callable:
             return _callable_matrix(self, Qs, self.Xs)
+        if self.name == "identity":
+            I = np.zeros((len(Qs), self.n), dtype=Qs.dtype)
+            _, ind, offsets = _core.NeighborIndex(self.Xs).radius(Qs, 0.0, n_jobs=n_jobs)
+            I[np.repeat(np.arange(len(Qs)), np.diff(offsets)), ind] = 1
+            return I
         kw = self.core_args(Qs)
         if self.sample_h is not None:
             kw["sample_bandwidth"] = self.sample_h
@@ -141,9 +165,31 @@ class BoundKernel:
 
 def _callable_matrix(bk, Qs, Xs):
     K = np.asarray(bk.kernel.name(cdist(Qs, Xs) / bk.h), dtype=np.float64)
-    if K.shape != (Qs.shape[0], Xs.shape[0]) or not np.all(np.isfinite(K)) or np.any(K < 0):
-        raise ValueError("a callable kernel profile must map an array of u >= 0 to finite non-negative values of the same shape")
+    if K.shape != (Qs.shape[0], Xs.shape[0]) or not np.all(np.isfinite(K)):
+        raise ValueError("a callable kernel profile must map an array of u >= 0 to finite values of the same shape")
+    if not bk.allow_signed and np.any(K < 0):
+        raise ValueError(f"{bk.consumer} needs a non-negative kernel, but the callable profile returned negative values "
+                         "(signed kernels are accepted by local_mean, kernel_sum, kernel_matrix and LocalMeanRegressor)")
     return K.astype(Qs.dtype)
+
+
+def _identity_sums(bk, Qs, values, sample_weight, exclude_self):
+    """The identity kernel 1[x* = xᵢ]: sums over the samples equal to each query (a radius-0
+    search), O(m + matches)."""
+    m = len(Qs)
+    _, ind, offsets = _core.NeighborIndex(bk.Xs).radius(Qs, 0.0)
+    row = np.repeat(np.arange(m), np.diff(offsets))
+    if exclude_self:
+        keep = ind != row
+        ind, row = ind[keep], row[keep]
+    w = np.ones(len(ind)) if sample_weight is None else sample_weight[ind].astype(np.float64)
+    den = np.bincount(row, weights=w, minlength=m)
+    p = 0 if values is None else values.shape[1]
+    num = np.zeros((m, p))
+    for c in range(p):
+        num[:, c] = np.bincount(row, weights=w * values[ind, c], minlength=m)
+    dt = Qs.dtype
+    return num.astype(dt), den.astype(dt), np.zeros(m, dtype=dt)
 
 
 def _callable_sums(bk, Qs, values, sample_weight, exclude_self):
@@ -154,6 +200,7 @@ def _callable_sums(bk, Qs, values, sample_weight, exclude_self):
     m = Qs.shape[0]
     num = np.zeros((m, 0 if V is None else V.shape[1]))
     den = np.zeros(m)
+    den_abs = np.zeros(m)
     step = max(1, (1 << 22) // n)
     for a in range(0, m, step):
         K = _callable_matrix(bk, Qs[a : a + step], bk.Xs).astype(np.float64) * w
@@ -161,19 +208,97 @@ def _callable_sums(bk, Qs, values, sample_weight, exclude_self):
             rows = np.arange(a, min(a + step, m))
             K[rows - a, rows] = 0.0
         den[a : a + step] = K.sum(axis=1)
+        den_abs[a : a + step] = np.abs(K).sum(axis=1)
         if V is not None:
             num[a : a + step] = K @ V
     dt = Qs.dtype
+    # A signed profile's total weight that cancels to rounding is zero (see BoundCombination).
+    den[np.abs(den) <= SIGNED_ZERO * np.finfo(dt).eps * den_abs] = 0.0
     return num.astype(dt), den.astype(dt), np.zeros(m, dtype=dt)
 
 
-def bind(kernel, bandwidth, X, n_neighbors=None, sample_weight=None):
-    return BoundKernel(as_kernel(kernel, bandwidth, n_neighbors), X, sample_weight)
+class BoundCombination:
+    """A :class:`KernelCombination` resolved against X: one BoundKernel per term.
+
+    ``sums`` has the contract of :meth:`BoundKernel.sums` (true sums = num·exp(log_scale)):
+    every term is one engine pass, and the terms are added after rescaling to the common
+    log-scale L = max_l log_scale_l, so nothing overflows or underflows that the terms alone
+    would not. A signed total weight indistinguishable from zero — |Σ K w| ≤ 64·ε·Σ |K| w — is
+    returned as exactly 0, so callers treat it as "no weight" (NaN and a warning).
+    """
+
+    def __init__(self, combo: KernelCombination, X, sample_weight=None, allow_signed=False, consumer="this estimator"):
+        self.kernel = combo
+        self.X = X
+        self.n, self.d = X.shape
+        self.terms = [BoundKernel(k, X, sample_weight, allow_signed, consumer) for k in combo.kernels]
+        self.coefficients = np.asarray(combo.coefficients)
+        self.callable = False
+        self.name = None
+
+    def sums(self, Q, values=None, sample_weight=None, *, degree=None, exclude_self=False, algorithm="auto", n_jobs=None):
+        if degree is not None:
+            raise ValueError("local polynomial moments need a single kernel, not a KernelCombination")
+        parts = [t.sums(Q, values, sample_weight, exclude_self=exclude_self, algorithm=algorithm, n_jobs=n_jobs)[:3]
+                 for t in self.terms]
+        dt = Q.dtype
+        m = len(Q)
+        p = 0 if values is None else values.shape[1]
+        num, den, den_abs = np.zeros((m, p)), np.zeros(m), np.zeros(m)
+        if self.kernel.normalized:
+            # Σ c_l K̃_l: each term contributes c_l·(its local mean) and c_l to the weight.
+            log_scale = np.zeros(m)
+            defined = np.ones(m, dtype=bool)
+            for c, (n_l, d_l, _) in zip(self.coefficients, parts):
+                d_l = d_l.astype(np.float64)
+                defined &= d_l > 0
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    num += c * n_l.astype(np.float64) / d_l[:, None]
+                den += c
+                den_abs += abs(c)
+            num[~defined] = 0.0
+            den[~defined] = 0.0
+        else:
+            log_scale = np.max([ls.astype(np.float64) for _, _, ls in parts], axis=0)
+            for c, (n_l, d_l, ls) in zip(self.coefficients, parts):
+                f = c * np.exp(ls.astype(np.float64) - log_scale)
+                num += f[:, None] * n_l.astype(np.float64)
+                den += f * d_l.astype(np.float64)
+                den_abs += np.abs(f) * d_l.astype(np.float64)
+        den[np.abs(den) <= SIGNED_ZERO * np.finfo(dt).eps * den_abs] = 0.0
+        return num.astype(dt), den.astype(dt), log_scale.astype(dt), None, None
+
+    def matrix(self, Q, n_jobs=None):
+        out = np.zeros((len(Q), self.n))
+        for c, t in zip(self.coefficients, self.terms):
+            K = t.matrix(Q, n_jobs=n_jobs).astype(np.float64)
+            if self.kernel.normalized:
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    K = K / K.sum(axis=1, keepdims=True)
+            out += c * K
+        return out.astype(Q.dtype)
+
+
+def bind_kernel(kernel, X, sample_weight=None, allow_signed=False, consumer="this estimator"):
+    """Resolve a Kernel or KernelCombination against X; signed kernels only if allowed."""
+    if isinstance(kernel, KernelCombination):
+        if kernel.signed and not allow_signed:
+            raise ValueError(f"{consumer} needs a non-negative kernel; {kernel!r} is signed (signed kernels are "
+                             "accepted by local_mean, kernel_sum, kernel_matrix and LocalMeanRegressor)")
+        return BoundCombination(kernel, X, sample_weight, allow_signed, consumer)
+    return BoundKernel(kernel, X, sample_weight, allow_signed, consumer)
+
+
+def bind(kernel, bandwidth, X, n_neighbors=None, sample_weight=None, allow_signed=False, consumer="this estimator"):
+    return bind_kernel(as_kernel(kernel, bandwidth, n_neighbors), X, sample_weight, allow_signed, consumer)
 
 
 def ratio(num, den, warn=True, what="local mean"):
-    """num / den row-wise, NaN (plus a warning) where the total weight is zero."""
-    zero = ~(den > 0)
+    """num / den row-wise, NaN (plus a warning) where the total weight is zero.
+
+    Weights may be negative under a signed kernel; zero (or NaN) is what is undefined.
+    """
+    zero = ~(den != 0)
     with np.errstate(invalid="ignore", divide="ignore"):
         out = num / den[:, None]
     out[zero] = np.nan
@@ -197,9 +322,12 @@ def local_mean(
     values : array of shape (n,) or (n, p), optional
         The values vᵢ to average; default ``X`` itself (the self-local mean, i.e. one
         MeanShift step).
-    kernel : str, callable or Kernel, default="gaussian"
-        Any profile of :mod:`localization.kernels`, ``"knn"``, ``"dot"`` or a callable.
-    bandwidth : float, array, "scott", "silverman", Balloon or SamplePoint, default=1.0
+    kernel : str, callable, Kernel or KernelCombination, default="gaussian"
+        Any profile of :mod:`localization.kernels`, ``"knn"``, ``"dot"``, ``"identity"``, a
+        callable, or a (possibly signed) combination such as a difference of Gaussians.
+        Under a signed kernel the mean is NaN (with a warning) where the signed total weight
+        is zero to rounding, |Σ K w| ≤ 64·ε·Σ |K| w.
+    bandwidth : float, array, rule name, Balloon or SamplePoint, default=1.0
     n_neighbors : int, optional
         k for ``kernel="knn"``.
     sample_weight : array of shape (n,), optional
@@ -231,7 +359,7 @@ def local_mean(
     >>> from localization import local_mean
     >>> X = np.array([[0.0], [1.0], [2.0]])
     >>> local_mean([[1.0]], X, [0.0, 1.0, 5.0], kernel="epanechnikov", bandwidth=1.5).round(4).tolist()
-    [1.4]
+    [1.7895]
     """
     X = as_float_array(X, "X")
     Q = check_query(X_query, X)
@@ -240,7 +368,7 @@ def local_mean(
     else:
         V, one_d = check_values(values, X.shape[0], X.dtype)
     w = check_sample_weight(sample_weight, X.shape[0], X.dtype)
-    bk = bind(kernel, bandwidth, X, n_neighbors, w)
+    bk = bind(kernel, bandwidth, X, n_neighbors, w, allow_signed=True, consumer="local_mean")
     num, den, log_scale, _, _ = bk.sums(Q, V, w, exclude_self=exclude_self, algorithm=algorithm, n_jobs=n_jobs)
     mean = ratio(num, den)
     mean = mean[:, 0] if one_d else mean
@@ -250,13 +378,21 @@ def local_mean(
 
 
 def kernel_sum(
-    X_query, X, *, kernel="gaussian", bandwidth=1.0, n_neighbors=None, sample_weight=None, log=False,
+    X_query, X, values=None, *, kernel="gaussian", bandwidth=1.0, n_neighbors=None, sample_weight=None, log=False,
     exclude_self=False, algorithm="auto", n_jobs=None,
 ):
-    """The kernel sum Σᵢ K(x*, xᵢ) wᵢ for every query (unnormalised kernel density).
+    """The kernel sum Σᵢ K(x*, xᵢ) wᵢ for every query (unnormalised kernel density), or with
+    ``values`` the weighted sum Σᵢ K(x*, xᵢ) wᵢ vᵢ (the numerator of the local mean).
 
     With ``log=True`` the logarithm is returned, computed stably: it stays finite where
-    the sum itself underflows (tiny bandwidths), and is ``-inf`` where it is truly zero.
+    the sum itself underflows (tiny bandwidths), and is ``-inf`` where it is truly zero
+    (non-negative kernels without ``values`` only). Signed kernels (a
+    :class:`~localization.kernels.KernelCombination` with a negative coefficient, e.g.
+    :func:`~localization.kernels.laplacian`) give signed sums.
+
+    Returns
+    -------
+    ndarray of shape (m,), or (m,) / (m, p) like ``values``
 
     Examples
     --------
@@ -264,17 +400,27 @@ def kernel_sum(
     >>> from localization import kernel_sum
     >>> kernel_sum([[0.0]], [[0.0], [3.0]], kernel="tophat", bandwidth=1.0).tolist()
     [1.0]
+    >>> kernel_sum([[0.0]], [[0.0], [0.5]], [2.0, 4.0], kernel="tophat", bandwidth=1.0).tolist()
+    [6.0]
     """
     X = as_float_array(X, "X")
     Q = check_query(X_query, X)
+    V, one_d = (None, True) if values is None else check_values(values, X.shape[0], X.dtype)
     w = check_sample_weight(sample_weight, X.shape[0], X.dtype)
-    bk = bind(kernel, bandwidth, X, n_neighbors, w)
-    _, den, log_scale, _, _ = bk.sums(Q, None, w, exclude_self=exclude_self, algorithm=algorithm, n_jobs=n_jobs)
-    den = den.astype(np.float64)
+    bk = bind(kernel, bandwidth, X, n_neighbors, w, allow_signed=not log, consumer="kernel_sum(log=True)")
+    num, den, log_scale, _, _ = bk.sums(Q, V, w, exclude_self=exclude_self, algorithm=algorithm, n_jobs=n_jobs)
+    total = den if V is None else num
+    total = total.astype(np.float64)
     if log:
+        if V is not None:
+            raise ValueError("`log=True` is for the kernel sum itself; drop `values` (weighted sums can be negative)")
         with np.errstate(divide="ignore"):
-            return np.log(den) + log_scale
-    return den * np.exp(log_scale.astype(np.float64))
+            return np.log(total) + log_scale
+    scale = np.exp(log_scale.astype(np.float64))
+    if V is None:
+        return total * scale
+    out = total * scale[:, None]
+    return out[:, 0] if one_d else out
 
 
 def kernel_matrix(X_query, X, *, kernel="gaussian", bandwidth=1.0, n_neighbors=None, n_jobs=None):
@@ -288,4 +434,4 @@ def kernel_matrix(X_query, X, *, kernel="gaussian", bandwidth=1.0, n_neighbors=N
     """
     X = as_float_array(X, "X")
     Q = check_query(X_query, X)
-    return bind(kernel, bandwidth, X, n_neighbors).matrix(Q, n_jobs=n_jobs)
+    return bind(kernel, bandwidth, X, n_neighbors, allow_signed=True, consumer="kernel_matrix").matrix(Q, n_jobs=n_jobs)

@@ -20,7 +20,7 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from ._validation import FLOAT_DTYPES, check_positive_int, check_sample_weight, validate_data
+from ._validation import FLOAT_DTYPES, check_allocation, check_positive_int, check_sample_weight, validate_data
 from .engine import BoundKernel, ratio
 from .kernels import Kernel
 
@@ -152,6 +152,7 @@ def sigma_schedule(sigma_max, sigma_min, n_steps, schedule="geometric", rho=7.0)
     sigma_max = _check_sigma(sigma_max, "sigma_max")
     sigma_min = _check_sigma(sigma_min, "sigma_min")
     n_steps = check_positive_int(n_steps, "n_steps", minimum=2)
+    check_allocation(8 * n_steps, "n_steps", f"{n_steps} noise levels")
     if sigma_min >= sigma_max:
         raise ValueError(f"`sigma_min`={sigma_min} must be smaller than `sigma_max`={sigma_max}")
     if schedule == "geometric":
@@ -257,6 +258,7 @@ class LocalMeanDiffusion(_LocalMeanPrior):
         if self.sampler not in _SAMPLERS:
             raise ValueError(f"`sampler` must be one of {_SAMPLERS}, got {self.sampler!r}")
         check_positive_int(self.n_langevin, "n_langevin")
+        _check_sigma(self.rho, "rho")  # used by the karras schedule, checked whichever is chosen
         eta = _check_sigma(self.langevin_step, "langevin_step")
         if eta >= 2:
             raise ValueError(f"`langevin_step` must be in (0, 2), got {eta}")
@@ -305,9 +307,11 @@ class LocalMeanDiffusion(_LocalMeanPrior):
         """
         check_is_fitted(self)
         n_samples = check_positive_int(n_samples, "n_samples")
-        rng = check_random_state(self.random_state if random_state is None else random_state)
         dt = self.X_fit_.dtype
         d = self.X_fit_.shape[1]
+        # The state, the denoised state and a noise draw, in float64.
+        check_allocation(3 * 8 * n_samples * d, "n_samples", f"{n_samples} samples of {d} features")
+        rng = check_random_state(self.random_state if random_state is None else random_state)
         sig = self.sigmas_
         x = self.mean_ + sig[0] * rng.standard_normal((n_samples, d))
         traj = [x.copy()] if return_trajectory else None

@@ -12,17 +12,35 @@ Bandwidths
 ``array of shape (n_features,)``
     A diagonal metric: feature j is divided by ``h[j]``.
 ``"scott"``, ``"silverman"``
-    Rules of thumb computed from the data's own per-feature standard deviation
-    (scikit-learn's versions ignore the scale of the data; these do not).
+    scikit-learn's rules of thumb, the same number for the same spelling:
+    h = n^(−1/(d+4)) (Scott) or (n (d+2) / 4)^(−1/(d+4)) (Silverman), with n the number of
+    samples and d of features. They use n and d only: the data are assumed standardised.
+``"scott_scaled"``, ``"silverman_scaled"``
+    The same factors times each feature's own (weighted) standard deviation, with the
+    effective sample size (Σw)²/Σw² for n: a per-feature bandwidth that follows the
+    scale of the data.
 :class:`Balloon` ``(n_neighbors)``
     Adaptive, per query: h(x*) = distance from x* to its k-th nearest sample.
 :class:`SamplePoint` ``(n_neighbors)``
     Adaptive, per sample: h_i = distance from x_i to its k-th nearest other sample.
 
-Special kernels: ``"knn"`` (K = 1 on the ``n_neighbors`` nearest samples) and ``"dot"``
-(K = exp(q·x / temperature), the query–key kernel of attention). Any Python callable
-``k(u)`` (vectorised over a NumPy array of u ≥ 0) is accepted on a documented slow path:
-it is evaluated in NumPy in bounded chunks, never with an m×n matrix at once.
+Special kernels: ``"knn"`` (K = 1 on the ``n_neighbors`` nearest samples), ``"dot"``
+(K = exp(q·x / temperature), the query–key kernel of attention) and ``"identity"``
+(K(x, x') = 1 if x = x', else 0). Any Python callable ``k(u)`` (vectorised over a NumPy array
+of u ≥ 0) is accepted on a documented slow path: it is evaluated in NumPy in bounded chunks,
+never with an m×n matrix at once.
+
+Signed kernels
+--------------
+Kernels combine linearly, ``Kernel(...) - 0.5 * Kernel(...)``, into a
+:class:`KernelCombination` Σ_l c_l K_l; :func:`normalized` gives the row-normalised K̃ = D⁻¹K
+and :func:`laplacian` the normalised Laplacian L̃ = I − K̃. Each term costs one pass of the
+engine; the terms are combined exactly through the engine's log-scales. A combination with
+a negative coefficient is *signed*: its local mean Σ K w v / Σ K w is defined where the signed
+total weight is not zero, and NaN (with a warning) where |Σ K w| ≤ 64·ε·Σ |K| w (ε the float
+type's epsilon), which covers the rows of a Laplacian (they sum to exactly 0). Signed kernels
+are accepted by ``local_mean``, ``kernel_sum`` (without ``log``), ``kernel_matrix`` and
+``LocalMeanRegressor``; every other estimator needs a non-negative kernel and says so.
 """
 
 from __future__ import annotations
@@ -57,7 +75,9 @@ ALIASES = {
     "quartic": "biweight",
     "triangular": "linear",
 }
-SPECIAL = ("knn", "dot")
+SPECIAL = ("knn", "dot", "identity")
+# The normalising constants are sums over the dimension; no data set has more features.
+_MAX_DIM = 2**31 - 1
 
 
 def canonical_name(name):
@@ -80,6 +100,8 @@ def profile(name, u):
     [1.0, 0.75, 0.0]
     """
     u = np.abs(np.asarray(u, dtype=np.float64))
+    if np.isnan(u).any():
+        raise ValueError("`u` contains NaN; a profile is evaluated at distances u >= 0")
     return _core.profile_values(canonical_name(name), u.ravel()).reshape(u.shape)
 
 
@@ -99,7 +121,10 @@ def log_normalization(name, d):
     >>> bool(np.isclose(log_normalization("gaussian", 1), 0.5 * np.log(2 * np.pi)))
     True
     """
-    return _core.log_integral(canonical_name(name), int(d))
+    d = check_positive_int(d, "d")
+    if d > _MAX_DIM:
+        raise ValueError(f"`d` must be a number of features up to {_MAX_DIM}, got {d}")
+    return _core.log_integral(canonical_name(name), d)
 
 
 @dataclass(frozen=True)
@@ -118,25 +143,43 @@ class SamplePoint:
     scale: float = 1.0
 
 
-def rule_of_thumb(X, rule="scott", sample_weight=None):
-    """Scott's or Silverman's per-feature bandwidth from the data's own scale.
+RULES = ("scott", "silverman", "scott_scaled", "silverman_scaled")
 
-    ``h_j = σ_j · n^{-1/(d+4)}`` (Scott) or ``σ_j · (n (d+2) / 4)^{-1/(d+4)}`` (Silverman),
-    where σ_j is the (weighted) standard deviation of feature j and n the effective
-    sample size.
+
+def rule_of_thumb(X, rule="scott", sample_weight=None):
+    """The bandwidth a named rule of thumb gives for the data X.
+
+    ``"scott"``: h = n^{-1/(d+4)}; ``"silverman"``: h = (n (d+2) / 4)^{-1/(d+4)}: scalars
+    that depend on n (rows of X) and d only, exactly as scikit-learn's ``KernelDensity``.
+    ``"scott_scaled"`` and ``"silverman_scaled"``: the same factors with n the effective
+    sample size (Σw)²/Σw², times σ_j, the (weighted) standard deviation of feature j — one
+    bandwidth per feature.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from localization.kernels import rule_of_thumb
+    >>> round(rule_of_thumb(np.zeros((64, 2)), "scott"), 6)   # 64^(-1/6)
+    0.5
+    >>> rule_of_thumb(np.array([[0.0, 0.0], [2.0, 20.0]]), "scott_scaled").round(3).tolist()
+    [0.891, 8.909]
     """
+    if rule not in RULES:
+        raise ValueError(f"unknown bandwidth rule {rule!r}; use one of {', '.join(map(repr, RULES))}")
     X = np.asarray(X, dtype=np.float64)
     n, d = X.shape
-    w = np.ones(n) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+    scaled = rule.endswith("_scaled")
+    if scaled:
+        w = np.ones(n) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+        n = w.sum() ** 2 / np.sum(w**2)
+    if rule.startswith("scott"):
+        factor = n ** (-1.0 / (d + 4))
+    else:
+        factor = (n * (d + 2) / 4.0) ** (-1.0 / (d + 4))
+    if not scaled:
+        return float(factor)
     mu = np.average(X, axis=0, weights=w)
     sigma = np.sqrt(np.average((X - mu) ** 2, axis=0, weights=w))
-    n_eff = w.sum() ** 2 / np.sum(w**2)
-    if rule == "scott":
-        factor = n_eff ** (-1.0 / (d + 4))
-    elif rule == "silverman":
-        factor = (n_eff * (d + 2) / 4.0) ** (-1.0 / (d + 4))
-    else:
-        raise ValueError(f"unknown bandwidth rule {rule!r}; use 'scott' or 'silverman'")
     if np.any(sigma <= 0):
         j = int(np.flatnonzero(sigma <= 0)[0])
         raise ValueError(f"bandwidth={rule!r} is zero because feature {j} is constant; pass a number instead")
@@ -151,8 +194,9 @@ class Kernel:
     name : str or callable, default="gaussian"
         A profile name or alias (see :data:`PROFILES`), ``"knn"``, ``"dot"``, or a
         vectorised callable ``k(u)`` (slow path).
-    bandwidth : float, array of shape (n_features,), "scott", "silverman", Balloon or SamplePoint
-        The bandwidth h (ignored by ``"knn"`` and ``"dot"``).
+    bandwidth : float, array of shape (n_features,), rule name, Balloon or SamplePoint
+        The bandwidth h (ignored by ``"knn"`` and ``"dot"``); rule names: ``"scott"``,
+        ``"silverman"`` (scikit-learn's), ``"scott_scaled"``, ``"silverman_scaled"``.
     n_neighbors : int, optional
         k of the ``"knn"`` kernel.
     temperature : float, default=1.0
@@ -192,14 +236,182 @@ class Kernel:
 
         return kernel_matrix(X, X if Y is None else Y, kernel=self)
 
+    # Arithmetic builds a KernelCombination (a linear combination, possibly signed).
+    def __add__(self, other):
+        return KernelCombination([self], [1.0]) + other
+
+    __radd__ = __add__
+
+    def __sub__(self, other):
+        return KernelCombination([self], [1.0]) - other
+
+    def __rsub__(self, other):
+        return other - KernelCombination([self], [1.0])
+
+    def __mul__(self, c):
+        return KernelCombination([self], [1.0]) * c
+
+    __rmul__ = __mul__
+
+    def __neg__(self):
+        return KernelCombination([self], [-1.0])
+
+
+# The relative size below which a signed total weight counts as zero (see the module doc).
+SIGNED_ZERO = 64
+
+
+class KernelCombination:
+    """A linear combination Σ_l c_l K_l of kernels with real coefficients (SPEC: signed kernels).
+
+    Usually built by arithmetic on :class:`Kernel` objects. With ``normalized=True`` every term
+    is row-normalised first, Σ_l c_l K̃_l with K̃_l = D_l⁻¹K_l (each row of K̃_l sums to one):
+    the form of :func:`laplacian` and of simplex-weighted multi-kernels.
+
+    Each term is one pass of the engine; the combined sums are exact (the terms are rescaled
+    to a common log-scale before they are added). A negative coefficient makes the kernel
+    *signed* (see the module documentation for where signed kernels are accepted and the
+    zero-denominator rule).
+
+    Parameters
+    ----------
+    kernels : list of Kernel
+        The terms; each keeps its own bandwidth.
+    coefficients : list of float
+        c_l, finite.
+    normalized : bool, default=False
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from localization import Kernel, local_mean
+    >>> dog = 2 * Kernel("gaussian", 1.0) - Kernel("gaussian", 2.0)   # a difference of Gaussians
+    >>> dog.signed
+    True
+    >>> X = np.array([[0.0], [1.0], [2.0]])
+    >>> local_mean([[1.0]], X, [0.0, 1.0, 5.0], kernel=dog).round(4).tolist()
+    [1.597]
+    """
+
+    def __init__(self, kernels, coefficients, normalized=False):
+        kernels, coefficients = list(kernels), [float(c) for c in coefficients]
+        if not kernels or len(kernels) != len(coefficients):
+            raise ValueError("a KernelCombination needs one coefficient per kernel, and at least one kernel")
+        for k in kernels:
+            if not isinstance(k, Kernel):
+                raise TypeError(f"the terms of a KernelCombination are Kernel objects, got {type(k).__name__}")
+        if not all(np.isfinite(coefficients)):
+            raise ValueError(f"the coefficients of a KernelCombination must be finite, got {coefficients}")
+        self.kernels = kernels
+        self.coefficients = coefficients
+        self.normalized = bool(normalized)
+
+    @property
+    def signed(self):
+        """Whether a coefficient is negative (the kernel can take negative values)."""
+        return any(c < 0 for c in self.coefficients)
+
+    def __repr__(self):
+        terms = " + ".join(f"{c:g}·{k!r}" for c, k in zip(self.coefficients, self.kernels))
+        return f"KernelCombination({terms}{', normalized' if self.normalized else ''})"
+
+    def __eq__(self, other):
+        return isinstance(other, KernelCombination) and vars(self) == vars(other)
+
+    def __hash__(self):
+        return hash((tuple(self.coefficients), self.normalized, len(self.kernels)))
+
+    def __call__(self, X, Y=None):
+        """The dense matrix Σ_l c_l K_l(X_i, Y_j) (for small inputs)."""
+        from .engine import kernel_matrix
+
+        return kernel_matrix(X, X if Y is None else Y, kernel=self)
+
+    def _terms(self, other):
+        if isinstance(other, Kernel):
+            other = KernelCombination([other], [1.0], self.normalized)
+        if not isinstance(other, KernelCombination):
+            return None
+        if other.normalized != self.normalized:
+            raise TypeError("cannot add a row-normalised combination to an unnormalised one")
+        return other
+
+    def __add__(self, other):
+        other = self._terms(other)
+        if other is None:
+            return NotImplemented
+        return KernelCombination(self.kernels + other.kernels, self.coefficients + other.coefficients, self.normalized)
+
+    __radd__ = __add__
+
+    def __sub__(self, other):
+        other = self._terms(other)
+        if other is None:
+            return NotImplemented
+        return self + (-other)
+
+    def __rsub__(self, other):
+        other = self._terms(other)
+        if other is None:
+            return NotImplemented
+        return other - self
+
+    def __mul__(self, c):
+        if isinstance(c, (bool, np.bool_)) or not isinstance(c, numbers.Real):
+            return NotImplemented
+        return KernelCombination(self.kernels, [c * v for v in self.coefficients], self.normalized)
+
+    __rmul__ = __mul__
+
+    def __neg__(self):
+        return self * -1.0
+
+
+def normalized(kernel):
+    """The row-normalised kernel K̃(x*, xᵢ) = K(x*, xᵢ) / Σⱼ K(x*, xⱼ): rows sum to one.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from localization.kernels import Kernel, normalized
+    >>> normalized(Kernel("tophat", 1.5))([[0.0]], [[0.0], [1.0], [3.0]]).tolist()
+    [[0.5, 0.5, 0.0]]
+    """
+    if isinstance(kernel, KernelCombination):
+        if kernel.normalized:
+            return kernel
+        raise TypeError("normalize the terms one by one: normalized(K1) - normalized(K2)")
+    return KernelCombination([as_kernel(kernel)], [1.0], normalized=True)
+
+
+def laplacian(kernel):
+    """The normalised graph Laplacian L̃ = I − K̃ (SPEC: rows sum to zero, L̃·1 = 0).
+
+    ``I`` is the ``"identity"`` kernel (1 where the query equals a sample). Applied to values
+    on the sample it gives vᵢ − m(xᵢ), the negated mean-shift of v: ``kernel_sum(X, X,
+    values=v, kernel=laplacian(K))``. Its local mean is undefined everywhere (the rows sum to
+    zero), so ``local_mean`` returns NaN with a warning.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from localization import kernel_sum
+    >>> from localization.kernels import Kernel, laplacian
+    >>> X = np.array([[0.0], [1.0], [5.0]])
+    >>> kernel_sum(X, X, values=[1.0, 3.0, 0.0], kernel=laplacian(Kernel("tophat", 2.0))).tolist()
+    [-1.0, 1.0, 0.0]
+    """
+    K = normalized(kernel)
+    return KernelCombination([Kernel("identity")], [1.0], normalized=True) - K
+
 
 def as_kernel(kernel, bandwidth=1.0, n_neighbors=None):
     """Turn an estimator's ``kernel``/``bandwidth``/``n_neighbors`` into a :class:`Kernel`.
 
-    A :class:`Kernel` instance keeps its own bandwidth; strings and callables take the
-    estimator's ``bandwidth`` and ``n_neighbors``.
+    A :class:`Kernel` or :class:`KernelCombination` keeps its own bandwidths; strings and
+    callables take the estimator's ``bandwidth`` and ``n_neighbors``.
     """
-    if isinstance(kernel, Kernel):
+    if isinstance(kernel, (Kernel, KernelCombination)):
         return kernel
     if callable(kernel):
         return Kernel(kernel, bandwidth)

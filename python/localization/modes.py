@@ -18,6 +18,7 @@ These estimators are re-exported from :mod:`localization.cluster`.
 from __future__ import annotations
 
 import numbers
+import operator
 import warnings
 
 import numpy as np
@@ -28,7 +29,7 @@ from . import _core
 from ._validation import FLOAT_DTYPES, LocalizationWarning, as_float_array, check_positive_int, check_sample_weight, validate_data
 from ._base import DEFAULT_N_NEIGHBORS
 from .engine import bind
-from .kernels import canonical_name, check_scalar_bandwidth
+from .kernels import SPECIAL, canonical_name, check_scalar_bandwidth
 
 __all__ = ["MedoidShift", "QuickShift", "PCShift", "medoid_shift", "quick_shift", "pc_shift", "pc_shift_step"]
 
@@ -38,7 +39,7 @@ def _profile_name(kernel):
     if not isinstance(kernel, str):
         raise TypeError(f"`kernel` must be a profile name such as 'gaussian', got {type(kernel).__name__}")
     name = canonical_name(kernel)
-    if name in ("knn", "dot"):
+    if name in SPECIAL:
         raise ValueError(f"`kernel` must be a radial profile, not {name!r}")
     return name
 
@@ -140,7 +141,7 @@ class MedoidShift(ClusterMixin, BaseEstimator):
         variant**: N(i) is the set of the k nearest samples of i, i itself included (ties by
         index), and both the sum over k and the candidates j are restricted to N(i):
         next(i) = argmin_{j ∈ N(i)} Σ_{k ∈ N(i)} K(x_i, x_k)·D(x_j, x_k)². With k = N it is
-        the dense definition (larger k is clipped to N).
+        the dense definition; k > N is an error.
     max_iter : int, default=1
         1: the forest of the definition. More: *iterated* MedoidShift — the roots, weighted
         by the total sample weight of their trees, form a new sample and MedoidShift runs on
@@ -212,8 +213,9 @@ class MedoidShift(ClusterMixin, BaseEstimator):
         n = X.shape[0]
         k = None
         if self.n_neighbors is not None:
-            # k ≥ N: every sample is in every neighbourhood, i.e. the dense definition.
-            k = min(check_positive_int(self.n_neighbors, "n_neighbors"), n)
+            k = check_positive_int(self.n_neighbors, "n_neighbors")
+            if k > n:
+                raise ValueError(f"`n_neighbors`={k} exceeds the {n} samples (k = n_samples is the dense definition)")
         pre = self.metric == "precomputed"
         if pre:
             if X.shape[1] != n:
@@ -267,9 +269,15 @@ class QuickShift(ClusterMixin, BaseEstimator):
 
     Ties are broken deterministically: a sample with *equal* density and a smaller index
     counts as higher (so duplicates merge), and among equally near candidates the smaller
-    index wins. scikit-image's ``quickshift`` breaks density ties with random noise instead;
-    on an image whose search window covers every pixel, and away from such ties, the
-    segments coincide (this is tested).
+    index wins. scikit-image's ``quickshift`` breaks density ties with random noise instead.
+
+    scikit-image sums its Gaussian, and looks for parents, only within ±⌈3·kernel_size⌉
+    pixels in row and column. ``window`` reproduces that: with the features
+    (ratio·colour, row, column), ``bandwidth=kernel_size``, ``max_dist=max_dist``,
+    ``window=ceil(3·kernel_size)`` and ``window_features=[-2, -1]`` the segments are
+    scikit-image's (density ties aside). The default sums over every sample (the exact kernel
+    sum), which differs from scikit-image's windowed sum by the Gaussian's tail beyond 3σ
+    (see the user guide for figures).
 
     Parameters
     ----------
@@ -284,8 +292,16 @@ class QuickShift(ClusterMixin, BaseEstimator):
     threshold : float, optional
         Links longer than this are cut (default: ``max_dist``, i.e. nothing more is cut).
         Lowering it explores the QuickShift hierarchy without a new search.
+    window : float, optional
+        Half-width of a box window: the density of sample i and the search for its parent
+        only involve samples j with |x_jk − x_ik| ≤ ``window`` for every feature k in
+        ``window_features``. ``None`` (default): every sample. Needs a radial profile with a
+        scalar bandwidth.
+    window_features : sequence of int, optional
+        The features the window applies to (negative indices count from the end; default:
+        all features).
     algorithm : {"auto", "brute", "kd_tree", "expansion"}, default="auto"
-        How the engine computes the densities.
+        How the engine computes the densities (without a window).
     n_jobs : int, optional
 
     Attributes
@@ -312,12 +328,15 @@ class QuickShift(ClusterMixin, BaseEstimator):
     [0, 0, 0, 1, 1]
     """
 
-    def __init__(self, bandwidth=1.0, kernel="gaussian", n_neighbors=None, max_dist=None, threshold=None, algorithm="auto", n_jobs=None):
+    def __init__(self, bandwidth=1.0, kernel="gaussian", n_neighbors=None, max_dist=None, threshold=None, window=None,
+                 window_features=None, algorithm="auto", n_jobs=None):
         self.bandwidth = bandwidth
         self.kernel = kernel
         self.n_neighbors = n_neighbors
         self.max_dist = max_dist
         self.threshold = threshold
+        self.window = window
+        self.window_features = window_features
         self.algorithm = algorithm
         self.n_jobs = n_jobs
 
@@ -337,11 +356,21 @@ class QuickShift(ClusterMixin, BaseEstimator):
         else:
             max_dist = self._check_distance(self.max_dist, "max_dist")
         threshold = max_dist if self.threshold is None else self._check_distance(self.threshold, "threshold")
-        bk = bind(self.kernel, self.bandwidth, X, _knn_k(self.kernel, self.n_neighbors), w)
-        _, den, log_scale, _, _ = bk.sums(X, None, w, algorithm=self.algorithm, n_jobs=n_jobs)
+        window = self._window(X.shape[1])
+        if window is None:
+            bk = bind(self.kernel, self.bandwidth, X, _knn_k(self.kernel, self.n_neighbors), w, consumer="QuickShift")
+            _, den, log_scale, _, _ = bk.sums(X, None, w, algorithm=self.algorithm, n_jobs=n_jobs)
+        else:
+            if not isinstance(self.bandwidth, numbers.Real) or isinstance(self.bandwidth, (bool, np.bool_)):
+                raise ValueError("`window` needs a scalar `bandwidth`")
+            den = _core.quickshift_density(X, window[0], window[1], _profile_name(self.kernel), check_scalar_bandwidth(self.bandwidth),
+                                           None if w is None else w.astype(np.float64), n_jobs=n_jobs)
+            log_scale = np.zeros(len(X))
         with np.errstate(divide="ignore"):
             log_density = np.log(den.astype(np.float64)) + log_scale.astype(np.float64)
-        parent, dist = _core.quickshift_links(X, np.ascontiguousarray(log_density), float(max_dist), n_jobs)
+        features, half = window if window is not None else (None, None)
+        parent, dist = _core.quickshift_links(X, np.ascontiguousarray(log_density), float(max_dist), window_features=features,
+                                              window=half, n_jobs=n_jobs)
         parent = parent.copy()
         cut = ~(dist <= threshold)
         parent[cut] = np.flatnonzero(cut)
@@ -351,6 +380,22 @@ class QuickShift(ClusterMixin, BaseEstimator):
         self.mode_indices_ = roots.astype(np.intp)
         self.cluster_centers_ = X[self.mode_indices_]
         return self
+
+    def _window(self, d):
+        """(feature indices, half-width) of the box window, or None."""
+        if self.window is None:
+            if self.window_features is not None:
+                raise ValueError("`window_features` needs `window`")
+            return None
+        half = self._check_distance(self.window, "window")
+        feats = range(d) if self.window_features is None else self.window_features
+        try:
+            idx = [int(operator.index(k)) for k in feats]
+        except TypeError:
+            raise ValueError(f"`window_features` must be feature indices, got {self.window_features!r}") from None
+        if not idx or any(not -d <= k < d for k in idx):
+            raise ValueError(f"`window_features` must be indices of the {d} features, got {self.window_features!r}")
+        return sorted({k % d for k in idx}), half
 
     @staticmethod
     def _check_distance(v, name):
@@ -443,7 +488,7 @@ def pc_shift_step(X_query, X, n_components=1, *, kernel="gaussian", bandwidth=1.
         raise ValueError(f"`X_query` has {Q.shape[1]} features, but X has {X.shape[1]}")
     q = _check_components(n_components, X.shape[1], allow_zero=True)
     w = check_sample_weight(sample_weight, X.shape[0], X.dtype)
-    step, valid = _step(bind(kernel, bandwidth, X, _knn_k(kernel, None), w), Q, w, q, algorithm, n_jobs)
+    step, valid = _step(bind(kernel, bandwidth, X, _knn_k(kernel, None), w, consumer="pc_shift_step"), Q, w, q, algorithm, n_jobs)
     step[~valid] = np.nan
     return step
 
@@ -572,7 +617,8 @@ class PCShift(TransformerMixin, BaseEstimator):
         return self
 
     def _bound(self):
-        return bind(self.kernel, self.bandwidth, self.X_fit_, _knn_k(self.kernel, self.n_neighbors), self.sample_weight_)
+        return bind(self.kernel, self.bandwidth, self.X_fit_, _knn_k(self.kernel, self.n_neighbors), self.sample_weight_,
+                    consumer="PCShift")
 
     def fit_transform(self, X, y=None, sample_weight=None):
         """Fit and return where the training points end."""

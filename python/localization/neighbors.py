@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
+import scipy.sparse as sp
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
@@ -19,19 +22,57 @@ def drop_self(dist, ind, rows):
     return dist[keep].reshape(m, k), ind[keep].reshape(m, k)
 
 
+def _check_radius(radius, n_queries=None):
+    """A radius >= 0 (+inf allowed) or, at query time, one radius per query.
+
+    Returns a float or a float64 array of shape (n_queries,).
+    """
+    if n_queries is not None and np.ndim(radius) == 1:
+        r = np.asarray(radius)
+        if r.dtype.kind not in "iuf" or r.shape != (n_queries,):
+            raise ValueError(f"`radius` must be a number or an array of {n_queries} numbers (one per query), got {radius!r}")
+        r = np.ascontiguousarray(r, dtype=np.float64)
+        if np.isnan(r).any() or (r < 0).any():
+            raise ValueError("every `radius` must be non-negative (np.inf allowed)")
+        return r
+    if isinstance(radius, (bool, np.bool_)) or not isinstance(radius, numbers.Real) or not radius >= 0:
+        raise ValueError(f"`radius` must be a non-negative number (np.inf allowed), got {radius!r}")
+    return float(radius)
+
+
+def _object_rows(flat, offsets):
+    """Split a flat array at the row offsets into an object array of arrays (scikit-learn's layout)."""
+    out = np.empty(len(offsets) - 1, dtype=object)
+    out[:] = np.split(flat, offsets[1:-1]) if len(out) else []
+    return out
+
+
 class NearestNeighbors(BaseEstimator):
     """Unsupervised exact k-nearest and radius neighbours, API-compatible with scikit-learn.
 
-    Results are sorted by distance (ties by index) and do not depend on ``n_jobs``.
+    Results are sorted by distance (ties by index) and do not depend on ``n_jobs``. The
+    distance is Euclidean (scikit-learn's default ``metric="minkowski", p=2``).
 
     Parameters
     ----------
     n_neighbors : int, default=5
     radius : float, default=1.0
+        Default radius of :meth:`radius_neighbors` (inclusive); ``np.inf`` returns every point.
     algorithm : {"auto", "kd_tree", "brute"}, default="auto"
         ``"auto"``: a kd-tree below 16 features, blocked-product brute force above.
     leaf_size : int, default=30
     n_jobs : int, optional
+
+    Attributes
+    ----------
+    n_samples_fit_ : int
+    n_features_in_ : int
+
+    Notes
+    -----
+    SciPy sparse input (any format) is converted to a dense array, n × d floats. scikit-learn
+    searches sparse data by brute force on the sparse matrix itself; for very wide sparse
+    data (text features) that is the better tool.
 
     Examples
     --------
@@ -41,6 +82,10 @@ class NearestNeighbors(BaseEstimator):
     >>> dist, ind = nn.kneighbors([[0.9]])
     >>> ind.tolist()
     [[1, 0]]
+    >>> nn.radius_neighbors([[0.9]], radius=[2.5], sort_results=True)[1][0].tolist()   # one radius per query
+    [1, 0, 2]
+    >>> nn.kneighbors_graph([[0.9]]).toarray().tolist()
+    [[1.0, 1.0, 0.0]]
     """
 
     def __init__(self, n_neighbors=5, radius=1.0, algorithm="auto", leaf_size=30, n_jobs=None):
@@ -52,9 +97,10 @@ class NearestNeighbors(BaseEstimator):
 
     def fit(self, X, y=None):
         """Build the index. Returns self."""
-        X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C")
+        X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C", densify=True)
         check_positive_int(self.n_neighbors, "n_neighbors")
         check_positive_int(self.leaf_size, "leaf_size")
+        _check_radius(self.radius)
         self._fit_X = np.ascontiguousarray(X)
         self._index = _core.NeighborIndex(self._fit_X, self.algorithm, self.leaf_size)
         self.n_samples_fit_ = X.shape[0]
@@ -74,13 +120,14 @@ class NearestNeighbors(BaseEstimator):
         check_is_fitted(self)
         if X is None:
             return self._fit_X, True
-        X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C", reset=False)
+        X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C", reset=False, densify=True)
         return np.ascontiguousarray(X, dtype=self._fit_X.dtype), False
 
     def kneighbors(self, X=None, n_neighbors=None, return_distance=True):
         """Distances and indices of the k nearest fitted points, ascending.
 
-        With ``X=None`` the fitted points are queried and each is not its own neighbour.
+        With ``X=None`` the fitted points are queried and each is not its own neighbour
+        (if duplicates push a point out of its own list, its first neighbour is dropped).
         """
         Q, self_query = self._queries(X)
         k = check_positive_int(self.n_neighbors if n_neighbors is None else n_neighbors, "n_neighbors")
@@ -91,20 +138,73 @@ class NearestNeighbors(BaseEstimator):
             dist, ind = drop_self(dist, ind, np.arange(len(Q)))
         return (dist, ind) if return_distance else ind
 
-    def radius_neighbors(self, X=None, radius=None, return_distance=True, sort_results=True):
-        """All fitted points within ``radius`` (inclusive), as object arrays of arrays."""
+    def radius_neighbors(self, X=None, radius=None, return_distance=True, sort_results=False):
+        """All fitted points within ``radius`` (inclusive), as object arrays of arrays.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_queries, n_features), optional
+            ``None``: the fitted points, each not its own neighbour.
+        radius : float or array of shape (n_queries,), optional
+            One radius for all queries or one per query (default ``self.radius``);
+            ``np.inf`` returns every point.
+        return_distance : bool, default=True
+        sort_results : bool, default=False
+            True: each query's neighbours by increasing distance (ties by index; needs
+            ``return_distance=True``, as in scikit-learn). False: in increasing index, the
+            order of scikit-learn's brute force.
+
+        Returns
+        -------
+        distances, indices : ndarray of shape (n_queries,) of arrays
+        """
+        if sort_results and not return_distance:
+            raise ValueError("return_distance must be True if sort_results is True.")
         Q, self_query = self._queries(X)
-        r = self.radius if radius is None else radius
-        if not (np.isscalar(r) and np.isfinite(r) and r >= 0):
-            raise ValueError(f"`radius` must be a finite non-negative number, got {r!r}")
-        dist, ind, offsets = self._index.radius(Q, float(r), n_jobs=self.n_jobs)
-        D = np.empty(len(Q), dtype=object)
-        I = np.empty(len(Q), dtype=object)
-        for i in range(len(Q)):
-            a, b = offsets[i], offsets[i + 1]
-            di, ii = dist[a:b], ind[a:b]
-            if self_query:
-                keep = ii != i
-                di, ii = di[keep], ii[keep]
-            D[i], I[i] = di, ii
-        return (D, I) if return_distance else I
+        r = _check_radius(self.radius if radius is None else radius, len(Q))
+        dist, ind, offsets = self._index.radius(Q, r, n_jobs=self.n_jobs)
+        row = np.repeat(np.arange(len(Q)), np.diff(offsets))
+        if self_query:
+            keep = ind != row
+            dist, ind, row = dist[keep], ind[keep], row[keep]
+            offsets = np.concatenate([[0], np.cumsum(np.bincount(row, minlength=len(Q)))])
+        if not sort_results:
+            order = np.lexsort((ind, row))
+            dist, ind = dist[order], ind[order]
+        I = _object_rows(ind, offsets)
+        return (_object_rows(dist, offsets), I) if return_distance else I
+
+    def kneighbors_graph(self, X=None, n_neighbors=None, mode="connectivity"):
+        """The k-neighbours graph as a CSR matrix of shape (n_queries, n_samples_fit).
+
+        ``mode="connectivity"`` stores ones, ``"distance"`` the distances.
+        """
+        _check_mode(mode)
+        dist, ind = self.kneighbors(X, n_neighbors)
+        n_queries, k = ind.shape
+        data = np.ones(ind.size) if mode == "connectivity" else dist.ravel()
+        return sp.csr_matrix((data, ind.ravel(), np.arange(0, n_queries * k + 1, k)), shape=(n_queries, self.n_samples_fit_))
+
+    def radius_neighbors_graph(self, X=None, radius=None, mode="connectivity", sort_results=False):
+        """The radius-neighbours graph as a CSR matrix of shape (n_queries, n_samples_fit).
+
+        ``mode="connectivity"`` stores ones, ``"distance"`` the distances; each row's entries
+        are in increasing distance with ``sort_results=True``, else in increasing index.
+        """
+        _check_mode(mode)
+        dist, ind = self.radius_neighbors(X, radius, sort_results=sort_results)
+        counts = np.array([len(i) for i in ind], dtype=np.int64)
+        indptr = np.concatenate([[0], np.cumsum(counts)])
+        flat_ind = np.concatenate(list(ind)) if len(ind) else np.zeros(0, dtype=np.int64)
+        data = np.ones(len(flat_ind)) if mode == "connectivity" else (np.concatenate(list(dist)) if len(dist) else np.zeros(0))
+        return sp.csr_matrix((data, flat_ind, indptr), shape=(len(ind), self.n_samples_fit_))
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
+
+
+def _check_mode(mode):
+    if mode not in ("connectivity", "distance"):
+        raise ValueError(f"`mode` must be 'connectivity' or 'distance', got {mode!r}")

@@ -18,7 +18,7 @@ SINGULAR = "a singular local design (too few samples in the window for the polyn
 
 
 def _fit_xy(est, X, y):
-    X, y = validate_data(est, X, y, dtype=FLOAT_DTYPES, order="C", multi_output=True, y_numeric=True)
+    X, y = validate_data(est, X, y, dtype=FLOAT_DTYPES, order="C", multi_output=True, y_numeric=True, densify=True)
     y = np.asarray(y, dtype=X.dtype)
     est._y_1d = y.ndim == 1
     return X, np.ascontiguousarray(y.reshape(len(y), -1))
@@ -32,13 +32,16 @@ class LocalMeanRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator):
     """Nadaraya–Watson regression: the local mean ŷ(x*) = Σ K(x*, xᵢ) yᵢ / Σ K(x*, xᵢ).
 
     It is the localization of the constant model under squared loss. With
-    ``kernel="knn"`` it is exactly k-nearest-neighbour regression.
+    ``kernel="knn"`` it is exactly k-nearest-neighbour regression. Signed kernels (e.g. a
+    difference of Gaussians, a higher-order kernel that reduces the bias) are accepted:
+    queries whose signed total weight is zero to rounding give NaN with a warning.
 
     Parameters
     ----------
-    kernel : str, callable or Kernel, default="gaussian"
-        Any profile name (see :mod:`localization.kernels`), ``"knn"`` or a callable.
-    bandwidth : float, array, "scott", "silverman", "loo", Balloon or SamplePoint, default=1.0
+    kernel : str, callable, Kernel or KernelCombination, default="gaussian"
+        Any profile name (see :mod:`localization.kernels`), ``"knn"``, a callable, or a
+        (possibly signed) combination of kernels.
+    bandwidth : float, array, rule name, "loo", Balloon or SamplePoint, default=1.0
         ``"loo"`` picks h from ``bandwidth_grid`` by exact leave-one-out error, computed
         with the hollow kernel at the cost of one local mean per grid value.
     n_neighbors : int, optional
@@ -67,6 +70,8 @@ class LocalMeanRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator):
     >>> float(abs(reg.predict([[0.5]])[0] - 0.25)) < 0.01
     True
     """
+
+    _signed_kernels = True
 
     def __init__(self, kernel="gaussian", bandwidth=1.0, n_neighbors=None, bandwidth_grid=None, algorithm="auto", n_jobs=None):
         self.kernel = kernel
@@ -120,22 +125,23 @@ class LocalMeanRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator):
         num, den, *_ = self._bound().sums(
             self.X_fit_, self.y_fit_, self.sample_weight_, exclude_self=True, algorithm=self.algorithm, n_jobs=self.n_jobs
         )
-        if np.any(~(den > 0)):
+        if np.any(~(den != 0)):
             return np.inf
         resid = num / den[:, None] - self.y_fit_
         w = np.ones(len(resid)) if self.sample_weight_ is None else self.sample_weight_
         return float(np.average(np.sum(resid.astype(np.float64) ** 2, axis=1), weights=w))
 
     def loo_predict(self):
-        """Exact leave-one-out predictions ŷ₋ᵢ(xᵢ) on the training sample (hollow kernel)."""
-        check_is_fitted(self)
-        num, den, *_ = self._bound().sums(
-            self.X_fit_, self.y_fit_, self.sample_weight_, exclude_self=True, algorithm=self.algorithm, n_jobs=self.n_jobs
-        )
-        return _out(self, ratio(num, den))
+        """Exact leave-one-out predictions ŷ₋ᵢ(xᵢ) on the training sample (hollow kernel);
+        the same as ``predict(None)``."""
+        return self.predict(None)
 
     def predict(self, X):
-        """Local means at X; NaN (with a warning) where no sample has positive weight."""
+        """Local means at X; NaN (with a warning) where no sample has positive weight.
+
+        ``X=None``: exact leave-one-out predictions at the training points (each point's own
+        term left out, the hollow kernel), as scikit-learn's ``KNeighborsRegressor.predict(None)``.
+        """
         check_is_fitted(self)
         num, den, *_ = self._sums(X, self.y_fit_)
         return _out(self, ratio(num, den))
@@ -189,8 +195,9 @@ class LocalPolynomialRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator)
         X, Y = _fit_xy(self, X, y)
         self.y_fit_ = Y
         self._store(X, sample_weight)
-        if self._bound().callable:
-            raise ValueError("LocalPolynomialRegressor needs a built-in kernel, not a Python callable")
+        if getattr(self.kernel_, "name", None) in (None, "identity", "dot") or self._bound().callable:
+            raise ValueError("LocalPolynomialRegressor needs a single radial profile or knn kernel (not a callable, "
+                             f"dot, identity or a combination of kernels), got {self.kernel!r}")
         return self
 
     def _core_args(self, X):
@@ -274,7 +281,7 @@ class LocalModel(MultiOutputMixin, LocalEstimator):
         from sklearn.linear_model import LinearRegression
 
         self.estimator_ = clone(self.estimator if self.estimator is not None else LinearRegression())
-        X, y = validate_data(self, X, y, dtype=FLOAT_DTYPES, order="C", multi_output=True, y_numeric=not is_classifier(self.estimator_))
+        X, y = validate_data(self, X, y, dtype=FLOAT_DTYPES, order="C", multi_output=True, y_numeric=not is_classifier(self.estimator_), densify=True)
         if self.n_neighbors is not None:
             check_positive_int(self.n_neighbors, "n_neighbors")
         self.y_fit_ = np.asarray(y)

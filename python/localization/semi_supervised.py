@@ -100,7 +100,7 @@ class LabelPropagation(ClassifierMixin, LocalEstimator):
 
     def fit(self, X, y):
         """Propagate the known labels (``-1`` = unlabelled) to every sample. Returns self."""
-        X, y = validate_data(self, X, y, dtype=FLOAT_DTYPES, order="C")
+        X, y = validate_data(self, X, y, dtype=FLOAT_DTYPES, order="C", densify=True)
         check_classification_targets(y)
         max_iter = check_positive_int(self.max_iter, "max_iter")
         tol = _check_tol(self.tol)
@@ -229,7 +229,7 @@ class LocalModeClustering(ClusterMixin, LocalEstimator):
 
     def fit(self, X, y=None):
         """Cluster X by iterating the local mode of the labels. Returns self."""
-        X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C")
+        X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C", densify=True)
         max_iter = check_positive_int(self.max_iter, "max_iter")
         self._store(X, None)
         codes = self._initial_labels(X)

@@ -104,7 +104,8 @@ pub fn nl_means<F: Real>(padded: ArrayView3<F>, patch_weights: ArrayView2<F>, pa
         return Err(LocalizationError::shape("image", format!("padding of {} pixels on each side", s / 2), format!("{:?}", padded.dim())));
     }
     let (rows, cols) = (hp - (s - 1), wp - (s - 1));
-    let d = patch_distance;
+    // The search window is clipped to the image: a larger distance searches the same pixels.
+    let d = patch_distance.min(rows.max(cols));
     let img = padded.as_standard_layout();
     let img = img.as_slice().ok_or_else(|| LocalizationError::param("image", "must be contiguous"))?;
     let pw = patch_weights.as_standard_layout().to_owned();

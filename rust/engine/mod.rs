@@ -648,10 +648,11 @@ fn knn_sums<F: Real>(pb: &Problem<F>, k: usize, profile: Option<Profile>, opts: 
     Ok(per_query(pb.queries.nrows(), p, basis, |i| {
         let q = pb.queries.row(i);
         let mut acc = Acc::new(p, basis, false);
-        // Leave-one-out drops the query's own index (wherever ties put it), else the farthest.
+        // Leave-one-out drops the query's own index (wherever ties put it); when more than k
+        // duplicates pushed it out of the list, the first one, as scikit-learn's kneighbors(None).
         let mut pairs: Vec<(usize, F)> = nb.indices[i].iter().copied().zip(nb.distances[i].iter().copied()).collect();
         if extra == 1 {
-            let at = pairs.iter().position(|&(j, _)| j == i).unwrap_or(pairs.len() - 1);
+            let at = pairs.iter().position(|&(j, _)| j == i).unwrap_or(0);
             pairs.remove(at);
         }
         let hk = pairs.last().map_or(F::zero(), |t| t.1);

@@ -169,6 +169,36 @@ impl<F: Real> KdTree<F> {
     }
 }
 
+impl<F: Real> KdTree<F> {
+    /// Call `f(tree position)` for every point inside the closed box [lo, hi], in tree order
+    /// (deterministic, as `visit_within`).
+    pub fn visit_box(&self, lo: &[F], hi: &[F], f: &mut impl FnMut(usize)) {
+        let d = self.d;
+        let mut stack = vec![0usize];
+        while let Some(node) = stack.pop() {
+            let b = &self.boxes[2 * d * node..2 * d * (node + 1)];
+            let (blo, bhi) = b.split_at(d);
+            if (0..d).any(|k| bhi[k] < lo[k] || blo[k] > hi[k]) {
+                continue;
+            }
+            let n = &self.nodes[node];
+            if (0..d).all(|k| lo[k] <= blo[k] && bhi[k] <= hi[k]) {
+                (n.start..n.end).for_each(&mut *f);
+            } else if n.left == usize::MAX {
+                for pos in n.start..n.end {
+                    let p = self.point(pos);
+                    if (0..d).all(|k| lo[k] <= p[k] && p[k] <= hi[k]) {
+                        f(pos);
+                    }
+                }
+            } else {
+                stack.push(n.right);
+                stack.push(n.left);
+            }
+        }
+    }
+}
+
 /// A k-NN candidate, ordered by (d², index) so that ties go to the smaller index.
 #[derive(Clone, Copy)]
 struct Candidate<F> {

@@ -99,25 +99,33 @@ impl<F: Real> Index<F> {
         Ok(unzip(rows))
     }
 
-    /// All references within distance `r` (inclusive) of each query row, ascending.
-    pub fn radius(&self, q: ArrayView2<F>, r: F) -> Result<Neighbors<F>> {
+    /// All references within distance r (inclusive) of each query row, ascending. `radii`
+    /// holds one r for every query or a single r for all; r = +∞ returns every reference.
+    pub fn radius(&self, q: ArrayView2<F>, radii: &[F]) -> Result<Neighbors<F>> {
         self.check_query(&q)?;
-        if !(r >= F::zero()) || !r.is_finite() {
-            return Err(LocalizationError::param("radius", "must be a finite non-negative number"));
+        if radii.len() != 1 && radii.len() != q.nrows() {
+            return Err(LocalizationError::shape("radius", format!("1 or {} values (one per query)", q.nrows()), radii.len()));
         }
-        let r2 = r * r;
+        if radii.iter().any(|r| !(*r >= F::zero())) {
+            return Err(LocalizationError::param("radius", "must be non-negative (+inf allowed), not NaN"));
+        }
+        let r2_of = |i: usize| {
+            let r = radii[if radii.len() == 1 { 0 } else { i }];
+            r * r
+        };
         let rows: Vec<(Vec<usize>, Vec<F>)> = match self {
             Index::Tree(t) => (0..q.nrows())
                 .into_par_iter()
                 .map(|i| {
                     let mut hits = Vec::new();
-                    t.within(q.row(i).as_slice().expect("row-major (checked on entry)"), r2, &mut hits);
+                    t.within(q.row(i).as_slice().expect("row-major (checked on entry)"), r2_of(i), &mut hits);
                     sorted(hits)
                 })
                 .collect(),
             Index::Brute { x, .. } => (0..q.nrows())
                 .into_par_iter()
                 .map(|i| {
+                    let r2 = r2_of(i);
                     let qi = q.row(i);
                     let qs = qi.as_slice().expect("row-major (checked on entry)");
                     let hits = x
@@ -262,15 +270,21 @@ mod tests {
                             assert!((*u as f64 - v).abs() < 1e-5);
                         }
                     }
-                    let rad = idx.radius(q.view(), 0.3).unwrap();
+                    let rad = idx.radius(q.view(), &[0.3]).unwrap();
+                    // Per-query radii, 0 and +∞ among them.
+                    let radii: Vec<f64> = (0..q.nrows()).map(|i| [0.0, 0.1, 0.45, f64::INFINITY][i % 4]).collect();
+                    let each = idx.radius(q.view(), &radii).unwrap();
                     for (i, qr) in q.rows().into_iter().enumerate() {
-                        let mut w: Vec<usize> = (0..x.nrows())
-                            .filter(|&j| sq_euclidean(qr.as_slice().unwrap(), x.row(j).as_slice().unwrap()) <= 0.09)
-                            .collect();
+                        let within = |r: f64| -> Vec<usize> {
+                            (0..x.nrows()).filter(|&j| sq_euclidean(qr.as_slice().unwrap(), x.row(j).as_slice().unwrap()) <= r * r).collect()
+                        };
                         let mut g = rad.indices[i].clone();
-                        w.sort();
                         g.sort();
-                        assert_eq!(g, w);
+                        assert_eq!(g, within(0.3));
+                        let mut g = each.indices[i].clone();
+                        g.sort();
+                        assert_eq!(g, within(radii[i]));
+                        assert!(each.distances[i].windows(2).all(|w| w[0] <= w[1]));
                     }
                 }
             }
@@ -285,6 +299,10 @@ mod tests {
         assert!(idx.knn(x.view(), 6).is_err());
         assert!(idx.knn(Array2::<f64>::zeros((2, 3)).view(), 1).is_err());
         assert!(Index::build(Array2::<f64>::zeros((0, 2)).view(), Algorithm::Auto, 16).is_err());
+        assert!(idx.radius(x.view(), &[f64::NAN]).is_err());
+        assert!(idx.radius(x.view(), &[-1.0]).is_err());
+        assert!(idx.radius(x.view(), &[1.0, 2.0]).is_err());
+        assert_eq!(idx.radius(x.view(), &[f64::INFINITY]).unwrap().indices[0].len(), 5);
     }
 
     #[test]

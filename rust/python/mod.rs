@@ -277,15 +277,21 @@ impl NeighborIndex {
         }
     }
 
-    /// (distances, indices) as flat arrays plus row offsets (CSR layout) of all rows within r.
+    /// (distances, indices) as flat arrays plus row offsets (CSR layout) of all rows within r:
+    /// a number, or a float64 array with one radius per query.
     #[pyo3(signature = (queries, r, n_jobs=None))]
-    fn radius<'py>(&self, py: Python<'py>, queries: &Bound<'py, PyAny>, r: f64, n_jobs: Option<i64>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<i64>>)> {
+    fn radius<'py>(&self, py: Python<'py>, queries: &Bound<'py, PyAny>, r: &Bound<'py, PyAny>, n_jobs: Option<i64>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<i64>>)> {
         let threads = parallel::resolve_n_jobs(n_jobs)?;
+        let radii: Vec<f64> = match r.extract::<f64>() {
+            Ok(v) => vec![v],
+            Err(_) => view1::<f64>(r, "radius")?.as_array().to_vec(),
+        };
         macro_rules! go {
             ($idx:expr, $F:ty) => {{
                 let q = view2::<$F>(queries, "X")?;
                 let qa = q.as_array();
-                let nb = py.detach(|| parallel::install(threads, || $idx.radius(qa, <$F>::of(r))))??;
+                let rf: Vec<$F> = radii.iter().map(|&v| <$F>::of(v)).collect();
+                let nb = py.detach(|| parallel::install(threads, || $idx.radius(qa, &rf)))??;
                 let mut offsets = vec![0i64];
                 for row in &nb.indices {
                     offsets.push(offsets.last().copied().unwrap_or(0) + row.len() as i64);

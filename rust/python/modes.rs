@@ -72,21 +72,53 @@ fn medoid_shift_knn<'py>(
     Ok(to_i64(next).into_pyarray(py))
 }
 
-/// QuickShift links: (parent, distance to parent; +inf for points with no sample above them).
+fn window(features: Option<Vec<usize>>, half_width: Option<f64>) -> PyResult<Option<quickshift::Window>> {
+    match (features, half_width) {
+        (Some(features), Some(half_width)) => Ok(Some(quickshift::Window { features, half_width })),
+        (None, None) => Ok(None),
+        _ => Err(PyValueError::new_err("`window` and `window_features` go together")),
+    }
+}
+
+/// QuickShift links: (parent, distance to parent; +inf for points with no sample above them),
+/// optionally within a box window on some features.
 #[pyfunction]
-#[pyo3(signature = (x, log_density, max_dist, n_jobs=None))]
+#[pyo3(signature = (x, log_density, max_dist, window_features=None, window=None, n_jobs=None))]
 fn quickshift_links<'py>(
-    py: Python<'py>, x: &Bound<'py, PyAny>, log_density: &Bound<'py, PyAny>, max_dist: f64, n_jobs: Option<i64>,
+    py: Python<'py>, x: &Bound<'py, PyAny>, log_density: &Bound<'py, PyAny>, max_dist: f64, window_features: Option<Vec<usize>>,
+    window: Option<f64>, n_jobs: Option<i64>,
 ) -> PyResult<(Bound<'py, PyArray1<i64>>, Bound<'py, PyAny>)> {
     let threads = parallel::resolve_n_jobs(n_jobs)?;
     let ld = view1::<f64>(log_density, "log_density")?;
     let ld: Vec<f64> = ld.as_array().to_vec();
+    let win = self::window(window_features, window)?;
     with_float!(x, F, {
         let xv = view2::<F>(x, "X")?;
         let xa = xv.as_array();
-        let (parent, dist) = py.detach(|| parallel::install(threads, || quickshift::link(xa, &ld, max_dist)))??;
+        let (parent, dist) = py.detach(|| parallel::install(threads, || quickshift::link(xa, &ld, max_dist, win.as_ref())))??;
         Ok((to_i64(parent).into_pyarray(py), dist.into_pyarray(py).into_any()))
     })
+}
+
+/// QuickShift's windowed density Σ_{j in the box window of i} w_j k(‖x_i − x_j‖/h), float64.
+#[pyfunction]
+#[pyo3(signature = (x, window_features, window, kernel="gaussian", bandwidth=1.0, weights=None, n_jobs=None))]
+#[allow(clippy::too_many_arguments)]
+fn quickshift_density<'py>(
+    py: Python<'py>, x: &Bound<'py, PyAny>, window_features: Vec<usize>, window: f64, kernel: &str, bandwidth: f64,
+    weights: Option<&Bound<'py, PyAny>>, n_jobs: Option<i64>,
+) -> PyResult<Bound<'py, PyArray1<f64>>> {
+    let threads = parallel::resolve_n_jobs(n_jobs)?;
+    let profile = Profile::from_name(kernel)?;
+    let w = f64_weights(weights)?;
+    let w = w.as_deref();
+    let win = quickshift::Window { features: window_features, half_width: window };
+    let dens = with_float!(x, F, {
+        let xv = view2::<F>(x, "X")?;
+        let xa = xv.as_array();
+        py.detach(|| parallel::install(threads, || quickshift::windowed_density(xa, &win, profile, bandwidth, w)))??
+    });
+    Ok(dens.into_pyarray(py))
 }
 
 /// Break the cycles of a parent map; returns (forest parent map, root of every node).
@@ -109,6 +141,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(medoid_shift_dense, m)?)?;
     m.add_function(wrap_pyfunction!(medoid_shift_knn, m)?)?;
     m.add_function(wrap_pyfunction!(quickshift_links, m)?)?;
+    m.add_function(wrap_pyfunction!(quickshift_density, m)?)?;
     m.add_function(wrap_pyfunction!(resolve_forest, m)?)?;
     Ok(())
 }

@@ -14,7 +14,7 @@ from dask.highlevelgraph import HighLevelGraph
 
 from .._sums import LocalSums, tree_reduce
 from ..engine import BoundKernel, check_algorithm
-from ..kernels import Balloon, SamplePoint, as_kernel
+from ..kernels import Balloon, Kernel, KernelCombination, SamplePoint, as_kernel, rule_of_thumb
 
 # References at most this large (X, values and weights together) are sent whole to every
 # worker by references="auto"; larger ones stay sharded where they are.
@@ -80,19 +80,26 @@ def task_threads(n_jobs):
     return int(n_jobs)
 
 
-def shard_safe(kernel, bandwidth, n_neighbors, d, dtype):
-    """Whether sums of this kernel over parts of the sample add up to the sums over the whole.
+def sharded_kernel(kernel, bandwidth, n_neighbors, n, d, dtype):
+    """The kernel every shard applies, so that sums over the shards add up to the sums over
+    the whole sample of n rows; None when the kernel looks at the whole sample.
 
-    Kernels that look at the whole sample (``"knn"``, adaptive bandwidths, rules of thumb
-    computed from the data) do not; every other kernel is checked here, at call time.
+    ``"knn"``, adaptive bandwidths, data-scaled rules of thumb and kernel combinations (row
+    normalisation, the signed-zero rule) need the whole sample. scikit-learn's ``"scott"``
+    and ``"silverman"`` depend on n and d only and are resolved to their number here.
+    Bandwidths, temperatures and per-feature scales are checked now, on one dummy sample.
     """
     k = as_kernel(kernel, bandwidth, n_neighbors)
-    if k.name == "knn" or isinstance(k.bandwidth, (Balloon, SamplePoint, str)):
-        return False
-    # Bandwidths, temperatures and per-feature scales do not depend on the data: check them
-    # now on one dummy sample.
+    if isinstance(k, KernelCombination) or k.name == "knn" or isinstance(k.bandwidth, (Balloon, SamplePoint)):
+        return None
+    if isinstance(k.bandwidth, str):
+        if k.bandwidth.endswith("_scaled"):
+            return None
+        # A view of zeros carries n and d without memory; these rules read nothing else.
+        h = rule_of_thumb(np.broadcast_to(np.zeros((), dtype=np.float64), (n, d)), k.bandwidth)
+        k = Kernel(k.name, h, n_neighbors=k.n_neighbors, temperature=k.temperature, knn_profile=k.knn_profile)
     BoundKernel(k, np.zeros((1, d), dtype=dtype))
-    return True
+    return k
 
 
 def client():

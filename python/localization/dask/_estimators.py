@@ -15,8 +15,8 @@ from .. import density, neighbors, regression
 from .._sums import tree_reduce
 from .._validation import check_positive_int
 from ..engine import BoundKernel, check_algorithm
-from ..kernels import log_normalization
-from ._common import Shards, Spec, aligned, as_dask, assemble, check_features, float_dtype, is_dask, shard_safe, task_threads
+from ..kernels import SPECIAL, log_normalization
+from ._common import Shards, Spec, aligned, as_dask, assemble, check_features, float_dtype, is_dask, sharded_kernel, task_threads
 
 
 def fit_sample(est, X, y=None, sample_weight=None):
@@ -66,13 +66,17 @@ def _shard_stats(X, Y, w):
     )
 
 
-def _check_kernel(est, what):
-    if not shard_safe(est.kernel_, None, None, est.n_features_in_, est._shards.dtype):
+def _shard_kernel(est, what):
+    """The estimator's kernel as every shard applies it (rules of thumb from n and d resolved)."""
+    sh = est._shards
+    k = sharded_kernel(est._kernel(), None, None, sh.n, sh.d, sh.dtype)
+    if k is None:
         raise ValueError(
             f"{what} on a Dask array keeps its sample sharded, so its kernel must not look at the whole sample: "
-            "not kernel='knn', Balloon, SamplePoint or a rule-of-thumb bandwidth (pass the bandwidth as a number "
-            "or per-feature array, or fit in memory and wrap with localization.dask.PostFit)"
+            "not kernel='knn', Balloon, SamplePoint, a data-scaled rule of thumb or a kernel combination (pass the "
+            "bandwidth as a number or per-feature array, or fit in memory and wrap with localization.dask.PostFit)"
         )
+    return k
 
 
 def per_query(est, X, finish, tail, dtype, values=False):
@@ -102,9 +106,9 @@ class KernelDensity(density.KernelDensity):
     in a fixed tree), so ``score_samples`` equals the in-memory one to rounding.
 
     Parameters are those of :class:`localization.KernelDensity`, except that the bandwidth
-    must be a number or per-feature array (rules and adaptive bandwidths look at the whole
-    sample) and ``n_jobs`` is the threads of each task (None: 1, Dask runs one task per
-    worker thread).
+    must be a number, a per-feature array or scikit-learn's ``"scott"`` / ``"silverman"``
+    (data-scaled rules and adaptive bandwidths look at the whole sample) and ``n_jobs`` is
+    the threads of each task (None: 1, Dask runs one task per worker thread).
 
     Examples
     --------
@@ -123,14 +127,16 @@ class KernelDensity(density.KernelDensity):
         check_algorithm(self.algorithm)
         task_threads(self.n_jobs)
         self._shards, self._total = fit_sample(self, X, None, sample_weight)
-        self.kernel_ = self._kernel()
-        name = self.kernel_.name
-        if not isinstance(name, str) or name in ("knn", "dot"):
-            raise ValueError("KernelDensity needs a radial profile kernel (not knn, dot or a callable)")
-        _check_kernel(self, "KernelDensity")
+        name = getattr(self._kernel(), "name", None)
+        if not isinstance(name, str) or name in SPECIAL:
+            raise ValueError("KernelDensity needs a single radial profile kernel (not knn, dot, identity, a callable "
+                             f"or a combination of kernels), got {self.kernel!r}")
+        self.kernel_ = _shard_kernel(self, "KernelDensity")
         d = self.n_features_in_
         self._log_norm = log_normalization(name, d)
-        self._log_volume = BoundKernel(self.kernel_, np.zeros((1, d), dtype=self._shards.dtype)).log_bandwidth_volume
+        bk = BoundKernel(self.kernel_, np.zeros((1, d), dtype=self._shards.dtype))
+        self._log_volume = bk.log_bandwidth_volume
+        self.bandwidth_ = bk.h if bk.feature_scale is None else bk.feature_scale.copy()
         self.X_fit_, self.sample_weight_ = self._shards.X, self._shards.weights
         return self
 
@@ -162,7 +168,8 @@ class LocalMeanRegressor(regression.LocalMeanRegressor):
     rounding (NaN where no sample has positive weight).
 
     Parameters are those of :class:`localization.LocalMeanRegressor`, except that the
-    bandwidth must be a number or per-feature array (not ``"loo"``, a rule or adaptive) and
+    bandwidth must be a number, a per-feature array or ``"scott"`` / ``"silverman"`` (not
+    ``"loo"``, a data-scaled rule or adaptive), the kernel a single non-negative kernel, and
     ``n_jobs`` is the threads of each task (None: 1).
 
     Examples
@@ -184,8 +191,7 @@ class LocalMeanRegressor(regression.LocalMeanRegressor):
             raise ValueError("bandwidth='loo' is not available on a sharded sample; pass a number (loo_predict gives the errors)")
         self._shards, _ = fit_sample(self, X, y, sample_weight)
         self.bandwidth_ = self.bandwidth
-        self.kernel_ = self._kernel()
-        _check_kernel(self, "LocalMeanRegressor")
+        self.kernel_ = _shard_kernel(self, "LocalMeanRegressor")
         self.X_fit_, self.y_fit_, self.sample_weight_ = self._shards.X, self._shards.values, self._shards.weights
         return self
 

@@ -18,7 +18,7 @@ from ._common import (
     check_features,
     float_dtype,
     is_dask,
-    shard_safe,
+    sharded_kernel,
     task_threads,
     whole,
 )
@@ -44,7 +44,8 @@ class _Plan:
         w = None if sample_weight is None else aligned(sample_weight, Xd, "sample_weight")
         if w is not None and w.ndim != 1:
             raise ValueError(f"`sample_weight` must be 1-D, got {w.ndim}-D")
-        safe = shard_safe(kernel, bandwidth, n_neighbors, Xd.shape[1], self.dtype)
+        self.kernel = sharded_kernel(kernel, bandwidth, n_neighbors, Xd.shape[0], Xd.shape[1], self.dtype)
+        safe = self.kernel is not None
         if exclude_self and not same:
             raise ValueError("`exclude_self` needs X_query to be X itself (the same array)")
         if references == "auto":
@@ -52,9 +53,9 @@ class _Plan:
             references = "sharded" if safe and (exclude_self or not small) else "broadcast"
         if references == "sharded" and not safe:
             raise ValueError(
-                "this kernel looks at the whole sample (kernel='knn', Balloon/SamplePoint or a rule-of-thumb "
-                "bandwidth), so sums over shards would differ from the whole: use references='broadcast', or pass "
-                "the bandwidth as a number or per-feature array"
+                "this kernel looks at the whole sample (kernel='knn', Balloon/SamplePoint, a data-scaled rule of "
+                "thumb or a kernel combination), so sums over shards would differ from the whole: use "
+                "references='broadcast', or pass the bandwidth as a number or per-feature array"
             )
         if references == "broadcast" and exclude_self:
             raise ValueError("`exclude_self` on a Dask array needs references='sharded' (the queries are the shards)")
@@ -145,7 +146,7 @@ def local_mean(
             blocks.append(out if out is None or not return_weight else delayed(operator.getitem, pure=True)(out, 0))
             weights.append(None if out is None or not return_weight else delayed(operator.getitem, pure=True)(out, 1))
     else:
-        spec = Spec(kernel, bandwidth, n_neighbors, algorithm, n_jobs)
+        spec = Spec(plan.kernel, None, None, algorithm, n_jobs)
         for i, q in plan.blocks():
             s = None if q is None else plan.shards.sums(q, spec, diagonal=i if exclude_self else None)
             m = None if s is None else delayed(_mean, pure=True)(s)
@@ -170,18 +171,20 @@ def _total(s):
 
 
 def kernel_sum(
-    X_query, X, *, kernel="gaussian", bandwidth=1.0, n_neighbors=None, sample_weight=None, log=False,
+    X_query, X, values=None, *, kernel="gaussian", bandwidth=1.0, n_neighbors=None, sample_weight=None, log=False,
     exclude_self=False, algorithm="auto", n_jobs=1, references="auto",
 ):
-    """The kernel sum Σᵢ K(x*, xᵢ) wᵢ of every query row, on Dask arrays.
+    """The kernel sum Σᵢ K(x*, xᵢ) wᵢ of every query row, or with ``values`` the weighted sum
+    Σᵢ K(x*, xᵢ) wᵢ vᵢ, on Dask arrays.
 
     The same numbers as :func:`localization.kernel_sum`, computed as in :func:`local_mean`
     (broadcast or sharded references, partial sums merged in a fixed tree). With
-    ``log=True`` the logarithm is returned, finite where the sum itself underflows.
+    ``log=True`` the logarithm of the kernel sum is returned, finite where the sum itself
+    underflows.
 
     Returns
     -------
-    sums : dask array of shape (m,), float64
+    sums : dask array of shape (m,), or (m,) / (m, p) like ``values``; float64
 
     Examples
     --------
@@ -192,25 +195,35 @@ def kernel_sum(
     >>> kernel_sum([[0.0]], X, kernel="tophat", bandwidth=1.0, references="sharded").compute().tolist()
     [2.0]
     """
-    plan = _Plan(X_query, X, None, sample_weight, kernel, bandwidth, n_neighbors, exclude_self, references)
+    if log and values is not None:
+        raise ValueError("`log=True` is for the kernel sum itself; drop `values` (weighted sums can be negative)")
+    plan = _Plan(X_query, X, values, sample_weight, kernel, bandwidth, n_neighbors, exclude_self, references)
+    tail = () if values is None or plan.one_d else (np.shape(values)[1],)
     blocks = []
     if plan.mode == "broadcast":
         kw = dict(kernel=kernel, bandwidth=bandwidth, n_neighbors=n_neighbors, log=log, algorithm=algorithm,
                   n_jobs=task_threads(n_jobs))
-        Xr, _, wr = plan.refs
+        Xr, Vr, wr = plan.refs
         for _, q in plan.blocks():
-            blocks.append(None if q is None else delayed(_engine_sum, pure=True)(q, Xr, wr, kw))
+            blocks.append(None if q is None else delayed(_engine_sum, pure=True)(q, Xr, Vr, wr, kw))
     else:
-        spec = Spec(kernel, bandwidth, n_neighbors, algorithm, n_jobs)
+        spec = Spec(plan.kernel, None, None, algorithm, n_jobs)
+        with_values = values is not None
+        finish = _log_total if log else _value_total if with_values else _total
         for i, q in plan.blocks():
-            s = None if q is None else plan.shards.sums(q, spec, values=False, diagonal=i if exclude_self else None)
-            blocks.append(None if s is None else delayed(_log_total if log else _total, pure=True)(s))
-    return assemble(blocks, plan.sizes, (), np.float64)
+            s = None if q is None else plan.shards.sums(q, spec, values=with_values, diagonal=i if exclude_self else None)
+            out = None if s is None else delayed(finish, pure=True)(s)
+            blocks.append(out if out is None or not plan.one_d else delayed(_first, pure=True)(out))
+    return assemble(blocks, plan.sizes, tail, np.float64)
 
 
-def _engine_sum(Q, X, w, kw):
-    return engine.kernel_sum(Q, X, sample_weight=w, **kw)
+def _engine_sum(Q, X, V, w, kw):
+    return engine.kernel_sum(Q, X, V, sample_weight=w, **kw)
 
 
 def _log_total(s):
     return s.log_total()
+
+
+def _value_total(s):
+    return s.total(values=True)

@@ -176,7 +176,7 @@ class MeanShift(cluster.MeanShift):
                 raise ValueError("the estimated bandwidth is 0 (most points coincide with their neighbours); pass `bandwidth`")
         kernel, h, radius, algorithm, res = clone(self).set_params(bandwidth=float(h))._check_params(shards.X)
         self.bandwidth_, self.algorithm_, self.kernel_ = h, algorithm, kernel
-        self._radius, self._grid_resolution = radius, res
+        self._grid_resolution = res
         self._shards, self._X, self._w = shards, shards.X, shards.weights
         self._threads = task_threads(self.n_jobs)
         self._window_futures = None

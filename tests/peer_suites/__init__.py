@@ -1,0 +1,1 @@
+"""The peers' own test suites, run against this library (see peer_adapters)."""

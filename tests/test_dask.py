@@ -75,6 +75,11 @@ def test_kernel_sum_equals_in_memory_and_keeps_float32(data, references):
     for log in (False, True):
         got = LD.kernel_sum(Qd, Xd, bandwidth=0.3, sample_weight=w, log=log, references=references).compute()
         assert rel(got, L.kernel_sum(Q, X, bandwidth=0.3, sample_weight=w, log=log)) < 1e-12
+    # Weighted sums of values (the numerator of the local mean), 1-D and 2-D.
+    y = np.column_stack([np.sin(X[:, 0]), X[:, 1]])
+    for v in (y, y[:, 1]):
+        got = LD.kernel_sum(Qd, Xd, v, bandwidth=0.8, sample_weight=w, references=references).compute()
+        assert rel(got, L.kernel_sum(Q, X, v, bandwidth=0.8, sample_weight=w)) < 1e-12
     # Tiny bandwidth: every kernel value underflows, the log stays finite and exact.
     got = LD.kernel_sum(Qd, Xd, bandwidth=1e-4, log=True, references=references).compute()
     assert np.all(np.isfinite(got))
@@ -117,7 +122,15 @@ def test_kernels_that_need_the_whole_sample_are_broadcast(data):
     with pytest.raises(ValueError, match="references='broadcast'"):
         LD.local_mean(Q, Xd, y, kernel="knn", n_neighbors=7, references="sharded")
     with pytest.raises(ValueError, match="references='broadcast'"):
-        LD.kernel_sum(Q, Xd, bandwidth="scott", references="sharded")
+        LD.kernel_sum(Q, Xd, bandwidth="scott_scaled", references="sharded")
+    dog = 2 * L.Kernel("gaussian", 1.0) - L.Kernel("gaussian", 2.0)  # signed: broadcast only
+    assert rel(LD.local_mean(Q, Xd, y, kernel=dog).compute(), L.local_mean(Q, X, y, kernel=dog)) < 1e-12
+    with pytest.raises(ValueError, match="references='broadcast'"):
+        LD.local_mean(Q, Xd, y, kernel=dog, references="sharded")
+    # scikit-learn's rules of thumb depend on n and d only: they shard.
+    for rule in ("scott", "silverman"):
+        got = LD.kernel_sum(Q, Xd, bandwidth=rule, references="sharded").compute()
+        assert rel(got, L.kernel_sum(Q, X, bandwidth=rule)) < 1e-12
 
 
 # -- bad input -------------------------------------------------------------------------
@@ -188,7 +201,11 @@ def test_kernel_density_on_a_sharded_sample(data, dask_client):
     with pytest.raises(NotImplementedError):
         kde.sample()
     with pytest.raises(ValueError, match="must not look at the whole sample"):
-        LD.KernelDensity(bandwidth="scott").fit(Xd)
+        LD.KernelDensity(bandwidth="scott_scaled").fit(Xd)
+    scott = LD.KernelDensity(bandwidth="scott").fit(Xd)
+    ref = L.KernelDensity(bandwidth="scott").fit(X)
+    assert scott.bandwidth_ == ref.bandwidth_
+    assert rel(scott.score_samples(Q), ref.score_samples(Q)) < 1e-12
     back = pickle.loads(pickle.dumps(kde))
     assert rel(back.score_samples(Q[:5]), kde.score_samples(Q[:5])) == 0
 

@@ -43,6 +43,7 @@ def test_reduced_parts_equal_the_whole(data, kernel):
     whole = L.local_mean(Q, X, y, kernel=kernel, bandwidth=0.2, sample_weight=w, return_weight=True)
     assert rel(merged.mean()[:, 0], whole[0]) < 1e-12
     assert rel(merged.total(), whole[1]) < 1e-12
+    assert rel(merged.total(values=True)[:, 0], L.kernel_sum(Q, X, y, kernel=kernel, bandwidth=0.2, sample_weight=w)) < 1e-12
     assert rel(merged.log_total(), np.log(whole[1])) < 1e-12
 
 

@@ -1,5 +1,6 @@
 //! The one error type of the core. Every fallible public function returns
-//! `Result<T>`; the Python layer maps each variant to a `ValueError`/`TypeError`.
+//! `Result<T>`; the Python layer maps each variant to a Python exception
+//! (`ValueError` for bad input, `MemoryError`, `KeyboardInterrupt`, `RuntimeError`).
 
 use thiserror::Error;
 
@@ -13,6 +14,17 @@ pub enum LocalizationError {
     EmptyInput { name: &'static str },
     #[error("`{name}` contains NaN or infinity")]
     NonFinite { name: &'static str },
+    /// An environment variable the library reads holds a value it cannot use.
+    #[error("environment variable {name}={value:?} is invalid: {reason}")]
+    Environment { name: &'static str, value: String, reason: String },
+    /// An output sized by the caller's request does not fit in memory (or in the address space).
+    /// `what` describes the array (shape and element type).
+    #[error("not enough memory for `{name}`: {what} needs {}", human_bytes(*.bytes))]
+    OutOfMemory { name: &'static str, what: String, bytes: u128 },
+    /// The operating system refused to start the worker threads.
+    #[error("cannot start {threads} worker threads: {reason}; lower n_jobs or LOCALIZATION_NUM_THREADS")]
+    ThreadPool { threads: usize, reason: String },
+    /// The caller asked the call to stop (Ctrl-C, or a progress callback that raised).
     #[error("interrupted")]
     Interrupted,
 }
@@ -25,5 +37,37 @@ impl LocalizationError {
     }
     pub fn shape(name: &'static str, expected: impl ToString, got: impl ToString) -> Self {
         LocalizationError::ShapeMismatch { name, expected: expected.to_string(), got: got.to_string() }
+    }
+}
+
+/// "320 GB", "1.5 MB": decimal units, as people read memory sizes.
+fn human_bytes(bytes: u128) -> String {
+    const UNITS: [&str; 7] = ["bytes", "kB", "MB", "GB", "TB", "PB", "EB"];
+    let mut v = bytes as f64;
+    let mut u = 0;
+    while v >= 1000.0 && u + 1 < UNITS.len() {
+        v /= 1000.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{bytes} bytes")
+    } else if v >= 100.0 {
+        format!("{v:.0} {}", UNITS[u])
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn out_of_memory_names_the_array_and_its_size() {
+        let e = LocalizationError::OutOfMemory { name: "kernel matrix", what: "200000 × 200000 float64".into(), bytes: 320_000_000_000 };
+        assert_eq!(e.to_string(), "not enough memory for `kernel matrix`: 200000 × 200000 float64 needs 320 GB");
+        assert_eq!(human_bytes(999), "999 bytes");
+        assert_eq!(human_bytes(1_500_000), "1.5 MB");
+        assert!(human_bytes(u128::MAX).ends_with(" EB"));
     }
 }

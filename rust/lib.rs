@@ -2,13 +2,14 @@
 //! Methods") as one fast engine for kernel-weighted sums, and the methods built on it.
 //!
 //! Layers, top to bottom: `python` (bindings, behind the `python` feature) → `algorithms`
-//! → `engine` → `kernel`, `neighbors`, `distance` → `error`, `parallel`.
+//! → `engine` → `kernel`, `neighbors`, `distance` → `error`, `memory`, `parallel`.
 
 pub mod algorithms;
 pub mod distance;
 pub mod engine;
 pub mod error;
 pub mod kernel;
+pub mod memory;
 pub mod neighbors;
 pub mod parallel;
 

@@ -169,6 +169,12 @@ def test_bad_input_is_a_clear_error_and_the_cluster_survives(data, dask_client):
         LD.kernel_sum(dx(badq, Q_CHUNKS), Xd, references="sharded").compute()
     with pytest.raises(ValueError, match="`X` contains NaN or infinity"):
         LD.KernelDensity().fit(dx(bad, X_CHUNKS))
+    # A re-fit that fails (here after the new sample was stored) leaves the previous fit.
+    kde = LD.KernelDensity(bandwidth=0.5).fit(Xd)
+    before = kde.score_samples(Q[:3])
+    with pytest.raises(ValueError, match="must not look at the whole sample"):
+        kde.set_params(bandwidth="scott_scaled").fit(dx(X[:200], 64))
+    assert kde.X_fit_.shape == X.shape and rel(kde.score_samples(Q[:3]), before) == 0
     with pytest.raises(ValueError, match="`sample_weight` must be non-negative"):
         LD.LocalMeanRegressor().fit(Xd, y, sample_weight=-np.ones(400))
     with pytest.raises(ValueError, match="`y` has 399 rows"):

@@ -139,6 +139,12 @@ def test_bad_input(blobs):
         LD.MeanShift(bandwidth=1e-15, algorithm="grid").fit(Xd)
     with pytest.raises(ValueError, match="No point was within"):
         LD.MeanShift(bandwidth=0.1, seeds=[[100.0, 100.0]]).fit(Xd)
+    # A re-fit that fails mid-way leaves the previous fit.
+    ms = LD.MeanShift(bandwidth=1.5, bin_seeding=True).fit(Xd)
+    centres = ms.cluster_centers_
+    with pytest.raises(ValueError, match="No point was within"):
+        ms.set_params(bandwidth=0.1, seeds=[[100.0, 100.0]]).fit(Xd)
+    assert ms.bandwidth_ == 1.5 and ms.cluster_centers_ is centres
 
 
 def test_native_round_objects_reject_bad_input(blobs):

@@ -8,6 +8,7 @@ under a localization kernel K (C. Song, "The General Theory of Localization Meth
 This package computes it with a multithreaded native engine and builds the methods on it.
 """
 
+from . import _threads  # noqa: F401  (registers the thread pool with threadpoolctl)
 from . import cluster, datasets, denoise, embedding, fuzzy, generative, kernels, memory, semi_supervised
 from ._core import __version__
 from ._sums import LocalSums

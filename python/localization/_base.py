@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
@@ -11,6 +13,27 @@ from .engine import bind_kernel
 from .kernels import as_kernel
 
 DEFAULT_N_NEIGHBORS = 5
+
+
+def keeps_state_on_error(method):
+    """Decorate a ``fit``-like method so that, when it raises (bad input, ``MemoryError``, or
+    ``KeyboardInterrupt`` from Ctrl-C during a long native call), the estimator gets back the
+    attributes it had before the call: an interrupted re-fit leaves the previous fit usable.
+
+    Fitted state is assigned, never mutated in place, so restoring the attribute dict suffices.
+    """
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        before = dict(self.__dict__)
+        try:
+            return method(self, *args, **kwargs)
+        except BaseException:
+            self.__dict__.clear()
+            self.__dict__.update(before)
+            raise
+
+    return wrapper
 
 
 class LocalEstimator(BaseEstimator):

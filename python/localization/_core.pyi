@@ -110,6 +110,7 @@ def grid_cells(
     weights: Optional[NDArray[np.floating]] = None,
     bandwidth: float = 1.0,
     grid_resolution: int = 4,
+    n_jobs: Optional[int] = None,
 ) -> Cells:
     """Occupied grid cells of x in order of first appearance: (keys, Σw, Σwx, count|None, Σx|None)."""
 
@@ -120,7 +121,12 @@ def grid_centroids(cells: Cells) -> tuple[NDArray[np.float64], NDArray[np.float6
     """(weighted centroids, weights) of grid cells."""
 
 def grid_keys(
-    x: NDArray[np.floating], lo: list[float], hi: list[float], bandwidth: float = 1.0, grid_resolution: int = 4
+    x: NDArray[np.floating],
+    lo: list[float],
+    hi: list[float],
+    bandwidth: float = 1.0,
+    grid_resolution: int = 4,
+    n_jobs: Optional[int] = None,
 ) -> NDArray[np.uint64]: ...
 
 class MeanShiftWindow:

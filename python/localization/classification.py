@@ -10,7 +10,7 @@ from sklearn.exceptions import DataConversionWarning
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
-from ._base import LocalEstimator
+from ._base import LocalEstimator, keeps_state_on_error
 from ._validation import FLOAT_DTYPES, LocalizationWarning, validate_data
 
 
@@ -57,6 +57,7 @@ class LocalModeClassifier(ClassifierMixin, LocalEstimator):
         self.algorithm = algorithm
         self.n_jobs = n_jobs
 
+    @keeps_state_on_error
     def fit(self, X, y, sample_weight=None):
         """Store the sample and its classes. Returns self."""
         X, y = validate_data(self, X, y, dtype=FLOAT_DTYPES, order="C", multi_output=True, densify=True)

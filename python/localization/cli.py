@@ -35,6 +35,7 @@ A one-screen tour of localization (every line is a local mean under some kernel 
   MeanShift(kernel="flat", bin_seeding=True)  mode seeking; scikit-learn's centres, much faster
 
 Threads: n_jobs=... or LOCALIZATION_NUM_THREADS; results are identical for any thread count.
+Ctrl-C stops any long call within about 0.1 s (KeyboardInterrupt).
 """
 
 
@@ -232,7 +233,9 @@ def _build_cluster(p):
     p.add_argument("--bin-seeding", action="store_true", help="MeanShift: seed from a grid of side h")
     p.add_argument("--n-samples", type=_positive_int, default=None,
                    help="size of the built-in data set (default 1,000,000; 20,000 for medoidshift/quickshift)")
-    p.add_argument("--n-jobs", type=int, default=None, help="threads (default: all cores)")
+    p.add_argument("--n-jobs", type=int, default=None,
+                   help="threads (default: LOCALIZATION_NUM_THREADS, else OMP_NUM_THREADS, else all cores; "
+                   "at most the cores)")
     p.add_argument("--output", help="write one label per line to this CSV file")
     p.add_argument("--plot", help="write a scatter plot of the first two features coloured by cluster (PNG)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -387,9 +390,12 @@ def main(argv=None):
         return 0
     try:
         return COMMANDS[args.command][0](args)
-    except (OSError, ValueError, TypeError) as e:
+    except (OSError, ValueError, TypeError, MemoryError) as e:
         print(f"localization {args.command}: error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"localization {args.command}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from . import _core
+from ._base import keeps_state_on_error
 from ._validation import FLOAT_DTYPES, as_float_array, check_positive_int, check_sample_weight, validate_data
 from .kernels import SPECIAL, canonical_name
 from .modes import MedoidShift, PCShift, QuickShift, medoid_shift, pc_shift, quick_shift
@@ -267,7 +268,9 @@ class MeanShift(ClusterMixin, BaseEstimator):
         nearest centre, which is fast and what scikit-learn does. ``"auto"``: trajectory when
         the points are the seeds (their trajectories exist anyway), nearest otherwise.
     return_trajectories : bool, default=False
-        Keep every seed's path in ``trajectories_`` (for plots; memory grows with the steps).
+        Keep every seed's path in ``trajectories_`` (for plots). Memory: seeds × (steps + 1)
+        × n_features × itemsize; when it runs out the fit raises ``MemoryError`` and the
+        estimator keeps its previous state.
     n_jobs : int, optional
         Threads (results do not depend on it).
     verbose : bool, default=False
@@ -408,6 +411,7 @@ class MeanShift(ClusterMixin, BaseEstimator):
 
     # -- fitting ------------------------------------------------------------------------
 
+    @keeps_state_on_error
     def fit(self, X, y=None, sample_weight=None):
         """Find the modes and label the points.
 

@@ -22,6 +22,7 @@ from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin, Transf
 from sklearn.utils.validation import check_is_fitted
 
 from . import _core
+from ._base import keeps_state_on_error
 from ._validation import FLOAT_DTYPES, LocalizationWarning, check_allocation, check_positive_int, validate_data
 from .engine import bind, ratio
 from .kernels import SPECIAL
@@ -299,6 +300,7 @@ class NonLocalMeans(TransformerMixin, BaseEstimator):
         self.exact = exact
         self.n_jobs = n_jobs
 
+    @keeps_state_on_error
     def fit(self, X, y=None):
         """Check X and the parameters; non-local means learns nothing. Returns self."""
         X = validate_data(self, X, dtype=FLOAT_DTYPES)
@@ -481,6 +483,7 @@ class SelfLocalMean(MultiOutputMixin, RegressorMixin, BaseEstimator):
         tol = _positive(self.tol, "tol", allow_zero=True)
         return hx, hy, max_iter, tol
 
+    @keeps_state_on_error
     def fit(self, X, y):
         """Run the fixed-point iteration on the training sample. Returns self."""
         X, y = validate_data(self, X, y, dtype=FLOAT_DTYPES, order="C", multi_output=True, y_numeric=True)

@@ -6,7 +6,7 @@ import numpy as np
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from ._base import LocalEstimator
+from ._base import LocalEstimator, keeps_state_on_error
 from ._validation import FLOAT_DTYPES, check_allocation, check_positive_int, validate_data
 from .kernels import SPECIAL, Balloon, SamplePoint, canonical_name, log_normalization
 
@@ -60,6 +60,7 @@ class KernelDensity(LocalEstimator):
         self.algorithm = algorithm
         self.n_jobs = n_jobs
 
+    @keeps_state_on_error
     def fit(self, X, y=None, sample_weight=None):
         """Store the sample. Returns self."""
         X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C", densify=True)

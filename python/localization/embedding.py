@@ -6,6 +6,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
+from ._base import keeps_state_on_error
 from ._validation import FLOAT_DTYPES, as_float_array, validate_data, warn_zero_weight
 from .engine import bind
 from ._validation import check_sample_weight
@@ -69,6 +70,7 @@ class LocalPCA(TransformerMixin, BaseEstimator):
         self.algorithm = algorithm
         self.n_jobs = n_jobs
 
+    @keeps_state_on_error
     def fit(self, X, y=None, sample_weight=None):
         """Store the sample (lazy learning). Returns self."""
         X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C")

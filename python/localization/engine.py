@@ -426,6 +426,10 @@ def kernel_sum(
 def kernel_matrix(X_query, X, *, kernel="gaussian", bandwidth=1.0, n_neighbors=None, n_jobs=None):
     """The dense kernel matrix K(x*_i, x_j), shape (m, n). For small problems and inspection.
 
+    Dense by nature: m × n × itemsize bytes (8 in float64), allocated before any work — a
+    request that does not fit raises ``MemoryError`` at once. ``local_mean`` and
+    ``kernel_sum`` compute the same sums without it.
+
     Examples
     --------
     >>> from localization.engine import kernel_matrix

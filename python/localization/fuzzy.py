@@ -19,6 +19,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
+from ._base import keeps_state_on_error
 from ._validation import FLOAT_DTYPES, check_positive_int, check_sample_weight, validate_data
 from .engine import BoundKernel, ratio
 from .kernels import Kernel, canonical_name
@@ -104,6 +105,7 @@ class FuzzyInferenceRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
             return 2.0 * h if np.isfinite(support(name)) else h
         return bw  # numbers and per-feature arrays are checked by BoundKernel
 
+    @keeps_state_on_error
     def fit(self, X, y, sample_weight=None):
         """Place the rules and fit their consequents. Returns self."""
         X, y = validate_data(self, X, y, dtype=FLOAT_DTYPES, order="C", multi_output=True, y_numeric=True)

@@ -20,6 +20,7 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
+from ._base import keeps_state_on_error
 from ._validation import FLOAT_DTYPES, check_allocation, check_positive_int, check_sample_weight, validate_data
 from .engine import BoundKernel, ratio
 from .kernels import Kernel
@@ -116,6 +117,7 @@ class LocalMeanDenoiser(_LocalMeanPrior):
         self.sigma = sigma
         self.n_jobs = n_jobs
 
+    @keeps_state_on_error
     def fit(self, X, y=None, sample_weight=None):
         """Store the training set (the empirical prior). Returns self."""
         _check_sigma(self.sigma)
@@ -252,6 +254,7 @@ class LocalMeanDiffusion(_LocalMeanPrior):
         self.random_state = random_state
         self.n_jobs = n_jobs
 
+    @keeps_state_on_error
     def fit(self, X, y=None, sample_weight=None):
         """Store the training set and resolve the noise schedule. Returns self."""
         X = self._fit(X, sample_weight)

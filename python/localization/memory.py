@@ -16,6 +16,7 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
+from ._base import keeps_state_on_error
 from ._validation import FLOAT_DTYPES, check_positive_int, validate_data
 from .engine import BoundKernel, ratio
 from .kernels import Kernel
@@ -80,6 +81,7 @@ class Hopfield(TransformerMixin, BaseEstimator):
         self.threshold = threshold
         self.random_state = random_state
 
+    @keeps_state_on_error
     def fit(self, X, y=None):
         """Store the patterns (binarised) and build the Hebbian weights. Returns self."""
         if self.update not in _UPDATES:
@@ -209,6 +211,7 @@ class ModernHopfield(TransformerMixin, BaseEstimator):
             raise ValueError(f"`beta` must be a finite positive number, got {b!r}")
         return float(b)
 
+    @keeps_state_on_error
     def fit(self, X, y=None):
         """Store the patterns. Returns self."""
         self._beta()

@@ -27,7 +27,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from . import _core
 from ._validation import FLOAT_DTYPES, LocalizationWarning, as_float_array, check_positive_int, check_sample_weight, validate_data
-from ._base import DEFAULT_N_NEIGHBORS
+from ._base import DEFAULT_N_NEIGHBORS, keeps_state_on_error
 from .engine import bind
 from .kernels import SPECIAL, canonical_name, check_scalar_bandwidth
 
@@ -52,8 +52,14 @@ def _knn_k(kernel, n_neighbors):
 
 
 def _check_n_jobs(n_jobs):
-    if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, numbers.Integral) or n_jobs == 0):
-        raise ValueError(f"`n_jobs` must be None or a non-zero integer, got {n_jobs!r}")
+    """The native layer's rule, checked at ``fit`` before any work (counts above the cores are
+    clamped there)."""
+    if n_jobs is None:
+        return None
+    if isinstance(n_jobs, bool) or not isinstance(n_jobs, numbers.Integral):
+        raise TypeError(f"`n_jobs` must be an integer or None, got {type(n_jobs).__name__} {n_jobs!r}")
+    if n_jobs == 0:
+        raise ValueError("`n_jobs` must be None or a non-zero integer, got 0")
     return n_jobs
 
 
@@ -197,6 +203,7 @@ class MedoidShift(ClusterMixin, BaseEstimator):
         self.max_iter = max_iter
         self.n_jobs = n_jobs
 
+    @keeps_state_on_error
     def fit(self, X, y=None, sample_weight=None):
         """Compute the forest. Returns self.
 
@@ -340,6 +347,7 @@ class QuickShift(ClusterMixin, BaseEstimator):
         self.algorithm = algorithm
         self.n_jobs = n_jobs
 
+    @keeps_state_on_error
     def fit(self, X, y=None, sample_weight=None):
         """Estimate the densities, link and cut. Returns self.
 
@@ -605,6 +613,7 @@ class PCShift(TransformerMixin, BaseEstimator):
         _check_n_jobs(self.n_jobs)
         return q, max_iter, float(self.tol)
 
+    @keeps_state_on_error
     def fit(self, X, y=None, sample_weight=None):
         """Move the training points onto the ridges. Returns self."""
         X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C")

@@ -10,6 +10,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
 from . import _core
+from ._base import keeps_state_on_error
 from ._validation import FLOAT_DTYPES, check_positive_int, validate_data
 
 
@@ -95,6 +96,7 @@ class NearestNeighbors(BaseEstimator):
         self.leaf_size = leaf_size
         self.n_jobs = n_jobs
 
+    @keeps_state_on_error
     def fit(self, X, y=None):
         """Build the index. Returns self."""
         X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C", densify=True)
@@ -128,6 +130,8 @@ class NearestNeighbors(BaseEstimator):
 
         With ``X=None`` the fitted points are queried and each is not its own neighbour
         (if duplicates push a point out of its own list, its first neighbour is dropped).
+        The two (n_queries, k) outputs (int64 and the data's float type) are allocated
+        before the search; if they do not fit, ``MemoryError`` is raised at once.
         """
         Q, self_query = self._queries(X)
         k = check_positive_int(self.n_neighbors if n_neighbors is None else n_neighbors, "n_neighbors")
@@ -140,6 +144,10 @@ class NearestNeighbors(BaseEstimator):
 
     def radius_neighbors(self, X=None, radius=None, return_distance=True, sort_results=False):
         """All fitted points within ``radius`` (inclusive), as object arrays of arrays.
+
+        Memory: (8 + itemsize) bytes per (query, neighbour) pair, up to n_queries × n_samples
+        when the radius covers everything. The lists grow a block of queries at a time and a
+        ``MemoryError`` reports the pairs found so far.
 
         Parameters
         ----------

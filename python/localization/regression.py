@@ -9,7 +9,7 @@ from sklearn.base import MultiOutputMixin, RegressorMixin, clone, is_classifier
 from sklearn.utils.validation import check_is_fitted
 
 from . import _core
-from ._base import LocalEstimator
+from ._base import LocalEstimator, keeps_state_on_error
 from ._validation import FLOAT_DTYPES, check_positive_int, validate_data, warn_zero_weight
 from .engine import check_algorithm, ratio
 
@@ -84,6 +84,7 @@ class LocalMeanRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator):
     def _bandwidth(self):
         return self.bandwidth_
 
+    @keeps_state_on_error
     def fit(self, X, y, sample_weight=None):
         """Store the sample (and choose h by leave-one-out if asked). Returns self."""
         X, Y = _fit_xy(self, X, y)
@@ -185,6 +186,7 @@ class LocalPolynomialRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator)
         self.algorithm = algorithm
         self.n_jobs = n_jobs
 
+    @keeps_state_on_error
     def fit(self, X, y, sample_weight=None):
         """Store the sample. Returns self."""
         if self.degree not in (0, 1, 2) or isinstance(self.degree, bool):
@@ -224,8 +226,9 @@ class LocalPolynomialRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator)
         """The equivalent kernel ℓ(x*) for each row of X: an (m, n_samples) signed matrix.
 
         ``predict(X) == equivalent_kernel(X) @ y`` for any training targets y. This matrix is
-        dense by nature; use it on modest numbers of queries. Sample weights are not folded
-        in (ℓ is defined for unit weights).
+        dense by nature: m × n_samples × itemsize bytes, allocated before any work (a request
+        that does not fit raises ``MemoryError`` at once); use it on modest numbers of queries.
+        Sample weights are not folded in (ℓ is defined for unit weights).
         """
         bk, Qs, kw = self._core_args(X)
         if self.sample_weight_ is not None:
@@ -276,6 +279,7 @@ class LocalModel(MultiOutputMixin, LocalEstimator):
         self.n_neighbors = n_neighbors
         self.n_jobs = n_jobs
 
+    @keeps_state_on_error
     def fit(self, X, y, sample_weight=None):
         """Store the sample. Returns self."""
         from sklearn.linear_model import LinearRegression

@@ -20,7 +20,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
-from ._base import LocalEstimator
+from ._base import LocalEstimator, keeps_state_on_error
 from ._validation import FLOAT_DTYPES, check_positive_int, validate_data
 
 
@@ -98,6 +98,7 @@ class LabelPropagation(ClassifierMixin, LocalEstimator):
             k = 7
         return as_kernel(self.kernel, self.bandwidth, k)
 
+    @keeps_state_on_error
     def fit(self, X, y):
         """Propagate the known labels (``-1`` = unlabelled) to every sample. Returns self."""
         X, y = validate_data(self, X, y, dtype=FLOAT_DTYPES, order="C", densify=True)
@@ -227,6 +228,7 @@ class LocalModeClustering(ClusterMixin, LocalEstimator):
             raise ValueError(f"`init` must have shape ({n},) to give one initial label per sample, got {init.shape}")
         return np.unique(init, return_inverse=True)[1]
 
+    @keeps_state_on_error
     def fit(self, X, y=None):
         """Cluster X by iterating the local mode of the labels. Returns self."""
         X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C", densify=True)

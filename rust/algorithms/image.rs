@@ -11,6 +11,8 @@
 
 use crate::error::{LocalizationError, Result};
 use crate::kernel::Real;
+use crate::memory;
+use crate::parallel::Monitor;
 use ndarray::{Array3, ArrayView2, ArrayView3, Axis};
 use rayon::prelude::*;
 
@@ -28,12 +30,12 @@ pub enum RangeWeight<F> {
 /// `padded` is channels × (rows + 2r) × (cols + 2r) (planar); `spatial` is the (2r+1)×(2r+1) table of
 /// K_x over the window offsets. Returns rows × cols × channels: at every pixel
 /// Σ_j K_x K_y f_j / Σ_j K_x K_y over the window.
-pub fn bilateral<F: Real>(padded: ArrayView3<F>, spatial: ArrayView2<F>, range: &RangeWeight<F>) -> Result<Array3<F>> {
-    bilateral_with(Simd::detect(), padded, spatial, range)
+pub fn bilateral<F: Real>(padded: ArrayView3<F>, spatial: ArrayView2<F>, range: &RangeWeight<F>, mon: &Monitor) -> Result<Array3<F>> {
+    bilateral_with(Simd::detect(), padded, spatial, range, mon)
 }
 
 fn bilateral_with<F: Real>(
-    simd: Simd, padded: ArrayView3<F>, spatial: ArrayView2<F>, range: &RangeWeight<F>) -> Result<Array3<F>> {
+    simd: Simd, padded: ArrayView3<F>, spatial: ArrayView2<F>, range: &RangeWeight<F>, mon: &Monitor) -> Result<Array3<F>> {
     let (nc, hp, wp) = padded.dim();
     let k = spatial.nrows();
     if k == 0 || k % 2 == 0 || spatial.ncols() != k {
@@ -56,11 +58,13 @@ fn bilateral_with<F: Real>(
     let img = img.as_slice().ok_or_else(|| LocalizationError::param("image", "must be contiguous"))?;
     let sp = spatial.as_standard_layout().to_owned();
     let sp = sp.as_slice().expect("owned standard layout");
-    let mut out = Array3::<F>::zeros((rows, cols, nc));
-    out.axis_iter_mut(Axis(0)).into_par_iter().enumerate().for_each(|(row, mut orow)| {
+    let mut out = memory::try_array("filtered image", (rows, cols, nc), F::zero())?;
+    out.axis_iter_mut(Axis(0)).into_par_iter().enumerate().try_for_each(|(row, mut orow)| {
+        mon.check()?;
         let orow = orow.as_slice_mut().expect("fresh array rows are contiguous");
         simd.run(&BilateralRow { img, wp, plane: hp * wp, k, sp, range, row }, orow, nc);
-    });
+        Ok(())
+    })?;
     Ok(out)
 }
 
@@ -91,7 +95,9 @@ const DISTANCE_CUTOFF: f64 = 5.0;
 /// whose running distance exceeds 5 at the start of a patch row gets weight 0). With
 /// `exact = true` the weight is the true exponential and no patch is cut. Returns
 /// rows × cols × channels.
-pub fn nl_means<F: Real>(padded: ArrayView3<F>, patch_weights: ArrayView2<F>, patch_distance: usize, var2: F, exact: bool) -> Result<Array3<F>> {
+pub fn nl_means<F: Real>(
+    padded: ArrayView3<F>, patch_weights: ArrayView2<F>, patch_distance: usize, var2: F, exact: bool, mon: &Monitor,
+) -> Result<Array3<F>> {
     let (nc, hp, wp) = padded.dim();
     let s = patch_weights.nrows();
     if s == 0 || s % 2 == 0 || patch_weights.ncols() != s {
@@ -111,12 +117,14 @@ pub fn nl_means<F: Real>(padded: ArrayView3<F>, patch_weights: ArrayView2<F>, pa
     let pw = patch_weights.as_standard_layout().to_owned();
     let pw = pw.as_slice().expect("owned standard layout");
     let plane = hp * wp;
-    let mut out = Array3::<F>::zeros((rows, cols, nc));
+    let mut out = memory::try_array("denoised image", (rows, cols, nc), F::zero())?;
     let simd = Simd::detect();
-    out.axis_iter_mut(Axis(0)).into_par_iter().enumerate().for_each(|(row, mut orow)| {
+    out.axis_iter_mut(Axis(0)).into_par_iter().enumerate().try_for_each(|(row, mut orow)| {
+        mon.check()?;
         let orow = orow.as_slice_mut().expect("fresh array rows are contiguous");
         simd.run(&NlRow { img, wp, plane, nc, s, d, rows, cols, pw, var2, exact, row }, orow, nc);
-    });
+        Ok(())
+    })?;
     Ok(out)
 }
 
@@ -441,9 +449,9 @@ mod tests {
         let padded = pad_edge(&img, r);
         let planar = padded.view().permuted_axes([2, 0, 1]).as_standard_layout().to_owned();
         let range = RangeWeight::Gaussian { inv_two_var: 1.0 / (2.0 * sr * sr) };
-        let got = bilateral(planar.view(), sp.view(), &range).unwrap();
+        let got = bilateral(planar.view(), sp.view(), &range, &Monitor::default()).unwrap();
         // the portable path (no FMA) agrees with the one chosen for this CPU to rounding
-        let portable = bilateral_with(Simd::Baseline, planar.view(), sp.view(), &range).unwrap();
+        let portable = bilateral_with(Simd::Baseline, planar.view(), sp.view(), &range, &Monitor::default()).unwrap();
         assert!(got.iter().zip(&portable).all(|(a, b)| (a - b).abs() < 1e-14));
         let (h, w, nc) = img.dim();
         for i in 0..h {
@@ -475,7 +483,7 @@ mod tests {
         let padded = padded_hwc.view().permuted_axes([2, 0, 1]).as_standard_layout().to_owned();
         let pw = Array2::from_elem((s, s), 1.0 / (s * s * nc) as f64 / 0.25);
         let var2 = 0.01;
-        let got = nl_means(padded.view(), pw.view(), d, var2, true).unwrap();
+        let got = nl_means(padded.view(), pw.view(), d, var2, true, &Monitor::default()).unwrap();
         for i in 0..h {
             for j in 0..w {
                 let (mut num, mut den) = (vec![0.0; nc], 0.0);
@@ -502,18 +510,18 @@ mod tests {
                 }
             }
         }
-        let one = crate::parallel::install(1, || nl_means(padded.view(), pw.view(), d, var2, false).unwrap()).unwrap();
-        let two = crate::parallel::install(3, || nl_means(padded.view(), pw.view(), d, var2, false).unwrap()).unwrap();
+        let one = crate::parallel::install(1, || nl_means(padded.view(), pw.view(), d, var2, false, &Monitor::default()).unwrap()).unwrap();
+        let two = crate::parallel::install(3, || nl_means(padded.view(), pw.view(), d, var2, false, &Monitor::default()).unwrap()).unwrap();
         assert_eq!(one, two);
     }
 
     #[test]
     fn bad_shapes_are_errors() {
         let img = Array3::<f64>::zeros((3, 3, 1));
-        assert!(nl_means(img.view(), Array2::zeros((2, 2)).view(), 1, 0.0, false).is_err());
-        assert!(nl_means(img.view(), Array2::zeros((5, 5)).view(), 1, 0.0, false).is_err());
-        assert!(bilateral(img.view(), Array2::zeros((3, 3)).view(), &RangeWeight::Table { lut: vec![], scale: 1.0 }).is_err());
-        assert!(bilateral(img.view(), Array2::zeros((5, 5)).view(), &RangeWeight::Gaussian { inv_two_var: 1.0 }).is_err());
+        assert!(nl_means(img.view(), Array2::zeros((2, 2)).view(), 1, 0.0, false, &Monitor::default()).is_err());
+        assert!(nl_means(img.view(), Array2::zeros((5, 5)).view(), 1, 0.0, false, &Monitor::default()).is_err());
+        assert!(bilateral(img.view(), Array2::zeros((3, 3)).view(), &RangeWeight::Table { lut: vec![], scale: 1.0 }, &Monitor::default()).is_err());
+        assert!(bilateral(img.view(), Array2::zeros((5, 5)).view(), &RangeWeight::Gaussian { inv_two_var: 1.0 }, &Monitor::default()).is_err());
     }
 }
 

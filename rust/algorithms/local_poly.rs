@@ -2,9 +2,11 @@
 //! per query solve (ΦᵀWΦ + λI) β = ΦᵀWy and predict β₀; and the equivalent kernel ℓ(x*)
 //! with ŷ(x*) = Σᵢ ℓᵢ(x*) yᵢ.
 
-use crate::engine::{kernel_matrix, local_sums, Bandwidth, Kernel, LocalSums, Neighborhood, Options, Problem};
+use crate::engine::{fill_kernel_matrix, local_sums, validate, Bandwidth, Kernel, LocalSums, Neighborhood, Options, Problem};
 use crate::error::Result;
 use crate::kernel::Real;
+use crate::memory;
+use crate::parallel::Monitor;
 use ndarray::{Array2, ArrayView2};
 use rayon::prelude::*;
 
@@ -53,7 +55,7 @@ pub fn solve_in_place(a: &mut [f64], b: &mut [f64], n: usize, nrhs: usize) -> bo
 
 /// Per-query local polynomial coefficients: row i holds β (D × nrhs, row-major) and
 /// `singular[i]` whether the local design was singular (then β is NaN).
-fn coefficients<F: Real>(sums: &LocalSums<F>, ridge: f64, rhs: Rhs) -> (Array2<f64>, Vec<bool>) {
+fn coefficients<F: Real>(sums: &LocalSums<F>, ridge: f64, rhs: Rhs) -> Result<(Array2<f64>, Vec<bool>)> {
     let mom = sums.moments.as_ref().expect("engine called with a degree");
     let cross = sums.cross.as_ref().expect("engine called with a degree");
     let (m, nb, _) = mom.dim();
@@ -65,8 +67,8 @@ fn coefficients<F: Real>(sums: &LocalSums<F>, ridge: f64, rhs: Rhs) -> (Array2<f
     // Row-major views (a copy only if some path ever produced another layout).
     let (mom, cross) = (mom.as_standard_layout(), cross.as_standard_layout());
     let (mom, cross) = (mom.as_slice().unwrap_or_default(), cross.as_slice().unwrap_or_default());
-    let mut beta = Array2::zeros((m, nb * nrhs));
-    let mut singular = vec![false; m];
+    let mut beta = memory::try_array("local coefficients", (m, nb * nrhs), 0.0)?;
+    let mut singular = memory::try_vec("singular mask", &[m], false)?;
     let rows = beta.as_slice_mut().unwrap_or_default().par_chunks_mut((nb * nrhs).max(1));
     rows.zip(singular.par_iter_mut()).enumerate().for_each_init(
         || vec![0.0; nb * nb],
@@ -89,7 +91,7 @@ fn coefficients<F: Real>(sums: &LocalSums<F>, ridge: f64, rhs: Rhs) -> (Array2<f
             }
         },
     );
-    (beta, singular)
+    Ok((beta, singular))
 }
 
 #[derive(Copy, Clone)]
@@ -99,28 +101,39 @@ enum Rhs {
 }
 
 /// Local polynomial predictions (m × p) and the singular-design mask.
-pub fn predict<F: Real>(pb: &Problem<F>, kernel: &Kernel, bw: &Bandwidth<F>, degree: usize, ridge: f64, neighborhood: Neighborhood) -> Result<(Array2<F>, Vec<bool>)> {
-    let opts = Options { degree: Some(degree), neighborhood, ..Options::default() };
+#[allow(clippy::too_many_arguments)]
+pub fn predict<F: Real>(
+    pb: &Problem<F>, kernel: &Kernel, bw: &Bandwidth<F>, degree: usize, ridge: f64, neighborhood: Neighborhood, mon: &Monitor,
+) -> Result<(Array2<F>, Vec<bool>)> {
+    let opts = Options { degree: Some(degree), neighborhood, monitor: mon.clone(), ..Options::default() };
     let sums = local_sums(pb, kernel, bw, &opts)?;
     let p = sums.num.ncols();
-    let (beta, singular) = coefficients(&sums, ridge, Rhs::Values);
-    let pred = Array2::from_shape_fn((beta.nrows(), p), |(i, c)| F::of(beta[(i, c)]));
+    let (beta, singular) = coefficients(&sums, ridge, Rhs::Values)?;
+    let mut pred = memory::try_array("predictions", (beta.nrows(), p), F::zero())?;
+    pred.indexed_iter_mut().for_each(|((i, c), v)| *v = F::of(beta[(i, c)]));
     Ok((pred, singular))
 }
 
-/// The equivalent kernel ℓ (m × n): ŷ(q) = Σᵢ ℓᵢ(q) yᵢ for any y. Dense by nature.
+/// The equivalent kernel ℓ (m × n): ŷ(q) = Σᵢ ℓᵢ(q) yᵢ for any y. Dense by nature; the
+/// m × n output is allocated before any work.
 #[allow(clippy::too_many_arguments)]
 pub fn equivalent_kernel<F: Real>(
     q: ArrayView2<F>, x: ArrayView2<F>, kernel: &Kernel, bw: &Bandwidth<F>, degree: usize, ridge: f64, neighborhood: Neighborhood,
+    mon: &Monitor,
 ) -> Result<(Array2<F>, Vec<bool>)> {
     let pb = Problem { queries: q, x, values: None, weights: None };
-    let opts = Options { degree: Some(degree), neighborhood, ..Options::default() };
+    let opts = Options { degree: Some(degree), neighborhood, monitor: mon.clone(), ..Options::default() };
+    validate(&pb, kernel, bw, &opts)?;
+    let mut ell = memory::try_array("equivalent kernel", (q.nrows(), x.nrows()), F::zero())?;
     let sums = local_sums(&pb, kernel, bw, &opts)?;
-    let (a, singular) = coefficients(&sums, ridge, Rhs::FirstUnit);
+    let (a, singular) = coefficients(&sums, ridge, Rhs::FirstUnit)?;
     let shift: Vec<F> = sums.log_scale.to_vec();
-    let mut ell = kernel_matrix(q, x, kernel, bw, Some(&shift))?;
+    fill_kernel_matrix(ell.view_mut(), q, x, kernel, bw, Some(&shift), mon)?;
     let d = x.ncols();
     ell.axis_iter_mut(ndarray::Axis(0)).into_par_iter().enumerate().for_each(|(i, mut row)| {
+        if mon.stopped() {
+            return;
+        }
         let ai = a.row(i);
         for (j, v) in row.iter_mut().enumerate() {
             // aᵀφ(xⱼ − q) with φ = [1, δ, δδᵀ upper]
@@ -141,5 +154,6 @@ pub fn equivalent_kernel<F: Real>(
             *v = F::of(v.f64() * s);
         }
     });
+    mon.check()?;
     Ok((ell, singular))
 }

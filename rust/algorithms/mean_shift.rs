@@ -14,21 +14,20 @@
 //!   then climb on that reduced set (linear in n to build, then independent of n).
 //!
 //! Blurring mean shift (Cheng) and the fixed-kernel linear diffusion K̃ᵗX are whole-data
-//! iterations through the engine. Long loops are cut into chunks and call `progress` between
-//! chunks on the calling thread (for Ctrl-C and progress bars).
+//! iterations through the engine. Every loop polls the run's `Monitor` (Ctrl-C) and reports
+//! its progress there (finished seeds, or iterations); trajectories and histories grow
+//! fallibly (`OutOfMemory`, not an abort, when they do not fit).
 
 use crate::distance::{sq_euclidean, GEMM_MIN_DIM};
 use crate::engine::{local_sums, Bandwidth, Kernel, Options, Problem};
 use crate::error::{LocalizationError, Result};
 use crate::kernel::{dispatch_profile, Profile, ProfileFn, Real};
+use crate::memory;
 use crate::neighbors::{BallSums, KdTree};
-use crate::parallel;
+use crate::parallel::Monitor;
 use ndarray::{Array2, ArrayView1, ArrayView2};
 use rayon::prelude::*;
 use std::collections::HashMap;
-
-/// Called between chunks/iterations with (done, total); an error stops the run.
-pub type Progress<'a> = &'a mut dyn FnMut(usize, usize) -> Result<()>;
 
 #[derive(Clone, Debug)]
 pub struct Params {
@@ -40,7 +39,6 @@ pub struct Params {
     pub tol: f64,
     pub max_iter: usize,
     pub trajectories: bool,
-    pub threads: usize,
 }
 
 impl Params {
@@ -76,32 +74,6 @@ pub struct Shifted<F> {
     pub trajectories: Vec<Vec<F>>,
 }
 
-impl<F: Real> Shifted<F> {
-    fn concat(parts: Vec<Shifted<F>>, d: usize) -> Shifted<F> {
-        let m: usize = parts.iter().map(|p| p.modes.nrows()).sum();
-        let mut out = Shifted {
-            modes: Array2::zeros((m, d)),
-            support: Vec::with_capacity(m),
-            n_iter: Vec::with_capacity(m),
-            converged: Vec::with_capacity(m),
-            valid: Vec::with_capacity(m),
-            trajectories: Vec::new(),
-        };
-        let mut at = 0;
-        for p in parts {
-            let k = p.modes.nrows();
-            out.modes.slice_mut(ndarray::s![at..at + k, ..]).assign(&p.modes);
-            at += k;
-            out.support.extend(p.support);
-            out.n_iter.extend(p.n_iter);
-            out.converged.extend(p.converged);
-            out.valid.extend(p.valid);
-            out.trajectories.extend(p.trajectories);
-        }
-        out
-    }
-}
-
 /// One seed's climb: where it is, Σ K w at its last window, completed iterations, state.
 /// Every exact path (per seed through a tree, all seeds per engine call, or sharded window
 /// sums merged by the caller) moves a seed through [`SeedRun::step`] alone.
@@ -114,55 +86,69 @@ struct SeedRun<F> {
     path: Vec<F>,
 }
 
+/// Room for one more position (d values) on a trajectory; the error reports the size of all
+/// `seeds` trajectories were they as long as this one (seeds × positions × features).
+fn grow_trajectory<F>(path: &mut Vec<F>, d: usize, seeds: usize) -> Result<()> {
+    memory::try_grow(path, d, "trajectories").map_err(|_| memory::out_of_memory::<F>("trajectories", &[seeds, path.len() / d + 1, d]))
+}
+
 impl<F: Real> SeedRun<F> {
-    fn new(seed: &[F], p: &Params) -> Self {
-        let path = if p.trajectories { seed.to_vec() } else { Vec::new() };
-        SeedRun { pos: seed.to_vec(), support: 0.0, n_iter: 0, converged: false, valid: true, path }
+    /// A seed about to climb, one of `seeds` (for the size in an out-of-memory error).
+    fn new(seed: &[F], seeds: usize, p: &Params) -> Result<Self> {
+        let mut path = Vec::new();
+        if p.trajectories {
+            grow_trajectory(&mut path, seed.len(), seeds)?;
+            path.extend_from_slice(seed);
+        }
+        Ok(SeedRun { pos: seed.to_vec(), support: 0.0, n_iter: 0, converged: false, valid: true, path })
     }
 
     /// One step x ← x + α (m(x) − x) from the window sums at the current position
     /// (Σ K w x and Σ K w, both stored divided by exp(log_scale)). Returns whether the seed
     /// keeps moving. The first mean is iteration 0 (scikit-learn's count).
-    fn step(&mut self, num: &[f64], den: f64, log_scale: f64, p: &Params) -> bool {
+    fn step(&mut self, num: &[f64], den: f64, log_scale: f64, seeds: usize, p: &Params) -> Result<bool> {
         if !(den > 0.0) {
             // scikit-learn drops a seed whose window became empty.
             self.valid = false;
-            return false;
+            return Ok(false);
         }
         self.support = den * log_scale.exp();
         let delta2 = move_towards(self.pos.iter_mut(), num.iter().copied(), den, p.step);
         if p.trajectories {
+            grow_trajectory(&mut self.path, self.pos.len(), seeds)?;
             self.path.extend_from_slice(&self.pos);
         }
         if delta2.sqrt() <= p.threshold() {
             self.converged = true;
-            return false;
+            return Ok(false);
         }
         if self.n_iter >= p.max_iter {
-            return false;
+            return Ok(false);
         }
         self.n_iter += 1;
-        true
+        Ok(true)
     }
 }
 
-/// The per-seed loop of the tree paths; `mean` returns Σ K w and adds Σ K w x into `num`.
-fn climb<F: Real>(seed: &[F], p: &Params, mut mean: impl FnMut(&[F], &mut [f64]) -> f64) -> SeedRun<F> {
-    let mut run = SeedRun::new(seed, p);
+/// The per-seed loop of the tree paths (one of `seeds`); `mean` returns Σ K w and adds
+/// Σ K w x into `num`.
+fn climb<F: Real>(seed: &[F], seeds: usize, p: &Params, mon: &Monitor, mut mean: impl FnMut(&[F], &mut [f64]) -> f64) -> Result<SeedRun<F>> {
+    let mut run = SeedRun::new(seed, seeds, p)?;
     let mut num = vec![0.0f64; seed.len()];
     loop {
+        mon.check()?;
         num.iter_mut().for_each(|v| *v = 0.0);
         let den = mean(&run.pos, &mut num);
-        if !run.step(&num, den, 0.0, p) {
-            return run;
+        if !run.step(&num, den, 0.0, seeds, p)? {
+            return Ok(run);
         }
     }
 }
 
-fn collect<F: Real>(runs: Vec<SeedRun<F>>, d: usize) -> Shifted<F> {
+fn collect<F: Real>(runs: Vec<SeedRun<F>>, d: usize) -> Result<Shifted<F>> {
     let m = runs.len();
     let mut out = Shifted {
-        modes: Array2::zeros((m, d)),
+        modes: memory::try_array("modes", (m, d), F::zero())?,
         support: Vec::with_capacity(m),
         n_iter: Vec::with_capacity(m),
         converged: Vec::with_capacity(m),
@@ -181,7 +167,7 @@ fn collect<F: Real>(runs: Vec<SeedRun<F>>, d: usize) -> Shifted<F> {
             out.trajectories.push(r.path);
         }
     }
-    out
+    Ok(out)
 }
 
 fn check_data<F: Real>(x: ArrayView2<F>, w: Option<ArrayView1<F>>, seeds: ArrayView2<F>) -> Result<()> {
@@ -204,12 +190,6 @@ fn check_data<F: Real>(x: ArrayView2<F>, w: Option<ArrayView1<F>>, seeds: ArrayV
         }
     }
     Ok(())
-}
-
-/// Seeds per chunk between progress reports: about 64 reports, in chunks big enough to
-/// keep every thread busy.
-fn chunk(m: usize) -> usize {
-    (m / 64).clamp(256, 4096)
 }
 
 /// Which evaluation an exact run uses: the per-seed kd-tree loop, or the engine.
@@ -272,8 +252,8 @@ impl<F: Real> TreeWindow<F> {
 }
 
 impl<F: Real> Window<F> {
-    /// Prepare the windows; builds a tree on the current rayon pool.
-    pub fn build(x: ArrayView2<F>, w: Option<ArrayView1<F>>, profile: Profile, bandwidth: f64) -> Result<Self> {
+    /// Prepare the windows (a tree is built on the current rayon pool, polling `mon`).
+    pub fn build(x: ArrayView2<F>, w: Option<ArrayView1<F>>, profile: Profile, bandwidth: f64, mon: &Monitor) -> Result<Self> {
         check_data(x, w, x)?;
         if !(bandwidth > 0.0 && bandwidth.is_finite()) {
             return Err(LocalizationError::param("bandwidth", "must be finite and strictly positive"));
@@ -283,42 +263,44 @@ impl<F: Real> Window<F> {
             return Ok(Window::Engine { profile, h });
         }
         if profile == Profile::Tophat {
-            return Ok(Window::Tree(TreeWindow::Ball { tree: BallSums::build(x, w, 16)?, h2: h * h }));
+            return Ok(Window::Tree(TreeWindow::Ball { tree: BallSums::build(x, w, 16, mon)?, h2: h * h }));
         }
-        let tree = KdTree::build(x, 32)?;
+        let tree = KdTree::build(x, 32, mon)?;
         let order = tree.order();
+        // Tree-ordered copies: the visit streams memory and sums in a fixed order.
         let points = order.iter().flat_map(|&i| x.row(i).to_vec()).collect();
         let weights = order.iter().map(|&i| w.map_or(F::one(), |w| w[i])).collect();
         Ok(Window::Tree(TreeWindow::Points { tree, points, weights, profile, h2: h * h }))
     }
 
-    /// The window sums at every row of `q`, on the current rayon pool. `x` and `w` must be
-    /// the data the window was built from (the engine reads them; the trees hold copies).
-    pub fn sums(&self, x: ArrayView2<F>, w: Option<ArrayView1<F>>, q: ArrayView2<F>) -> Result<WindowSums> {
+    /// The window sums at every row of `q`, on the current rayon pool, polling `mon`. `x` and
+    /// `w` must be the data the window was built from (the engine reads them; the trees hold
+    /// copies).
+    pub fn sums(&self, x: ArrayView2<F>, w: Option<ArrayView1<F>>, q: ArrayView2<F>, mon: &Monitor) -> Result<WindowSums> {
         check_data(x, w, q)?;
         let (m, d) = q.dim();
         match self {
             Window::Engine { profile, h } => {
                 let pb = Problem { queries: q, x, values: Some(x), weights: w };
-                let s = local_sums(&pb, &Kernel::Radial(*profile), &Bandwidth::Scalar(*h), &Options::default())?;
+                let opts = Options { monitor: mon.clone(), ..Options::default() };
+                let s = local_sums(&pb, &Kernel::Radial(*profile), &Bandwidth::Scalar(*h), &opts)?;
                 Ok(WindowSums { num: s.num.mapv(|v| v.f64()), den: s.den.iter().map(|v| v.f64()).collect(), log_scale: s.log_scale.iter().map(|v| v.f64()).collect() })
             }
             Window::Tree(t) => {
-                let rows: Vec<(Vec<f64>, f64)> = (0..m)
+                let mut num = memory::try_array("sums", (m, d), 0.0f64)?;
+                let den = num
+                    .axis_iter_mut(ndarray::Axis(0))
                     .into_par_iter()
-                    .map(|i| {
+                    .enumerate()
+                    .map(|(i, mut row)| {
+                        mon.check()?;
                         let q = q.row(i).to_vec();
-                        let mut num = vec![0.0f64; d];
-                        let den = t.one(&q, &mut num);
-                        (num, den)
+                        let mut acc = vec![0.0f64; d];
+                        let den = t.one(&q, &mut acc);
+                        row.assign(&ndarray::ArrayView1::from(&acc[..]));
+                        Ok(den)
                     })
-                    .collect();
-                let mut num = Array2::zeros((m, d));
-                let mut den = Vec::with_capacity(m);
-                for (i, (n, s)) in rows.into_iter().enumerate() {
-                    num.row_mut(i).assign(&ndarray::ArrayView1::from(&n[..]));
-                    den.push(s);
-                }
+                    .collect::<Result<Vec<f64>>>()?;
                 Ok(WindowSums { num, den, log_scale: vec![0.0; m] })
             }
         }
@@ -336,10 +318,10 @@ pub struct SeedSet<F> {
 }
 
 impl<F: Real> SeedSet<F> {
-    pub fn new(seeds: ArrayView2<F>, p: &Params) -> Self {
-        let runs = seeds.rows().into_iter().map(|s| SeedRun::new(&s.to_vec(), p)).collect::<Vec<_>>();
-        let active = (0..runs.len()).collect();
-        SeedSet { runs, active, iteration: 0, d: seeds.ncols() }
+    pub fn new(seeds: ArrayView2<F>, p: &Params) -> Result<Self> {
+        let m = seeds.nrows();
+        let runs = seeds.rows().into_iter().map(|s| SeedRun::new(&s.to_vec(), m, p)).collect::<Result<Vec<_>>>()?;
+        Ok(SeedSet { runs, active: (0..m).collect(), iteration: 0, d: seeds.ncols() })
     }
 
     /// Positions of the seeds still moving (the queries of the next round).
@@ -362,11 +344,12 @@ impl<F: Real> SeedSet<F> {
         if sums.num.dim() != (k, self.d) || sums.den.len() != k || sums.log_scale.len() != k {
             return Err(LocalizationError::shape("sums", format!("{k} rows of {} values", self.d), format!("{} rows", sums.den.len())));
         }
+        let m = self.runs.len();
         let mut still = Vec::with_capacity(k);
         for (a, &i) in self.active.iter().enumerate() {
             let row = sums.num.row(a);
             let num = row.as_slice().map_or_else(|| row.to_vec(), |s| s.to_vec());
-            if self.runs[i].step(&num, sums.den[a], sums.log_scale[a], p) {
+            if self.runs[i].step(&num, sums.den[a], sums.log_scale[a], m, p)? {
                 still.push(i);
             }
         }
@@ -375,50 +358,51 @@ impl<F: Real> SeedSet<F> {
         Ok(())
     }
 
-    pub fn finish(self) -> Shifted<F> {
+    pub fn finish(self) -> Result<Shifted<F>> {
         let d = self.d;
         collect(self.runs, d)
     }
 }
 
-/// Shift every seed to its mode (exact kernel sums).
-pub fn shift_seeds<F: Real>(x: ArrayView2<F>, w: Option<ArrayView1<F>>, seeds: ArrayView2<F>, p: &Params, progress: Progress) -> Result<Shifted<F>> {
+/// Shift every seed to its mode (exact kernel sums). Progress: finished seeds (tree paths)
+/// or iterations (engine path).
+pub fn shift_seeds<F: Real>(x: ArrayView2<F>, w: Option<ArrayView1<F>>, seeds: ArrayView2<F>, p: &Params, mon: &Monitor) -> Result<Shifted<F>> {
     p.validate()?;
     check_data(x, w, seeds)?;
-    match parallel::install(p.threads, || Window::build(x, w, p.profile, p.bandwidth))?? {
-        Window::Tree(t) => tree_shift(&t, seeds, p, progress),
-        engine => engine_shift(&engine, x, w, seeds, p, progress),
+    match Window::build(x, w, p.profile, p.bandwidth, mon)? {
+        Window::Tree(t) => tree_shift(&t, seeds, p, mon),
+        engine => engine_shift(&engine, x, w, seeds, p, mon),
     }
 }
 
-/// Compact kernels: each seed climbs on its own, so a converged seed costs nothing more.
-fn tree_shift<F: Real>(window: &TreeWindow<F>, seeds: ArrayView2<F>, p: &Params, progress: Progress) -> Result<Shifted<F>> {
-    let (m, d) = seeds.dim();
-    let mut parts = Vec::new();
-    progress(0, m)?;
-    for c0 in (0..m).step_by(chunk(m)) {
-        let c1 = (c0 + chunk(m)).min(m);
-        let runs: Vec<SeedRun<F>> = parallel::install(p.threads, || {
-            (c0..c1).into_par_iter().map(|i| climb(&seeds.row(i).to_vec(), p, |q, num| window.one(q, num))).collect()
-        })?;
-        parts.push(collect(runs, d));
-        progress(c1, m)?;
-    }
-    Ok(Shifted::concat(parts, d))
+/// Compact kernels: each seed climbs on its own, in parallel, so a converged seed costs
+/// nothing more.
+fn tree_shift<F: Real>(window: &TreeWindow<F>, seeds: ArrayView2<F>, p: &Params, mon: &Monitor) -> Result<Shifted<F>> {
+    let m = seeds.nrows();
+    mon.set_progress(0, m);
+    let runs: Vec<SeedRun<F>> = (0..m)
+        .into_par_iter()
+        .map(|i| {
+            let r = climb(&seeds.row(i).to_vec(), m, p, mon, |q, num| window.one(q, num));
+            mon.advance(1);
+            r
+        })
+        .collect::<Result<_>>()?;
+    collect(runs, seeds.ncols())
 }
 
 /// Unbounded kernels: all moving seeds advance together, one engine call per iteration.
-fn engine_shift<F: Real>(window: &Window<F>, x: ArrayView2<F>, w: Option<ArrayView1<F>>, seeds: ArrayView2<F>, p: &Params, progress: Progress) -> Result<Shifted<F>> {
-    let mut set = SeedSet::new(seeds, p);
+fn engine_shift<F: Real>(window: &Window<F>, x: ArrayView2<F>, w: Option<ArrayView1<F>>, seeds: ArrayView2<F>, p: &Params, mon: &Monitor) -> Result<Shifted<F>> {
+    let mut set = SeedSet::new(seeds, p)?;
     let total = p.max_iter.saturating_add(1);
-    progress(0, total)?;
+    mon.set_progress(0, total);
     while set.n_active() > 0 {
         let q = set.positions();
-        let sums = parallel::install(p.threads, || window.sums(x, w, q.view()))??;
+        let sums = window.sums(x, w, q.view(), mon)?;
         set.advance(&sums, p)?;
-        progress(set.iteration().min(total), total)?;
+        mon.set_progress(set.iteration().min(total), total);
     }
-    Ok(set.finish())
+    set.finish()
 }
 
 /// x ← x + α (m − x) with m = num / den (α = 1 lands exactly on m); returns ‖Δx‖².
@@ -671,11 +655,11 @@ impl<F: Real> Grid<F> {
 }
 
 /// Shift seeds on the grid's weighted cell centroids (flat kernel, closed ball).
-pub fn grid_shift<F: Real>(grid: &Grid<F>, seeds: ArrayView2<F>, p: &Params, progress: Progress) -> Result<Shifted<F>> {
+pub fn grid_shift<F: Real>(grid: &Grid<F>, seeds: ArrayView2<F>, p: &Params, mon: &Monitor) -> Result<Shifted<F>> {
     let w = ndarray::ArrayView1::from(&grid.weights[..]);
     let mut flat = p.clone();
     flat.profile = Profile::Tophat;
-    shift_seeds(grid.centroids.view(), Some(w), seeds, &flat, progress)
+    shift_seeds(grid.centroids.view(), Some(w), seeds, &flat, mon)
 }
 
 /// Whole-data iterations: result positions, per-point Σ K w at the end, iterations, converged.
@@ -691,24 +675,25 @@ pub struct Diffused<F> {
 /// Blurring mean shift (`blurring = true`: Y ← Y + α(m_Y(Y) − Y), the data set itself moves)
 /// or the fixed-kernel linear diffusion (`blurring = false`: Y ← Y + α(K̃Y − Y) with K̃ the
 /// row-normalised kernel of the original X, so α = 1 gives Y_t = K̃ᵗ X).
-pub fn diffuse<F: Real>(x: ArrayView2<F>, w: Option<ArrayView1<F>>, p: &Params, blurring: bool, progress: Progress) -> Result<Diffused<F>> {
+pub fn diffuse<F: Real>(x: ArrayView2<F>, w: Option<ArrayView1<F>>, p: &Params, blurring: bool, mon: &Monitor) -> Result<Diffused<F>> {
     p.validate()?;
     check_data(x, w, x)?;
     let n = x.nrows();
     let kernel = Kernel::Radial(p.profile);
     let bw = Bandwidth::Scalar(F::of(p.bandwidth));
+    let opts = Options { monitor: mon.clone(), ..Options::default() };
     let thr = p.threshold();
     let mut y = x.to_owned();
     let mut support = vec![0.0; n];
     let mut history = Vec::new();
     let mut converged = false;
     let mut it = 0;
-    progress(0, p.max_iter)?;
+    mon.set_progress(0, p.max_iter);
     while it < p.max_iter {
         let sums = {
             let q = if blurring { y.view() } else { x };
             let pb = Problem { queries: q, x: q, values: Some(y.view()), weights: w };
-            parallel::install(p.threads, || local_sums(&pb, &kernel, &bw, &Options::default()))??
+            local_sums(&pb, &kernel, &bw, &opts)?
         };
         let mut max_delta2 = 0.0f64;
         for i in 0..n {
@@ -723,9 +708,12 @@ pub fn diffuse<F: Real>(x: ArrayView2<F>, w: Option<ArrayView1<F>>, p: &Params, 
         }
         it += 1;
         if p.trajectories {
-            history.push(y.clone());
+            memory::try_grow(&mut history, 1, "history")?;
+            let mut snapshot = memory::try_array("history", y.dim(), F::zero())?;
+            snapshot.assign(&y);
+            history.push(snapshot);
         }
-        progress(it, p.max_iter)?;
+        mon.set_progress(it, p.max_iter);
         if max_delta2.sqrt() <= thr {
             converged = true;
             break;
@@ -785,15 +773,20 @@ mod tests {
         Array2::from_shape_fn((n, 2), |(i, _)| (i % 3) as f64 * 10.0 + rng.random::<f64>())
     }
 
-    fn params(profile: Profile, threads: usize) -> Params {
-        Params { profile, bandwidth: 2.0, step: 1.0, tol: 1e-3, max_iter: 300, trajectories: false, threads }
+    fn params(profile: Profile) -> Params {
+        Params { profile, bandwidth: 2.0, step: 1.0, tol: 1e-3, max_iter: 300, trajectories: false }
+    }
+
+    /// Shift the seeds x on a pool of `threads` workers.
+    fn shift(x: &Array2<f64>, p: &Params, threads: usize) -> Shifted<f64> {
+        crate::parallel::install(threads, || shift_seeds(x.view(), None, x.view(), p, &Monitor::default())).unwrap().unwrap()
     }
 
     #[test]
     fn flat_seeds_reach_blob_means_and_threads_do_not_matter() {
         let x = blobs(300);
-        let a = shift_seeds(x.view(), None, x.view(), &params(Profile::Tophat, 1), &mut |_, _| Ok(())).unwrap();
-        let b = shift_seeds(x.view(), None, x.view(), &params(Profile::Tophat, 2), &mut |_, _| Ok(())).unwrap();
+        let a = shift(&x, &params(Profile::Tophat), 1);
+        let b = shift(&x, &params(Profile::Tophat), 2);
         assert_eq!(a.modes, b.modes);
         let kept = merge_modes(a.modes.view(), &a.support, &a.valid, 2.0).unwrap();
         assert_eq!(kept.len(), 3);
@@ -809,11 +802,11 @@ mod tests {
     #[test]
     fn gaussian_engine_path_converges_and_grid_agrees() {
         let x = blobs(300);
-        let g = shift_seeds(x.view(), None, x.view(), &params(Profile::Gaussian, 2), &mut |_, _| Ok(())).unwrap();
+        let g = shift(&x, &params(Profile::Gaussian), 2);
         assert!(g.converged.iter().all(|&c| c));
         let grid = Grid::build(x.view(), None, 2.0, 8).unwrap();
-        let s = grid_shift(&grid, x.view(), &params(Profile::Tophat, 2), &mut |_, _| Ok(())).unwrap();
-        let e = shift_seeds(x.view(), None, x.view(), &params(Profile::Tophat, 2), &mut |_, _| Ok(())).unwrap();
+        let s = grid_shift(&grid, x.view(), &params(Profile::Tophat), &Monitor::default()).unwrap();
+        let e = shift(&x, &params(Profile::Tophat), 2);
         for i in 0..300 {
             let d = ((s.modes[(i, 0)] - e.modes[(i, 0)]).powi(2) + (s.modes[(i, 1)] - e.modes[(i, 1)]).powi(2)).sqrt();
             assert!(d < 0.2, "seed {i}: {d}");
@@ -827,7 +820,7 @@ mod tests {
             let x = Array2::from_shape_fn((900, d), |(i, _)| if i % 7 == 0 { 0.5 } else { rng.random::<f64>() });
             let w: Vec<f64> = (0..900).map(|i| (i % 4) as f64 * 0.5).collect();
             let wv = ndarray::ArrayView1::from(&w[..]);
-            let tree = BallSums::build(x.view(), Some(wv), 16).unwrap();
+            let tree = BallSums::build(x.view(), Some(wv), 16, &Monitor::default()).unwrap();
             for _ in 0..50 {
                 let q: Vec<f64> = (0..d).map(|_| rng.random::<f64>()).collect();
                 let r2 = rng.random::<f64>() * 0.3;
@@ -860,12 +853,13 @@ mod tests {
 
     /// Window sums of disjoint shards merged (the sharded driver) give the single-run result.
     fn sharded_run(x: &Array2<f64>, seeds: ArrayView2<f64>, p: &Params, cuts: &[usize]) -> Shifted<f64> {
+        let mon = Monitor::default();
         let shards: Vec<Array2<f64>> = cuts.windows(2).filter(|c| c[0] < c[1]).map(|c| x.slice(ndarray::s![c[0]..c[1], ..]).to_owned()).collect();
-        let windows: Vec<Window<f64>> = shards.iter().map(|s| Window::build(s.view(), None, p.profile, p.bandwidth).unwrap()).collect();
-        let mut set = SeedSet::new(seeds, p);
+        let windows: Vec<Window<f64>> = shards.iter().map(|s| Window::build(s.view(), None, p.profile, p.bandwidth, &mon).unwrap()).collect();
+        let mut set = SeedSet::new(seeds, p).unwrap();
         while set.n_active() > 0 {
             let q = set.positions();
-            let parts: Vec<WindowSums> = shards.iter().zip(&windows).map(|(s, w)| w.sums(s.view(), None, q.view()).unwrap()).collect();
+            let parts: Vec<WindowSums> = shards.iter().zip(&windows).map(|(s, w)| w.sums(s.view(), None, q.view(), &mon).unwrap()).collect();
             // Stabilised merge: every part rescaled to the largest log-scale.
             let m = q.nrows();
             let mut merged = WindowSums { num: Array2::zeros((m, 2)), den: vec![0.0; m], log_scale: vec![0.0; m] };
@@ -883,15 +877,15 @@ mod tests {
             }
             set.advance(&merged, p).unwrap();
         }
-        set.finish()
+        set.finish().unwrap()
     }
 
     #[test]
     fn merged_shard_windows_climb_like_one_machine() {
         let x = blobs(300);
         for profile in [Profile::Tophat, Profile::Gaussian, Profile::Epanechnikov] {
-            let p = params(profile, 2);
-            let one = shift_seeds(x.view(), None, x.view(), &p, &mut |_, _| Ok(())).unwrap();
+            let p = params(profile);
+            let one = shift(&x, &p, 2);
             let sharded = sharded_run(&x, x.view(), &p, &[0, 1, 1, 120, 300]);
             assert_eq!(one.n_iter, sharded.n_iter, "{profile:?}");
             assert_eq!(one.converged, sharded.converged);
@@ -904,8 +898,8 @@ mod tests {
             }
         }
         // A shape mismatch between the set and the sums is an error, not a panic.
-        let p = params(Profile::Tophat, 1);
-        let mut set = SeedSet::new(x.view(), &p);
+        let p = params(Profile::Tophat);
+        let mut set = SeedSet::new(x.view(), &p).unwrap();
         let bad = WindowSums { num: Array2::zeros((2, 2)), den: vec![1.0; 2], log_scale: vec![0.0; 2] };
         assert!(set.advance(&bad, &p).is_err());
     }
@@ -947,14 +941,39 @@ mod tests {
         assert!(GridSpec::new(&[0.0], &[f64::NAN], 1.0, 4).is_err());
     }
 
+
     #[test]
     fn bad_parameters_are_errors() {
         let x = blobs(10);
-        let mut p = params(Profile::Tophat, 1);
+        let mon = Monitor::default();
+        let mut p = params(Profile::Tophat);
         p.bandwidth = 0.0;
-        assert!(shift_seeds(x.view(), None, x.view(), &p, &mut |_, _| Ok(())).is_err());
-        let p = params(Profile::Tophat, 1);
-        assert!(shift_seeds(x.view(), None, Array2::zeros((2, 3)).view(), &p, &mut |_, _| Ok(())).is_err());
-        assert!(shift_seeds(x.view(), None, x.view(), &p, &mut |_, _| Err(LocalizationError::Interrupted)).is_err());
+        assert!(shift_seeds(x.view(), None, x.view(), &p, &mon).is_err());
+        let p = params(Profile::Tophat);
+        assert!(shift_seeds(x.view(), None, Array2::zeros((2, 3)).view(), &p, &mon).is_err());
+    }
+
+    #[test]
+    fn a_stopped_monitor_interrupts_every_path() {
+        let x = blobs(300);
+        let mon = Monitor::default();
+        mon.stop();
+        for profile in [Profile::Tophat, Profile::Epanechnikov, Profile::Gaussian] {
+            let r = shift_seeds(x.view(), None, x.view(), &params(profile), &mon);
+            assert_eq!(r.unwrap_err(), LocalizationError::Interrupted, "{profile:?}");
+        }
+        assert!(matches!(diffuse(x.view(), None, &params(Profile::Gaussian), true, &mon), Err(LocalizationError::Interrupted)));
+    }
+
+    #[test]
+    fn progress_counts_seeds_or_iterations() {
+        let x = blobs(300);
+        let mon = Monitor::default();
+        shift_seeds(x.view(), None, x.view(), &params(Profile::Tophat), &mon).unwrap();
+        assert_eq!(mon.progress(), (300, 300));
+        let mon = Monitor::default();
+        let g = shift_seeds(x.view(), None, x.view(), &params(Profile::Gaussian), &mon).unwrap();
+        let iterations = g.n_iter.iter().max().unwrap() + 1;
+        assert_eq!(mon.progress(), (iterations, 301));
     }
 }

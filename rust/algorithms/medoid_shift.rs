@@ -11,7 +11,7 @@
 //! squared Euclidean D the cost is S₀·‖x_j − m(x_i)‖² + const (SPEC §9 identity 10): it is
 //! one engine local mean plus a nearest-neighbour query, done by the caller.
 //! * `dense_step`: any precomputed D. Inherently dense: O(N³) time (a blocked matrix product
-//!   of the kernel rows with D∘D) and one extra N×N array (D∘D).
+//!   of the kernel rows with D∘D) and one extra N×N array (D∘D), allocated fallibly.
 //! * `knn_step_euclidean` / `knn_step_precomputed`: the kNN-sparse variant, where both the
 //!   sum over k and the candidates j are restricted to N(i), the k nearest samples of i
 //!   (i itself included): O(N·k·d) and O(N·k²) time, nothing N×N.
@@ -21,7 +21,9 @@
 
 use crate::error::{LocalizationError, Result};
 use crate::kernel::{dispatch_profile, Profile, ProfileFn, Real};
-use ndarray::{linalg::general_mat_mul, Array2, ArrayView2};
+use crate::memory;
+use crate::parallel::Monitor;
+use ndarray::{linalg::general_mat_mul, s, ArrayView2};
 use rayon::prelude::*;
 
 /// log k(u) in f64 (exact for the exponential profiles, so tiny bandwidths do not underflow).
@@ -67,10 +69,12 @@ fn check_bandwidth(h: f64) -> Result<()> {
 
 // Rows of kernel weights per product: large enough that each packed panel of D∘D is reused.
 const ROW_BLOCK: usize = 256;
+// Columns per product, so that Ctrl-C is seen between products even for large N.
+const COL_BLOCK: usize = 256;
 
 /// next(i) for a precomputed N×N distance matrix (any metric; D[j, k] is read as D(x_j, x_k)).
 /// `weights` multiply K(x_i, x_k) (sample weights).
-pub fn dense_step<F: Real>(d: ArrayView2<F>, profile: Profile, h: f64, weights: Option<&[f64]>) -> Result<Vec<usize>> {
+pub fn dense_step<F: Real>(d: ArrayView2<F>, profile: Profile, h: f64, weights: Option<&[f64]>, mon: &Monitor) -> Result<Vec<usize>> {
     let n = d.nrows();
     if n == 0 {
         return Err(LocalizationError::EmptyInput { name: "X" });
@@ -81,27 +85,34 @@ pub fn dense_step<F: Real>(d: ArrayView2<F>, profile: Profile, h: f64, weights: 
     check_bandwidth(h)?;
     check_weights(weights, n)?;
     // B[k, j] = D[j, k]², stored row-major so the product packs it with sequential reads.
-    let mut d2t = Array2::<F>::zeros((n, n));
+    let mut d2t = memory::try_array("squared distance matrix", (n, n), F::zero())?;
     for (j, row) in d.rows().into_iter().enumerate() {
+        if j % ROW_BLOCK == 0 {
+            mon.check()?;
+        }
         for (k, &v) in row.iter().enumerate() {
             d2t[(k, j)] = v * v;
         }
     }
     let blocks: Vec<usize> = (0..n).step_by(ROW_BLOCK).collect();
-    Ok(blocks
+    let next: Vec<Vec<usize>> = blocks
         .into_par_iter()
-        .flat_map_iter(|b0| {
+        .map(|b0| {
             let b1 = (b0 + ROW_BLOCK).min(n);
-            let mut kb = Array2::<F>::zeros((b1 - b0, n));
+            let mut kb = memory::try_array("kernel rows", (b1 - b0, n), F::zero())?;
             let mut w = Vec::with_capacity(n);
             for (r, mut row) in kb.rows_mut().into_iter().enumerate() {
                 row_weights(d.row(b0 + r).iter().map(|v| v.f64()), profile, h, |k| weights.map_or(1.0, |sw| sw[k]), &mut w);
                 row.iter_mut().zip(&w).for_each(|(a, &b)| *a = F::of(b));
             }
-            // cost[i, j] = Σ_k K[i, k] · D[j, k]²: one product per block of rows.
-            let mut cost = Array2::<F>::zeros((b1 - b0, n));
-            general_mat_mul(F::one(), &kb, &d2t, F::zero(), &mut cost);
-            (b0..b1)
+            // cost[i, j] = Σ_k K[i, k] · D[j, k]²: products per block of rows and of columns.
+            let mut cost = memory::try_array("costs", (b1 - b0, n), F::zero())?;
+            for c0 in (0..n).step_by(COL_BLOCK) {
+                mon.check()?;
+                let c1 = (c0 + COL_BLOCK).min(n);
+                general_mat_mul(F::one(), &kb, &d2t.slice(s![.., c0..c1]), F::zero(), &mut cost.slice_mut(s![.., c0..c1]));
+            }
+            Ok((b0..b1)
                 .map(|i| {
                     let row = cost.row(i - b0);
                     let mut best = (row[i].f64(), i);
@@ -112,9 +123,10 @@ pub fn dense_step<F: Real>(d: ArrayView2<F>, profile: Profile, h: f64, weights: 
                     }
                     best.1
                 })
-                .collect::<Vec<_>>()
+                .collect())
         })
-        .collect())
+        .collect::<Result<_>>()?;
+    Ok(next.concat())
 }
 
 fn check_neighbors(n: usize, idx: &[usize], k: usize) -> Result<()> {
@@ -130,8 +142,9 @@ fn check_neighbors(n: usize, idx: &[usize], k: usize) -> Result<()> {
 /// kNN-sparse next(i) for Euclidean data: N(i) = row i of `idx` (k indices, i included),
 /// `dist` the matching distances. By the identity of the dense case restricted to N(i),
 /// next(i) = argmin_{j ∈ N(i)} ‖x_j − m̃_i‖², m̃_i the kernel-weighted mean over N(i).
+#[allow(clippy::too_many_arguments)]
 pub fn knn_step_euclidean<F: Real>(
-    x: ArrayView2<F>, idx: &[usize], dist: &[F], k: usize, profile: Profile, h: f64, weights: Option<&[f64]>,
+    x: ArrayView2<F>, idx: &[usize], dist: &[F], k: usize, profile: Profile, h: f64, weights: Option<&[f64]>, mon: &Monitor,
 ) -> Result<Vec<usize>> {
     let (n, d) = x.dim();
     check_neighbors(n, idx, k)?;
@@ -140,15 +153,16 @@ pub fn knn_step_euclidean<F: Real>(
     if dist.len() != n * k {
         return Err(LocalizationError::shape("distances", format!("{} values", n * k), dist.len()));
     }
-    Ok((0..n)
+    (0..n)
         .into_par_iter()
         .map(|i| {
+            mon.check()?;
             let nb = &idx[i * k..(i + 1) * k];
             let mut w = Vec::with_capacity(k);
             row_weights(dist[i * k..(i + 1) * k].iter().map(|v| v.f64()), profile, h, |c| weights.map_or(1.0, |sw| sw[nb[c]]), &mut w);
             let total: f64 = w.iter().sum();
             if !(total > 0.0) {
-                return i;
+                return Ok(i);
             }
             let mut m = vec![0.0f64; d];
             for (&j, &wj) in nb.iter().zip(&w) {
@@ -158,9 +172,9 @@ pub fn knn_step_euclidean<F: Real>(
             }
             m.iter_mut().for_each(|v| *v /= total);
             let cost = |j: usize| x.row(j).iter().zip(&m).map(|(&v, &c)| (v.f64() - c) * (v.f64() - c)).sum::<f64>();
-            cheapest(i, nb, cost)
+            Ok(cheapest(i, nb, cost))
         })
-        .collect())
+        .collect()
 }
 
 /// The candidate among i and its neighbours with the lowest cost (ties: `better`).
@@ -177,7 +191,10 @@ fn cheapest(i: usize, nb: &[usize], cost: impl Fn(usize) -> f64) -> usize {
 
 /// kNN-sparse next(i) from a precomputed distance matrix: weights K(x_i, x_k) for k ∈ N(i)
 /// and the cost Σ_{k ∈ N(i)} K(x_i, x_k) D[j, k]² of every candidate j ∈ N(i). O(N·k²).
-pub fn knn_step_precomputed<F: Real>(dm: ArrayView2<F>, idx: &[usize], k: usize, profile: Profile, h: f64, weights: Option<&[f64]>) -> Result<Vec<usize>> {
+#[allow(clippy::too_many_arguments)]
+pub fn knn_step_precomputed<F: Real>(
+    dm: ArrayView2<F>, idx: &[usize], k: usize, profile: Profile, h: f64, weights: Option<&[f64]>, mon: &Monitor,
+) -> Result<Vec<usize>> {
     let n = dm.nrows();
     check_weights(weights, n)?;
     if dm.ncols() != n {
@@ -185,21 +202,23 @@ pub fn knn_step_precomputed<F: Real>(dm: ArrayView2<F>, idx: &[usize], k: usize,
     }
     check_neighbors(n, idx, k)?;
     check_bandwidth(h)?;
-    Ok((0..n)
+    (0..n)
         .into_par_iter()
         .map(|i| {
+            mon.check()?;
             let nb = &idx[i * k..(i + 1) * k];
             let mut w = Vec::with_capacity(k);
             row_weights(nb.iter().map(|&j| dm[(i, j)].f64()), profile, h, |c| weights.map_or(1.0, |sw| sw[nb[c]]), &mut w);
             let cost = |j: usize| nb.iter().zip(&w).map(|(&c, &wc)| wc * dm[(j, c)].f64() * dm[(j, c)].f64()).sum::<f64>();
-            cheapest(i, nb, cost)
+            Ok(cheapest(i, nb, cost))
         })
-        .collect())
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ndarray::Array2;
     use rand::{rngs::StdRng, Rng, SeedableRng};
 
     fn naive(dm: &Array2<f64>, profile: Profile, h: f64) -> Vec<usize> {
@@ -223,29 +242,34 @@ mod tests {
             let b = x.row(j);
             (a[0] - b[0]).abs() + (a[1] - b[1]).abs() // cityblock
         });
+        let mon = Monitor::default();
         for (profile, h) in [(Profile::Gaussian, 0.2), (Profile::Epanechnikov, 0.3)] {
             let want = naive(&dm, profile, h);
-            assert_eq!(dense_step(dm.view(), profile, h, None).unwrap(), want);
+            assert_eq!(dense_step(dm.view(), profile, h, None, &mon).unwrap(), want);
             // kNN with k = N (every row lists all samples) is the dense definition.
             let idx: Vec<usize> = (0..n).flat_map(|_| 0..n).collect();
-            assert_eq!(knn_step_precomputed(dm.view(), &idx, n, profile, h, None).unwrap(), want);
+            assert_eq!(knn_step_precomputed(dm.view(), &idx, n, profile, h, None, &mon).unwrap(), want);
             // Integer sample weights are duplicated samples.
             let w: Vec<f64> = (0..n).map(|i| (i % 3) as f64).collect();
-            let a = dense_step(dm.view(), profile, h, Some(&w)).unwrap();
-            let b = knn_step_precomputed(dm.view(), &idx, n, profile, h, Some(&w)).unwrap();
+            let a = dense_step(dm.view(), profile, h, Some(&w), &mon).unwrap();
+            let b = knn_step_precomputed(dm.view(), &idx, n, profile, h, Some(&w), &mon).unwrap();
             assert_eq!(a, b);
         }
     }
 
     #[test]
     fn bad_inputs_are_errors() {
+        let mon = Monitor::default();
         let dm = Array2::<f64>::zeros((3, 2));
-        assert!(dense_step(dm.view(), Profile::Gaussian, 1.0, None).is_err());
+        assert!(dense_step(dm.view(), Profile::Gaussian, 1.0, None, &mon).is_err());
         let dm = Array2::<f64>::zeros((3, 3));
-        assert!(dense_step(dm.view(), Profile::Gaussian, 0.0, None).is_err());
-        assert!(dense_step(dm.view(), Profile::Gaussian, 1.0, Some(&[1.0, -1.0, 1.0])).is_err());
-        assert!(dense_step(dm.view(), Profile::Gaussian, 1.0, Some(&[1.0])).is_err());
-        assert!(knn_step_precomputed(dm.view(), &[0, 1, 5], 1, Profile::Gaussian, 1.0, None).is_err());
-        assert!(knn_step_precomputed(dm.view(), &[0, 1], 1, Profile::Gaussian, 1.0, None).is_err());
+        assert!(dense_step(dm.view(), Profile::Gaussian, 0.0, None, &mon).is_err());
+        assert!(dense_step(dm.view(), Profile::Gaussian, 1.0, Some(&[1.0, -1.0, 1.0]), &mon).is_err());
+        assert!(dense_step(dm.view(), Profile::Gaussian, 1.0, Some(&[1.0]), &mon).is_err());
+        assert!(knn_step_precomputed(dm.view(), &[0, 1, 5], 1, Profile::Gaussian, 1.0, None, &mon).is_err());
+        assert!(knn_step_precomputed(dm.view(), &[0, 1], 1, Profile::Gaussian, 1.0, None, &mon).is_err());
+        let stopped = Monitor::default();
+        stopped.stop();
+        assert_eq!(dense_step(dm.view(), Profile::Gaussian, 1.0, None, &stopped), Err(LocalizationError::Interrupted));
     }
 }

@@ -10,6 +10,7 @@ use crate::distance::sq_euclidean;
 use crate::error::{LocalizationError, Result};
 use crate::kernel::{dispatch_profile, Profile, ProfileFn, Real};
 use crate::neighbors::KdTree;
+use crate::parallel::Monitor;
 use ndarray::{Array2, ArrayView2};
 use rayon::prelude::*;
 
@@ -38,19 +39,20 @@ impl Window {
 /// their windows); results go back to the caller's order.
 struct WindowIndex<'a, F> {
     window: &'a Window,
+    mon: &'a Monitor,
     tree: KdTree<F>,
     /// Rows of x in tree order.
     rows: Array2<F>,
 }
 
 impl<'a, F: Real> WindowIndex<'a, F> {
-    fn build(x: ArrayView2<F>, window: &'a Window) -> Result<Self> {
+    fn build(x: ArrayView2<F>, window: &'a Window, mon: &'a Monitor) -> Result<Self> {
         window.check(x.ncols())?;
         let p = Array2::from_shape_fn((x.nrows(), window.features.len()), |(i, k)| x[(i, window.features[k])]);
-        let tree = KdTree::build(p.view(), 16)?;
+        let tree = KdTree::build(p.view(), 16, mon)?;
         let order = tree.order();
         let rows = Array2::from_shape_fn(x.dim(), |(pos, k)| x[(order[pos], k)]);
-        Ok(WindowIndex { window, tree, rows })
+        Ok(WindowIndex { window, mon, tree, rows })
     }
 
     fn row(&self, pos: usize) -> &[F] {
@@ -69,23 +71,29 @@ impl<'a, F: Real> WindowIndex<'a, F> {
     }
 
     /// `per(pos)` for every sample, in tree order and in parallel, returned in the caller's order.
-    fn map<T: Send + Clone + Default>(&self, per: impl Fn(usize, &mut Vec<F>, &mut Vec<F>) -> T + Sync) -> Vec<T> {
+    fn map<T: Send + Clone + Default>(&self, per: impl Fn(usize, &mut Vec<F>, &mut Vec<F>) -> T + Sync) -> Result<Vec<T>> {
         let by_pos: Vec<T> = (0..self.rows.nrows())
             .into_par_iter()
-            .map_init(|| (Vec::new(), Vec::new()), |(lo, hi), pos| per(pos, lo, hi))
-            .collect();
+            .map_init(
+                || (Vec::new(), Vec::new()),
+                |(lo, hi), pos| {
+                    self.mon.check()?;
+                    Ok(per(pos, lo, hi))
+                },
+            )
+            .collect::<Result<_>>()?;
         let mut out = vec![T::default(); by_pos.len()];
         for (pos, v) in by_pos.into_iter().enumerate() {
             out[self.tree.order()[pos]] = v;
         }
-        out
+        Ok(out)
     }
 }
 
 /// The windowed density ρ_i = Σ_{j in the window of i} w_j k(‖x_i − x_j‖² / h²) of every
 /// sample (f64 sums, in a fixed order: identical for any thread count).
 pub fn windowed_density<F: Real>(
-    x: ArrayView2<F>, window: &Window, profile: Profile, bandwidth: f64, weights: Option<&[f64]>,
+    x: ArrayView2<F>, window: &Window, profile: Profile, bandwidth: f64, weights: Option<&[f64]>, mon: &Monitor,
 ) -> Result<Vec<f64>> {
     let n = x.nrows();
     if !(bandwidth > 0.0 && bandwidth.is_finite()) {
@@ -94,13 +102,13 @@ pub fn windowed_density<F: Real>(
     if weights.is_some_and(|w| w.len() != n) {
         return Err(LocalizationError::shape("sample_weight", format!("{n} values"), weights.map_or(0, |w| w.len())));
     }
-    let index = WindowIndex::build(x, window)?;
+    let index = WindowIndex::build(x, window, mon)?;
     let w: Option<Vec<f64>> = weights.map(|w| index.tree.order().iter().map(|&j| w[j]).collect());
     let inv_h2 = 1.0 / (bandwidth * bandwidth);
-    Ok(dispatch_profile!(profile, P, window_sums::<F, P>(&index, inv_h2, w.as_deref())))
+    dispatch_profile!(profile, P, window_sums::<F, P>(&index, inv_h2, w.as_deref()))
 }
 
-fn window_sums<F: Real, P: ProfileFn>(index: &WindowIndex<F>, inv_h2: f64, weights: Option<&[f64]>) -> Vec<f64> {
+fn window_sums<F: Real, P: ProfileFn>(index: &WindowIndex<F>, inv_h2: f64, weights: Option<&[f64]>) -> Result<Vec<f64>> {
     index.map(|pos, lo, hi| {
         let q = index.row(pos);
         let mut sum = 0.0;
@@ -123,7 +131,9 @@ fn above(log_density: &[f64], j: usize, i: usize) -> bool {
 /// For every row of `x`: (parent, distance to it). A point with no sample above it within
 /// `max_dist` (and within its `window`, if any) is its own parent with distance +∞.
 /// Distance ties go to the smaller index.
-pub fn link<F: Real>(x: ArrayView2<F>, log_density: &[f64], max_dist: f64, window: Option<&Window>) -> Result<(Vec<usize>, Vec<F>)> {
+pub fn link<F: Real>(
+    x: ArrayView2<F>, log_density: &[f64], max_dist: f64, window: Option<&Window>, mon: &Monitor,
+) -> Result<(Vec<usize>, Vec<F>)> {
     let n = x.nrows();
     if log_density.len() != n {
         return Err(LocalizationError::shape("densities", format!("{n} values"), log_density.len()));
@@ -144,20 +154,21 @@ pub fn link<F: Real>(x: ArrayView2<F>, log_density: &[f64], max_dist: f64, windo
     };
     let links: Vec<(usize, F)> = match window {
         None => {
-            let tree = KdTree::build(x.view(), 32)?;
+            let tree = KdTree::build(x.view(), 32, mon)?;
             let order = tree.order();
             (0..n)
                 .into_par_iter()
                 .map(|i| {
+                    mon.check()?;
                     let q = x.row(i);
                     let mut best = (i, F::infinity());
                     tree.visit_within(q.as_slice().expect("standard layout"), r2, &mut |pos, d2| consider(i, order[pos], d2, &mut best));
-                    (best.0, best.1.sqrt())
+                    Ok((best.0, best.1.sqrt()))
                 })
-                .collect()
+                .collect::<Result<_>>()?
         }
         Some(w) => {
-            let index = WindowIndex::build(x.view(), w)?;
+            let index = WindowIndex::build(x.view(), w, mon)?;
             let order = index.tree.order();
             index.map(|pos, lo, hi| {
                 let (i, q) = (order[pos], index.row(pos));
@@ -169,7 +180,7 @@ pub fn link<F: Real>(x: ArrayView2<F>, log_density: &[f64], max_dist: f64, windo
                     }
                 });
                 (best.0, best.1.sqrt())
-            })
+            })?
         }
     };
     Ok(links.into_iter().unzip())
@@ -188,7 +199,7 @@ mod tests {
         let x = Array2::from_shape_fn((n, 2), |_| rng.random::<f64>());
         let dens: Vec<f64> = (0..n).map(|_| (rng.random::<f64>() * 4.0).floor()).collect(); // many ties
         for &md in &[0.05, 0.2, f64::INFINITY] {
-            let (par, dist) = link(x.view(), &dens, md, None).unwrap();
+            let (par, dist) = link(x.view(), &dens, md, None, &Monitor::default()).unwrap();
             for i in 0..n {
                 let mut best = (i, f64::INFINITY);
                 for j in 0..n {
@@ -220,7 +231,7 @@ mod tests {
             let win = Window { features: features.clone(), half_width: half };
             for profile in [Profile::Gaussian, Profile::Epanechnikov] {
                 let h = 1.7;
-                let dens = windowed_density(x.view(), &win, profile, h, Some(&w)).unwrap();
+                let dens = windowed_density(x.view(), &win, profile, h, Some(&w), &Monitor::default()).unwrap();
                 let inside = |i: usize, j: usize| features.iter().all(|&k| (x[(i, k)] - x[(j, k)]).abs() <= half);
                 for i in 0..n {
                     let want: f64 = (0..n)
@@ -233,7 +244,7 @@ mod tests {
                     assert!((dens[i] - want).abs() <= 1e-12 * want.max(1.0), "{i}: {} vs {want}", dens[i]);
                 }
                 let logd: Vec<f64> = dens.iter().map(|v| v.ln()).collect();
-                let (par, dist) = link(x.view(), &logd, md, Some(&win)).unwrap();
+                let (par, dist) = link(x.view(), &logd, md, Some(&win), &Monitor::default()).unwrap();
                 for i in 0..n {
                     let mut best = (i, f64::INFINITY);
                     for j in 0..n {
@@ -247,8 +258,8 @@ mod tests {
             }
         }
         let bad = Window { features: vec![3], half_width: 1.0 };
-        assert!(windowed_density(x.view(), &bad, Profile::Gaussian, 1.0, None).is_err());
+        assert!(windowed_density(x.view(), &bad, Profile::Gaussian, 1.0, None, &Monitor::default()).is_err());
         let bad = Window { features: vec![0], half_width: f64::NAN };
-        assert!(link(x.view(), &vec![0.0; n], 1.0, Some(&bad)).is_err());
+        assert!(link(x.view(), &vec![0.0; n], 1.0, Some(&bad), &Monitor::default()).is_err());
     }
 }

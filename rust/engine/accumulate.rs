@@ -1,8 +1,10 @@
 //! Per-query f64 accumulators shared by every path of the engine.
 
 use super::{lanes, LocalSums};
+use crate::error::Result;
 use crate::kernel::Real;
-use ndarray::{Array1, Array2, Array3, Axis};
+use crate::parallel::Monitor;
+use ndarray::Axis;
 use rayon::prelude::*;
 
 /// Number of local polynomial basis functions in d dimensions.
@@ -107,14 +109,9 @@ impl Acc {
     }
 
     /// Gather per-query accumulators into arrays.
-    pub fn finish<F: Real>(accs: Vec<Acc>, p: usize, basis: Option<usize>) -> LocalSums<F> {
-        let m = accs.len();
-        let mut num = Array2::<F>::zeros((m, p));
-        let mut den = Array1::<F>::zeros(m);
-        let mut log_scale = Array1::<F>::zeros(m);
+    pub fn finish<F: Real>(accs: Vec<Acc>, p: usize, basis: Option<usize>) -> Result<LocalSums<F>> {
         let nb = basis.unwrap_or(0);
-        let mut moments = basis.map(|_| Array3::<F>::zeros((m, nb, nb)));
-        let mut cross = basis.map(|_| Array3::<F>::zeros((m, nb, p)));
+        let LocalSums { mut num, mut den, mut log_scale, mut moments, mut cross } = LocalSums::try_zeros(accs.len(), p, basis)?;
         for (i, a) in accs.into_iter().enumerate() {
             let ls = if a.log_scale.is_finite() { a.log_scale } else { 0.0 };
             log_scale[i] = F::of(ls);
@@ -135,29 +132,38 @@ impl Acc {
                 }
             }
         }
-        LocalSums { num, den, log_scale, moments, cross }
+        Ok(LocalSums { num, den, log_scale, moments, cross })
     }
 }
 
 /// `f(i)` for every query i in parallel, in chunks that are each gathered into arrays at once:
-/// no per-query accumulator outlives its chunk, so memory stays near the size of the output.
-pub fn per_query<F: Real>(m: usize, p: usize, basis: Option<usize>, f: impl Fn(usize) -> Acc + Sync) -> LocalSums<F> {
+/// no per-query accumulator outlives its chunk, so memory stays near the size of the output
+/// (which is allocated first). Stops between queries once `mon` is stopped.
+pub fn per_query<F: Real>(m: usize, p: usize, basis: Option<usize>, mon: &Monitor, f: impl Fn(usize) -> Acc + Sync) -> Result<LocalSums<F>> {
+    let mut out = LocalSums::try_zeros(m, p, basis)?;
     // Enough chunks to balance the threads when per-query costs differ, at most 256 queries each.
     let chunk = (m / (16 * rayon::current_num_threads())).clamp(1, 256);
     let parts: Vec<LocalSums<F>> = (0..m)
         .step_by(chunk)
         .collect::<Vec<_>>()
         .into_par_iter()
-        .map(|c0| Acc::finish((c0..(c0 + chunk).min(m)).map(&f).collect(), p, basis))
-        .collect();
-    stack(parts, p, basis, None)
+        .map(|c0| {
+            let accs = (c0..(c0 + chunk).min(m))
+                .map(|i| {
+                    mon.check()?;
+                    Ok(f(i))
+                })
+                .collect::<Result<_>>()?;
+            Acc::finish(accs, p, basis)
+        })
+        .collect::<Result<_>>()?;
+    stack_into(&mut out, parts, None);
+    Ok(out)
 }
 
-/// Concatenate sums computed in parts; row k of the concatenation goes to row `order[k]`
+/// Copy sums computed in parts into `out`; row k of the concatenation goes to row `order[k]`
 /// (None: row k).
-pub fn stack<F: Real>(parts: Vec<LocalSums<F>>, p: usize, basis: Option<usize>, order: Option<&[usize]>) -> LocalSums<F> {
-    let m = parts.iter().map(|s| s.den.len()).sum();
-    let mut out = LocalSums::zeros(m, p, basis);
+pub fn stack_into<F: Real>(out: &mut LocalSums<F>, parts: Vec<LocalSums<F>>, order: Option<&[usize]>) {
     let mut k = 0;
     for part in parts {
         for r in 0..part.den.len() {
@@ -174,5 +180,4 @@ pub fn stack<F: Real>(parts: Vec<LocalSums<F>>, p: usize, basis: Option<usize>, 
             k += 1;
         }
     }
-    out
 }

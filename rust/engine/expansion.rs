@@ -24,8 +24,10 @@
 //! against it is skipped. Design moments Σ K (x − q)^γ are summed about the query cluster's
 //! centre and moved to each query by the binomial theorem (a shift of at most `RHO`).
 
-use super::accumulate::{n_basis, stack};
+use super::accumulate::{n_basis, stack_into};
 use super::{lanes, LocalSums, Options, Problem};
+use crate::error::Result;
+use crate::parallel::Monitor;
 use crate::kernel::{madd, Real};
 use crate::neighbors::radius_leaves;
 use ndarray::Array2;
@@ -139,10 +141,11 @@ struct Side {
 
 impl Side {
     /// Clusters of radius at most `max_radius` (in bandwidths) and at most `max_size` points.
-    fn new<F: Real>(x: ndarray::ArrayView2<F>, inv_h: f64, max_radius: f64, max_size: usize) -> Self {
+    /// None if `mon` stopped meanwhile.
+    fn new<F: Real>(x: ndarray::ArrayView2<F>, inv_h: f64, max_radius: f64, max_size: usize, mon: &Monitor) -> Option<Self> {
         let (n, d) = x.dim();
         let z = Array2::from_shape_fn((n, d), |(i, k)| x[(i, k)].f64() * inv_h);
-        let (order, starts) = radius_leaves(z.view(), max_radius, max_size);
+        let (order, starts) = radius_leaves(z.view(), max_radius, max_size, mon).ok()?;
         let nc = starts.len() - 1;
         let (mut centre, mut lo, mut hi, mut radius) = (vec![0.0; nc * d], vec![0.0; nc * d], vec![0.0; nc * d], vec![0.0; nc]);
         let mut off = vec![0.0; n * d];
@@ -164,7 +167,7 @@ impl Side {
                 radius[c] = f64::max(radius[c], r2.sqrt());
             }
         }
-        Side { n, order, starts, centre, lo, hi, radius, off }
+        Some(Side { n, order, starts, centre, lo, hi, radius, off })
     }
 
     fn len(&self) -> usize {
@@ -248,7 +251,7 @@ impl Expansion {
             return None;
         }
         let max_size = (TABLE_VALUES / rows).max(lanes::LANES);
-        let refs = Side::new(pb.x, inv_h, RHO, max_size);
+        let refs = Side::new(pb.x, inv_h, RHO, max_size, &opts.monitor)?;
         // Moving a moment Σ K (x − a)^γ from the cluster centre a to a query q = a + u loses
         // about ((|u| + s)/s)^|γ| ulps, s the typical |x − q|. Query clusters no wider than
         // the reference clusters keep that small even when the bandwidth dwarfs the data
@@ -256,7 +259,7 @@ impl Expansion {
         let query_radius = max_radius(&refs).min(RHO);
         // Fitted values (queries = the sample itself) need the clustering once.
         let same = pb.queries.as_ptr() == pb.x.as_ptr() && pb.queries.dim() == pb.x.dim();
-        let queries = if same { refs.clone() } else { Side::new(pb.queries, inv_h, query_radius, max_size) };
+        let queries = if same { refs.clone() } else { Side::new(pb.queries, inv_h, query_radius, max_size, &opts.monitor)? };
         if auto && relative_cost::<F>(&queries, &refs, d, p, degree) >= 1.0 {
             return None;
         }
@@ -363,12 +366,23 @@ impl Expansion {
         v
     }
 
-    pub fn sums<F: Real>(&self) -> LocalSums<F> {
-        let parts: Vec<LocalSums<F>> = (0..self.queries.len()).collect::<Vec<_>>().into_par_iter().map(|a| self.run_cluster::<F>(a)).collect();
-        stack(parts, self.p, self.degree.map(|g| n_basis(self.d, g)), Some(&self.queries.order))
+    /// The sums of every query (output allocated first; stops between clusters once `mon` stops).
+    pub fn sums<F: Real>(&self, mon: &Monitor) -> Result<LocalSums<F>> {
+        let basis = self.degree.map(|g| n_basis(self.d, g));
+        let mut out = LocalSums::try_zeros(self.queries.order.len(), self.p, basis)?;
+        let parts: Vec<LocalSums<F>> = (0..self.queries.len())
+            .collect::<Vec<_>>()
+            .into_par_iter()
+            .map(|a| {
+                mon.check()?;
+                self.run_cluster::<F>(a)
+            })
+            .collect::<Result<_>>()?;
+        stack_into(&mut out, parts, Some(&self.queries.order));
+        Ok(out)
     }
 
-    fn run_cluster<F: Real>(&self, a: usize) -> LocalSums<F> {
+    fn run_cluster<F: Real>(&self, a: usize) -> Result<LocalSums<F>> {
         #[cfg(target_arch = "x86_64")]
         {
             if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
@@ -381,13 +395,13 @@ impl Expansion {
 
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma")]
-    unsafe fn cluster_avx2<F: Real>(&self, a: usize) -> LocalSums<F> {
+    unsafe fn cluster_avx2<F: Real>(&self, a: usize) -> Result<LocalSums<F>> {
         self.cluster::<F, true>(a)
     }
 
     /// All sums of the queries of cluster `a`.
     #[inline(always)]
-    fn cluster<F: Real, const FMA: bool>(&self, a: usize) -> LocalSums<F> {
+    fn cluster<F: Real, const FMA: bool>(&self, a: usize) -> Result<LocalSums<F>> {
         let (d, p, n) = (self.d, self.p, self.refs.n);
         let (qs, rs) = (&self.queries, &self.refs);
         let na = qs.size(a);
@@ -511,11 +525,11 @@ impl Expansion {
 
     /// Move each query's sums from its cluster centre to the query itself (binomial shift)
     /// and lay them out as the engine reports them.
-    fn finish<F: Real>(&self, sums: &[f64], run_max: &[f64], upow: &[f64], na: usize, na_pad: usize) -> LocalSums<F> {
+    fn finish<F: Real>(&self, sums: &[f64], run_max: &[f64], upow: &[f64], na: usize, na_pad: usize) -> Result<LocalSums<F>> {
         let p = self.p;
         let basis = self.degree.map(|g| n_basis(self.d, g));
         let nb = basis.unwrap_or(0);
-        let mut out = LocalSums::zeros(na, p, basis);
+        let mut out = LocalSums::try_zeros(na, p, basis)?;
         // Σ K (y − u)^γ·(column) = Σ_δ C(γ, δ) (−u)^{γ−δ} Σ K y^δ·(column), the latter at `base + δ·step`.
         let shifted = |g: usize, base: usize, step: usize, i: usize| -> f64 {
             self.unit[g]
@@ -550,7 +564,7 @@ impl Expansion {
                 }
             }
         }
-        out
+        Ok(out)
     }
 }
 

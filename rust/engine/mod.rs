@@ -24,7 +24,9 @@
 //!   bandwidth gives the nearest-neighbour limit rather than 0/0; sums are reported as
 //!   `value · exp(log_scale)`;
 //! * parallel over query blocks only: the reduction order for one query is fixed, so
-//!   results are bit-identical for any thread count. Tile sums are added in f64.
+//!   results are bit-identical for any thread count. Tile sums are added in f64;
+//! * the output is allocated before any work (an impossible request fails at once with
+//!   `OutOfMemory`), and the loops poll `Options::monitor` per tile or query (Ctrl-C).
 
 mod accumulate;
 mod expansion;
@@ -34,8 +36,10 @@ mod tiles;
 use crate::distance::{row_sq_norms, GEMM_MIN_DIM};
 use crate::error::{LocalizationError, Result};
 use crate::kernel::{dispatch_profile, Profile, ProfileFn, Real};
+use crate::memory;
 use crate::neighbors::{Algorithm, Index, KdTree};
-use accumulate::{n_basis, per_query, stack, Acc};
+use crate::parallel::Monitor;
+use accumulate::{n_basis, per_query, stack_into, Acc};
 use tiles::{Blocks, Tiles};
 use ndarray::{linalg::general_mat_mul, s, Array1, Array2, Array3, ArrayView1, ArrayView2, ArrayViewMut2};
 use rayon::prelude::*;
@@ -80,11 +84,13 @@ pub struct Options {
     /// Leave-one-out ("hollow" kernel): query i never sees reference i (needs m = n).
     pub exclude_self: bool,
     pub neighborhood: Neighborhood,
+    /// The run's cancellation (polled per tile or query) and progress.
+    pub monitor: Monitor,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { degree: None, exclude_self: false, neighborhood: Neighborhood::Auto }
+        Options { degree: None, exclude_self: false, neighborhood: Neighborhood::Auto, monitor: Monitor::default() }
     }
 }
 
@@ -101,15 +107,17 @@ pub struct LocalSums<F> {
 }
 
 impl<F: Real> LocalSums<F> {
-    /// All zeros for m queries, p value columns and (with moments) `basis` functions.
-    pub fn zeros(m: usize, p: usize, basis: Option<usize>) -> Self {
-        LocalSums {
-            num: Array2::zeros((m, p)),
-            den: Array1::zeros(m),
-            log_scale: Array1::zeros(m),
-            moments: basis.map(|nb| Array3::zeros((m, nb, nb))),
-            cross: basis.map(|nb| Array3::zeros((m, nb, p))),
-        }
+    /// All zeros for m queries, p value columns and (with moments) `basis` functions;
+    /// `OutOfMemory` if they do not fit.
+    pub fn try_zeros(m: usize, p: usize, basis: Option<usize>) -> Result<Self> {
+        let z = F::zero();
+        Ok(LocalSums {
+            num: memory::try_array("local sums", (m, p), z)?,
+            den: memory::try_array("local sums", m, z)?,
+            log_scale: memory::try_array("local sums", m, z)?,
+            moments: basis.map(|nb| memory::try_array("local moments", (m, nb, nb), z)).transpose()?,
+            cross: basis.map(|nb| memory::try_array("local moments", (m, nb, p), z)).transpose()?,
+        })
     }
 }
 
@@ -136,13 +144,13 @@ pub fn local_sums<F: Real>(pb: &Problem<F>, kernel: &Kernel, bw: &Bandwidth<F>, 
         Kernel::Dot { temperature } => brute::<F, DotExp>(pb, bw, opts, F::of(1.0 / temperature)),
         Kernel::Radial(profile) => {
             if let Some(e) = expansion(pb, *profile, bw, opts) {
-                return Ok(e.sums());
+                return e.sums(&opts.monitor);
             }
             let tree = match opts.neighborhood {
                 Neighborhood::Brute | Neighborhood::Expansion => None,
-                Neighborhood::Tree if profile.support().is_some() => Some(KdTree::build(pb.x, 32)?),
+                Neighborhood::Tree if profile.support().is_some() => Some(KdTree::build(pb.x, 32, &opts.monitor)?),
                 Neighborhood::Tree => None,
-                Neighborhood::Auto => cheaper_tree(pb, *profile, bw)?,
+                Neighborhood::Auto => cheaper_tree(pb, *profile, bw, &opts.monitor)?,
             };
             dispatch_profile!(*profile, P, {
                 match tree {
@@ -154,7 +162,7 @@ pub fn local_sums<F: Real>(pb: &Problem<F>, kernel: &Kernel, bw: &Bandwidth<F>, 
     }
 }
 
-fn validate<F: Real>(pb: &Problem<F>, kernel: &Kernel, bw: &Bandwidth<F>, opts: &Options) -> Result<()> {
+pub(crate) fn validate<F: Real>(pb: &Problem<F>, kernel: &Kernel, bw: &Bandwidth<F>, opts: &Options) -> Result<()> {
     let (n, d) = pb.x.dim();
     if n == 0 {
         return Err(LocalizationError::EmptyInput { name: "X" });
@@ -265,19 +273,26 @@ fn brute<F: Real, K: TileKernel>(pb: &Problem<F>, bw: &Bandwidth<F>, opts: &Opti
     let d = pb.x.ncols();
     // Bounding boxes prune in low dimensions only (and mean nothing to the dot kernel).
     let spatial = !K::DOT && d < GEMM_MIN_DIM;
-    let tiles = Tiles::new(pb, bw, spatial);
+    let tiles = Tiles::new(pb, bw, spatial, &opts.monitor)?;
     let qblock = if d >= GEMM_MIN_DIM { QUERY_BLOCK_GEMM } else { QUERY_BLOCK };
-    let blocks = Blocks::new(pb.queries, qblock, spatial);
+    let blocks = Blocks::new(pb.queries, qblock, spatial, &opts.monitor)?;
     let m = pb.queries.nrows();
     let basis = opts.degree.map(|g| n_basis(d, g));
     let q_norms = if d >= GEMM_MIN_DIM { row_sq_norms(pb.queries) } else { Vec::new() };
+    let mut out = LocalSums::try_zeros(m, tiles.p, basis)?;
     let parts: Vec<LocalSums<F>> = (0..m)
         .step_by(qblock)
         .collect::<Vec<_>>()
         .into_par_iter()
-        .map(|b0| Acc::finish(run_block::<F, K>(&Ctx { pb, tiles: &tiles, blocks: &blocks, bw, opts, basis, qn: &q_norms, c }, b0), tiles.p, basis))
-        .collect();
-    Ok(stack(parts, tiles.p, basis, blocks.order()))
+        .map(|b0| {
+            opts.monitor.check()?;
+            Acc::finish(run_block::<F, K>(&Ctx { pb, tiles: &tiles, blocks: &blocks, bw, opts, basis, qn: &q_norms, c }, b0), tiles.p, basis)
+        })
+        .collect::<Result<_>>()?;
+    // A block cut short by a stop is not a result.
+    opts.monitor.check()?;
+    stack_into(&mut out, parts, blocks.order());
+    Ok(out)
 }
 
 /// Everything a query block needs.
@@ -378,6 +393,9 @@ fn block<F: Real, K: TileKernel, const FMA: bool>(cx: &Ctx<'_, '_, F>, b0: usize
     let mut wa = vec![F::zero(); TILE];
     let use_gemm = d >= GEMM_MIN_DIM;
     for &(_, t) in &visit {
+        if opts.monitor.stopped() {
+            break;
+        }
         if K::EXP && out_of_reach(t, &accs) {
             if monotone {
                 break;
@@ -532,13 +550,13 @@ fn fill_gemm<F: Real, K: TileKernel>(qb: ArrayView2<F>, qn: &[F], xt: ArrayView2
 /// visits the points within the support one by one; the brute force evaluates whole tiles
 /// (vectorised, several times cheaper per pair) but every point of each tile within reach of a
 /// query block.
-fn cheaper_tree<F: Real>(pb: &Problem<F>, profile: Profile, bw: &Bandwidth<F>) -> Result<Option<KdTree<F>>> {
+fn cheaper_tree<F: Real>(pb: &Problem<F>, profile: Profile, bw: &Bandwidth<F>, mon: &Monitor) -> Result<Option<KdTree<F>>> {
     let (n, d) = pb.x.dim();
     let m = pb.queries.nrows();
     if profile.support().is_none() || d >= GEMM_MIN_DIM || n < 512 || m < 16 {
         return Ok(None);
     }
-    let tree = KdTree::build(pb.x, 32)?;
+    let tree = KdTree::build(pb.x, 32, mon)?;
     let probes = 32.min(m);
     let mut visited = 0usize;
     for s in 0..probes {
@@ -604,7 +622,7 @@ fn tree_sums<F: Real, P: ProfileFn>(pb: &Problem<F>, tree: &KdTree<F>, bw: &Band
     };
     let basis = opts.degree.map(|g| n_basis(pb.x.ncols(), g));
     let degree = opts.degree.unwrap_or(0);
-    Ok(per_query(pb.queries.nrows(), p, basis, |i| {
+    per_query(pb.queries.nrows(), p, basis, &opts.monitor, |i| {
         let q = pb.queries.row(i);
         let q = q.as_slice().expect("C-contiguous queries");
         let mut acc = Acc::new(p, basis, false);
@@ -634,23 +652,24 @@ fn tree_sums<F: Real, P: ProfileFn>(pb: &Problem<F>, tree: &KdTree<F>, bw: &Band
             }
         });
         acc
-    }))
+    })
 }
 
 /// The kNN kernel through the neighbour index.
 fn knn_sums<F: Real>(pb: &Problem<F>, k: usize, profile: Option<Profile>, opts: &Options) -> Result<LocalSums<F>> {
-    let index = Index::build(pb.x, Algorithm::Auto, 32)?;
+    let index = Index::build(pb.x, Algorithm::Auto, 32, &opts.monitor)?;
     let extra = opts.exclude_self as usize;
-    let nb = index.knn(pb.queries, k + extra)?;
+    let nb = index.knn(pb.queries, k + extra, &opts.monitor)?;
     let p = pb.values.as_ref().map_or(0, |v| v.ncols());
     let basis = opts.degree.map(|g| n_basis(pb.x.ncols(), g));
     let degree = opts.degree.unwrap_or(0);
-    Ok(per_query(pb.queries.nrows(), p, basis, |i| {
+    per_query(pb.queries.nrows(), p, basis, &opts.monitor, |i| {
         let q = pb.queries.row(i);
         let mut acc = Acc::new(p, basis, false);
         // Leave-one-out drops the query's own index (wherever ties put it); when more than k
         // duplicates pushed it out of the list, the first one, as scikit-learn's kneighbors(None).
-        let mut pairs: Vec<(usize, F)> = nb.indices[i].iter().copied().zip(nb.distances[i].iter().copied()).collect();
+        let (ind, dist) = nb.row(i);
+        let mut pairs: Vec<(usize, F)> = ind.iter().copied().zip(dist.iter().copied()).collect();
         if extra == 1 {
             let at = pairs.iter().position(|&(j, _)| j == i).unwrap_or(0);
             pairs.remove(at);
@@ -683,24 +702,37 @@ fn knn_sums<F: Real>(pb: &Problem<F>, k: usize, profile: Option<Profile>, opts: 
             }
         }
         acc
-    }))
+    })
 }
 
 #[cfg(test)]
 mod tests;
 
-/// The dense kernel matrix K(qᵢ, xⱼ)·exp(−shiftᵢ) (m×n). Only for methods whose output is
-/// itself m×n (equivalent kernels, explicit kernel matrices); the local sums never build it.
-pub fn kernel_matrix<F: Real>(q: ArrayView2<F>, x: ArrayView2<F>, kernel: &Kernel, bw: &Bandwidth<F>, shift: Option<&[F]>) -> Result<Array2<F>> {
-    let pb = Problem { queries: q, x, values: None, weights: None };
-    validate(&pb, kernel, bw, &Options::default())?;
-    let (m, n) = (q.nrows(), x.nrows());
-    let mut out = Array2::<F>::zeros((m, n));
+/// The dense kernel matrix K(qᵢ, xⱼ) (m×n). Only for methods whose output is itself m×n
+/// (explicit kernel matrices); the local sums never build it. Allocated before any work.
+pub fn kernel_matrix<F: Real>(q: ArrayView2<F>, x: ArrayView2<F>, kernel: &Kernel, bw: &Bandwidth<F>, mon: &Monitor) -> Result<Array2<F>> {
+    validate(&Problem { queries: q, x, values: None, weights: None }, kernel, bw, &Options::default())?;
+    let mut out = memory::try_array("kernel matrix", (q.nrows(), x.nrows()), F::zero())?;
+    fill_kernel_matrix(out.view_mut(), q, x, kernel, bw, None, mon)?;
+    Ok(out)
+}
+
+/// Write K(qᵢ, xⱼ)·exp(−shiftᵢ) into `out` (m×n) for validated inputs.
+pub(crate) fn fill_kernel_matrix<F: Real>(
+    mut out: ArrayViewMut2<F>, q: ArrayView2<F>, x: ArrayView2<F>, kernel: &Kernel, bw: &Bandwidth<F>, shift: Option<&[F]>, mon: &Monitor,
+) -> Result<()> {
+    let n = x.nrows();
+    if out.dim() != (q.nrows(), n) {
+        return Err(LocalizationError::shape("kernel matrix", format!("{} × {n}", q.nrows()), format!("{:?}", out.dim())));
+    }
     let knn = match kernel {
-        Kernel::Knn { k, .. } => Some(Index::build(x, Algorithm::Auto, 32)?.knn(q, *k)?),
+        Kernel::Knn { k, .. } => Some(Index::build(x, Algorithm::Auto, 32, mon)?.knn(q, *k, mon)?),
         _ => None,
     };
     out.axis_iter_mut(ndarray::Axis(0)).into_par_iter().enumerate().for_each(|(i, mut row)| {
+        if mon.stopped() {
+            return;
+        }
         let qi = q.row(i);
         let qs = qi.as_slice().expect("C-contiguous");
         let sh = shift.map_or(0.0, |s| s[i].f64());
@@ -724,9 +756,9 @@ pub fn kernel_matrix<F: Real>(q: ArrayView2<F>, x: ArrayView2<F>, kernel: &Kerne
                 }
             }
             Kernel::Knn { profile, .. } => {
-                let nb = knn.as_ref().expect("built above");
-                let hk = nb.distances[i].last().copied().unwrap_or(F::zero());
-                for (&j, &dist) in nb.indices[i].iter().zip(&nb.distances[i]) {
+                let (ind, dists) = knn.as_ref().expect("built above").row(i);
+                let hk = dists.last().copied().unwrap_or(F::zero());
+                for (&j, &dist) in ind.iter().zip(dists) {
                     let kern = match profile {
                         Some(pr) if hk > F::zero() => dispatch_profile!(*pr, P, P::k((dist / hk) * (dist / hk))),
                         _ => F::one(),
@@ -736,5 +768,5 @@ pub fn kernel_matrix<F: Real>(q: ArrayView2<F>, x: ArrayView2<F>, kernel: &Kerne
             }
         }
     });
-    Ok(out)
+    mon.check()
 }

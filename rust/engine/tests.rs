@@ -1,6 +1,6 @@
 use super::*;
 use crate::kernel::ALL_PROFILES;
-use crate::parallel::install;
+use crate::parallel::{install, Monitor};
 use ndarray::Axis;
 use rand::{rngs::StdRng, Rng, SeedableRng};
 
@@ -135,9 +135,9 @@ fn leave_one_out_and_dot_kernel_and_knn() {
     }
     // kNN kernel = mean of the k nearest values
     let s = local_sums(&pb, &Kernel::Knn { k: 5, profile: None }, &Bandwidth::Scalar(1.0), &Options::default()).unwrap();
-    let nb = Index::build(x.view(), Algorithm::Brute, 16).unwrap().knn(q.view(), 5).unwrap();
+    let nb = Index::build(x.view(), Algorithm::Brute, 16, &Monitor::default()).unwrap().knn(q.view(), 5, &Monitor::default()).unwrap();
     for i in 0..40 {
-        let want: f64 = nb.indices[i].iter().map(|&j| v[(j, 0)]).sum::<f64>() / 5.0;
+        let want: f64 = nb.row(i).0.iter().map(|&j| v[(j, 0)]).sum::<f64>() / 5.0;
         assert!((s.num[(i, 0)] / s.den[i] - want).abs() < 1e-12);
     }
 }
@@ -355,10 +355,38 @@ fn tile_skipping_by_bounding_boxes_is_exact() {
         // the nearest-neighbour limit survives the tile order and the early stop
         let pb = Problem { queries: x.view(), x: x.view(), values: Some(v.view()), weights: None };
         let s = local_sums(&pb, &Kernel::Radial(Profile::Gaussian), &Bandwidth::Scalar(1e-9), &Options { exclude_self: true, ..Options::default() }).unwrap();
-        let nn = Index::build(x.view(), Algorithm::KdTree, 16).unwrap().knn(x.view(), 2).unwrap();
+        let nn = Index::build(x.view(), Algorithm::KdTree, 16, &Monitor::default()).unwrap().knn(x.view(), 2, &Monitor::default()).unwrap();
         for i in 100..n {
-            let j = nn.indices[i][1];
+            let j = nn.row(i).0[1];
             assert!((s.num[(i, 0)] / s.den[i] - v[(j, 0)]).abs() < 1e-12, "d={d} query {i}");
         }
     }
+}
+
+#[test]
+fn a_stopped_monitor_interrupts_every_path() {
+    let mut rng = StdRng::seed_from_u64(9);
+    let x = rand_mat(&mut rng, 3000, 2);
+    let v = rand_mat(&mut rng, 3000, 1);
+    let stopped = Monitor::default();
+    stopped.stop();
+    let pb = Problem { queries: x.view(), x: x.view(), values: Some(v.view()), weights: None };
+    let bw = Bandwidth::Scalar(0.3);
+    let cases = [
+        (Kernel::Radial(Profile::Gaussian), Neighborhood::Brute),
+        (Kernel::Radial(Profile::Gaussian), Neighborhood::Expansion),
+        (Kernel::Radial(Profile::Epanechnikov), Neighborhood::Tree),
+        (Kernel::Knn { k: 5, profile: None }, Neighborhood::Auto),
+        (Kernel::Dot { temperature: 1.0 }, Neighborhood::Auto),
+    ];
+    for (kernel, neighborhood) in cases {
+        let opts = Options { neighborhood, monitor: stopped.clone(), ..Options::default() };
+        assert_eq!(local_sums(&pb, &kernel, &bw, &opts).unwrap_err(), LocalizationError::Interrupted, "{kernel:?} {neighborhood:?}");
+        // The same call unwatched completes.
+        assert!(local_sums(&pb, &kernel, &bw, &Options { neighborhood, ..Options::default() }).is_ok());
+    }
+    let gauss = Kernel::Radial(Profile::Gaussian);
+    assert_eq!(kernel_matrix(x.view(), x.view(), &gauss, &bw, &stopped).unwrap_err(), LocalizationError::Interrupted);
+    let ell = crate::algorithms::local_poly::equivalent_kernel(x.view(), x.view(), &gauss, &bw, 1, 0.0, Neighborhood::Auto, &stopped);
+    assert_eq!(ell.unwrap_err(), LocalizationError::Interrupted);
 }

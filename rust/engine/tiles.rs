@@ -8,8 +8,10 @@
 
 use super::{Bandwidth, Problem, TILE, WIDE_VALUES};
 use crate::distance::{row_sq_norms, GEMM_MIN_DIM};
+use crate::error::Result;
 use crate::kernel::Real;
 use crate::neighbors::chunked_order;
+use crate::parallel::Monitor;
 use ndarray::{s, Array2, ArrayView2, CowArray, Ix2};
 
 /// References laid out tile by tile, feature-major inside a tile, so the pair loop
@@ -37,10 +39,10 @@ pub(super) struct Tiles<F> {
 }
 
 impl<F: Real> Tiles<F> {
-    pub fn new(pb: &Problem<F>, bw: &Bandwidth<F>, spatial: bool) -> Self {
+    pub fn new(pb: &Problem<F>, bw: &Bandwidth<F>, spatial: bool, mon: &Monitor) -> Result<Self> {
         let (n, d) = pb.x.dim();
         let p = pb.values.as_ref().map_or(0, |v| v.ncols());
-        let order = spatial.then(|| chunked_order(pb.x, TILE));
+        let order = spatial.then(|| chunked_order(pb.x, TILE, mon)).transpose()?;
         let row = |i: usize| order.as_ref().map_or(i, |o| o[i]);
         let n_tiles = n.div_ceil(TILE);
         let mut coords = vec![F::zero(); n_tiles * TILE * d];
@@ -90,7 +92,7 @@ impl<F: Real> Tiles<F> {
                 wide_values = Some(v.select(ndarray::Axis(0), o));
             }
         }
-        Tiles { coords, weights, values, inv_h2, norms, has_zero_weight, d, p, n, order, position, boxes, min_inv_h2, wide_values }
+        Ok(Tiles { coords, weights, values, inv_h2, norms, has_zero_weight, d, p, n, order, position, boxes, min_inv_h2, wide_values })
     }
 
     /// Position of input row `i`.
@@ -143,11 +145,11 @@ pub(super) struct Blocks<'a, F> {
 }
 
 impl<'a, F: Real> Blocks<'a, F> {
-    pub fn new(q: ArrayView2<'a, F>, size: usize, spatial: bool) -> Self {
+    pub fn new(q: ArrayView2<'a, F>, size: usize, spatial: bool, mon: &Monitor) -> Result<Self> {
         if !spatial {
-            return Blocks { queries: q.into(), size, order: None, boxes: Vec::new() };
+            return Ok(Blocks { queries: q.into(), size, order: None, boxes: Vec::new() });
         }
-        let order = chunked_order(q, size);
+        let order = chunked_order(q, size, mon)?;
         let queries = q.select(ndarray::Axis(0), &order);
         let mut boxes = Vec::new();
         for b in queries.axis_chunks_iter(ndarray::Axis(0), size) {
@@ -156,7 +158,7 @@ impl<'a, F: Real> Blocks<'a, F> {
             boxes.extend(lo);
             boxes.extend(hi);
         }
-        Blocks { queries: queries.into(), size, order: Some(order), boxes }
+        Ok(Blocks { queries: queries.into(), size, order: Some(order), boxes })
     }
 
     /// Input row of the query at position `i`.

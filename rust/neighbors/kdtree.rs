@@ -4,6 +4,7 @@
 use crate::distance::sq_euclidean;
 use crate::error::{LocalizationError, Result};
 use crate::kernel::Real;
+use crate::parallel::Monitor;
 use ndarray::{ArrayView1, ArrayView2};
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
@@ -30,7 +31,8 @@ pub struct KdTree<F> {
 }
 
 impl<F: Real> KdTree<F> {
-    pub fn build(x: ArrayView2<F>, leaf_size: usize) -> Result<Self> {
+    /// The tree over the rows of `x`; `Interrupted` if `mon` stops during the build.
+    pub fn build(x: ArrayView2<F>, leaf_size: usize, mon: &Monitor) -> Result<Self> {
         let (n, d) = x.dim();
         if n == 0 {
             return Err(LocalizationError::EmptyInput { name: "X" });
@@ -40,7 +42,8 @@ impl<F: Real> KdTree<F> {
         }
         let mut index: Vec<usize> = (0..n).collect();
         let mut tree = KdTree { d, points: Vec::new(), index: Vec::new(), nodes: Vec::new(), boxes: Vec::new() };
-        tree.split(&x, &mut index, 0, n, leaf_size);
+        tree.split(&x, &mut index, 0, n, leaf_size, mon);
+        mon.check()?;
         tree.points = index.iter().flat_map(|&i| x.row(i).to_vec()).collect();
         tree.index = index;
         Ok(tree)
@@ -59,18 +62,19 @@ impl<F: Real> KdTree<F> {
         &self.index
     }
 
-    fn split(&mut self, x: &ArrayView2<F>, idx: &mut [usize], start: usize, end: usize, leaf: usize) -> usize {
+    fn split(&mut self, x: &ArrayView2<F>, idx: &mut [usize], start: usize, end: usize, leaf: usize, mon: &Monitor) -> usize {
         let (lo, hi) = bounds(x, &idx[start..end]);
         let id = self.nodes.len();
         self.nodes.push(Node { start, end, left: usize::MAX, right: usize::MAX });
         self.boxes.extend_from_slice(&lo);
         self.boxes.extend_from_slice(&hi);
-        if end - start <= leaf || !split_widest(x, &mut idx[start..end], &lo, &hi, (end - start) / 2) {
+        // A stopped build is thrown away by `build`.
+        if end - start <= leaf || mon.stopped() || !split_widest(x, &mut idx[start..end], &lo, &hi, (end - start) / 2) {
             return id;
         }
         let mid = start + (end - start) / 2;
-        let left = self.split(x, idx, start, mid, leaf);
-        let right = self.split(x, idx, mid, end, leaf);
+        let left = self.split(x, idx, start, mid, leaf, mon);
+        let right = self.split(x, idx, mid, end, leaf, mon);
         self.nodes[id].left = left;
         self.nodes[id].right = right;
         id
@@ -137,11 +141,6 @@ impl<F: Real> KdTree<F> {
                 self.knn_rec(child, q, k, best);
             }
         }
-    }
-
-    /// Push (d², original index) for every point with d² ≤ r2, in tree order.
-    pub fn within(&self, q: &[F], r2: F, out: &mut Vec<(F, usize)>) {
-        self.visit_within(q, r2, &mut |pos, d2| out.push((d2, self.index[pos])));
     }
 
     /// Call `f(tree position, d²)` for every point with d² ≤ r2, in tree order
@@ -253,36 +252,39 @@ fn split_widest<F: Real>(x: &ArrayView2<F>, idx: &mut [usize], lo: &[F], hi: &[F
 /// An order of the rows of `x` whose consecutive runs of `chunk` rows are the leaves of a
 /// median kd split, so each run fills a compact box: the layout that lets the engine skip
 /// whole tiles of references (and blocks of queries) by their bounding boxes.
-pub fn chunked_order<F: Real>(x: ArrayView2<F>, chunk: usize) -> Vec<usize> {
-    fn rec<F: Real>(x: &ArrayView2<F>, idx: &mut [usize], chunk: usize) {
-        if idx.len() <= chunk {
+/// `Interrupted` if `mon` stops meanwhile.
+pub fn chunked_order<F: Real>(x: ArrayView2<F>, chunk: usize, mon: &Monitor) -> Result<Vec<usize>> {
+    fn rec<F: Real>(x: &ArrayView2<F>, idx: &mut [usize], chunk: usize, mon: &Monitor) {
+        if idx.len() <= chunk || mon.stopped() {
             return;
         }
         let (lo, hi) = bounds(x, idx);
         let mid = idx.len().div_ceil(chunk) / 2 * chunk;
         if split_widest(x, idx, &lo, &hi, mid) {
             let (a, b) = idx.split_at_mut(mid);
-            rec(x, a, chunk);
-            rec(x, b, chunk);
+            rec(x, a, chunk, mon);
+            rec(x, b, chunk, mon);
         }
     }
     let mut idx: Vec<usize> = (0..x.nrows()).collect();
-    rec(&x, &mut idx, chunk.max(1));
-    idx
+    rec(&x, &mut idx, chunk.max(1), mon);
+    mon.check()?;
+    Ok(idx)
 }
 
 /// An order of the rows of `x` whose consecutive runs (`starts[k]..starts[k + 1]`) are the
 /// leaves of a median kd split that stops once a box's half-diagonal is at most `radius`
-/// and it holds at most `max_size` rows (or all its rows coincide).
-pub fn radius_leaves<F: Real>(x: ArrayView2<F>, radius: F, max_size: usize) -> (Vec<usize>, Vec<usize>) {
-    fn rec<F: Real>(x: &ArrayView2<F>, idx: &mut [usize], at: usize, r2: F, max_size: usize, starts: &mut Vec<usize>) {
+/// and it holds at most `max_size` rows (or all its rows coincide). `Interrupted` if `mon`
+/// stops meanwhile.
+pub fn radius_leaves<F: Real>(x: ArrayView2<F>, radius: F, max_size: usize, mon: &Monitor) -> Result<(Vec<usize>, Vec<usize>)> {
+    fn rec<F: Real>(x: &ArrayView2<F>, idx: &mut [usize], at: usize, r2: F, max_size: usize, starts: &mut Vec<usize>, mon: &Monitor) {
         let (lo, hi) = bounds(x, idx);
         let half_diag2 = lo.iter().zip(&hi).fold(F::zero(), |s, (&a, &b)| s + (b - a) * (b - a)) * F::of(0.25);
         let mid = idx.len() / 2;
-        if (half_diag2 > r2 || idx.len() > max_size) && split_widest(x, idx, &lo, &hi, mid) {
+        if (half_diag2 > r2 || idx.len() > max_size) && !mon.stopped() && split_widest(x, idx, &lo, &hi, mid) {
             let (a, b) = idx.split_at_mut(mid);
-            rec(x, a, at, r2, max_size, starts);
-            rec(x, b, at + mid, r2, max_size, starts);
+            rec(x, a, at, r2, max_size, starts, mon);
+            rec(x, b, at + mid, r2, max_size, starts, mon);
         } else {
             starts.push(at);
         }
@@ -290,10 +292,11 @@ pub fn radius_leaves<F: Real>(x: ArrayView2<F>, radius: F, max_size: usize) -> (
     let mut idx: Vec<usize> = (0..x.nrows()).collect();
     let mut starts = Vec::new();
     if !idx.is_empty() {
-        rec(&x, &mut idx, 0, radius * radius, max_size.max(1), &mut starts);
+        rec(&x, &mut idx, 0, radius * radius, max_size.max(1), &mut starts, mon);
     }
+    mon.check()?;
     starts.push(idx.len());
-    (idx, starts)
+    Ok((idx, starts))
 }
 
 /// A kd-tree whose nodes also carry their total weight and weighted coordinate sum, so a
@@ -307,8 +310,8 @@ pub struct BallSums<F> {
 }
 
 impl<F: Real> BallSums<F> {
-    pub fn build(x: ArrayView2<F>, w: Option<ArrayView1<F>>, leaf_size: usize) -> Result<Self> {
-        let tree = KdTree::build(x, leaf_size)?;
+    pub fn build(x: ArrayView2<F>, w: Option<ArrayView1<F>>, leaf_size: usize, mon: &Monitor) -> Result<Self> {
+        let tree = KdTree::build(x, leaf_size, mon)?;
         let d = tree.d;
         let weights: Vec<F> = tree.index.iter().map(|&i| w.map_or(F::one(), |w| w[i])).collect();
         // Children are created after their parent, so a reverse sweep is bottom-up.

@@ -1,12 +1,16 @@
 //! Exact neighbour search: a kd-tree for low dimensions, tiled brute force for high ones,
 //! and an `auto` rule between them. Results are sorted by (distance, index), which makes
-//! them deterministic and independent of the thread count.
+//! them deterministic and independent of the thread count. Outputs are allocated fallibly
+//! (`OutOfMemory` rather than an abort when m × k or the radius lists do not fit) and the
+//! loops poll the run's `Monitor` per query or tile.
 
 pub mod kdtree;
 
 use crate::distance::{row_sq_norms, sq_dist_tile_gemm, sq_euclidean, GEMM_MIN_DIM};
 use crate::error::{LocalizationError, Result};
 use crate::kernel::Real;
+use crate::memory;
+use crate::parallel::Monitor;
 use ndarray::{s, Array2, ArrayView2};
 use rayon::prelude::*;
 pub use kdtree::{chunked_order, radius_leaves, BallSums, KdTree};
@@ -29,11 +33,21 @@ impl Algorithm {
     }
 }
 
-/// Neighbour lists: `indices[i]`, `distances[i]` (Euclidean, not squared) for query i.
+/// Neighbour lists of m queries in one flat (CSR) layout: query i's neighbours are
+/// `indices[offsets[i]..offsets[i + 1]]` at `distances[..]` (Euclidean, not squared).
 #[derive(Clone, Debug, Default)]
 pub struct Neighbors<F> {
-    pub indices: Vec<Vec<usize>>,
-    pub distances: Vec<Vec<F>>,
+    pub indices: Vec<usize>,
+    pub distances: Vec<F>,
+    pub offsets: Vec<usize>,
+}
+
+impl<F> Neighbors<F> {
+    /// (indices, distances) of query i.
+    pub fn row(&self, i: usize) -> (&[usize], &[F]) {
+        let (a, b) = (self.offsets[i], self.offsets[i + 1]);
+        (&self.indices[a..b], &self.distances[a..b])
+    }
 }
 
 /// A fitted search structure over the reference rows.
@@ -43,7 +57,7 @@ pub enum Index<F: Real> {
 }
 
 impl<F: Real> Index<F> {
-    pub fn build(x: ArrayView2<F>, algorithm: Algorithm, leaf_size: usize) -> Result<Self> {
+    pub fn build(x: ArrayView2<F>, algorithm: Algorithm, leaf_size: usize, mon: &Monitor) -> Result<Self> {
         if x.nrows() == 0 {
             return Err(LocalizationError::EmptyInput { name: "X" });
         }
@@ -53,7 +67,7 @@ impl<F: Real> Index<F> {
             Algorithm::Auto => x.ncols() < GEMM_MIN_DIM && x.nrows() > 64,
         };
         Ok(if use_tree {
-            Index::Tree(KdTree::build(x, leaf_size)?)
+            Index::Tree(KdTree::build(x, leaf_size, mon)?)
         } else {
             Index::Brute { x: x.as_standard_layout().into_owned(), norms: row_sq_norms(x) }
         })
@@ -83,8 +97,9 @@ impl<F: Real> Index<F> {
         Ok(())
     }
 
-    /// The k nearest references of every query row, ascending.
-    pub fn knn(&self, q: ArrayView2<F>, k: usize) -> Result<Neighbors<F>> {
+    /// The k nearest references of every query row, ascending. The m × k output is
+    /// allocated before the search.
+    pub fn knn(&self, q: ArrayView2<F>, k: usize, mon: &Monitor) -> Result<Neighbors<F>> {
         self.check_query(&q)?;
         if k == 0 || k > self.n_samples() {
             return Err(LocalizationError::param(
@@ -92,16 +107,29 @@ impl<F: Real> Index<F> {
                 format!("must be in [1, n_samples_fit = {}], got {k}", self.n_samples()),
             ));
         }
-        let rows: Vec<(Vec<usize>, Vec<F>)> = match self {
-            Index::Tree(t) => (0..q.nrows()).into_par_iter().map(|i| t.knn(q.row(i).as_slice().expect("row-major (checked on entry)"), k)).collect(),
-            Index::Brute { x, norms } => brute_knn(q, x.view(), norms, k),
-        };
-        Ok(unzip(rows))
+        let m = q.nrows();
+        let mut indices = memory::try_vec("neighbor indices", &[m, k], 0usize)?;
+        let mut distances = memory::try_vec("neighbor distances", &[m, k], F::zero())?;
+        match self {
+            Index::Tree(t) => indices.par_chunks_mut(k).zip(distances.par_chunks_mut(k)).enumerate().for_each(|(i, (ind, dist))| {
+                if mon.stopped() {
+                    return;
+                }
+                let (a, b) = t.knn(q.row(i).as_slice().expect("row-major (checked on entry)"), k);
+                ind.copy_from_slice(&a);
+                dist.copy_from_slice(&b);
+            }),
+            Index::Brute { x, norms } => brute_knn(q, x.view(), norms, k, &mut indices, &mut distances, mon),
+        }
+        mon.check()?;
+        Ok(Neighbors { indices, distances, offsets: (0..=m).map(|i| i * k).collect() })
     }
 
     /// All references within distance r (inclusive) of each query row, ascending. `radii`
     /// holds one r for every query or a single r for all; r = +∞ returns every reference.
-    pub fn radius(&self, q: ArrayView2<F>, radii: &[F]) -> Result<Neighbors<F>> {
+    /// The lists grow fallibly, a block of queries at a time, so memory holds the output plus
+    /// one block's lists.
+    pub fn radius(&self, q: ArrayView2<F>, radii: &[F], mon: &Monitor) -> Result<Neighbors<F>> {
         self.check_query(&q)?;
         if radii.len() != 1 && radii.len() != q.nrows() {
             return Err(LocalizationError::shape("radius", format!("1 or {} values (one per query)", q.nrows()), radii.len()));
@@ -113,68 +141,111 @@ impl<F: Real> Index<F> {
             let r = radii[if radii.len() == 1 { 0 } else { i }];
             r * r
         };
-        let rows: Vec<(Vec<usize>, Vec<F>)> = match self {
-            Index::Tree(t) => (0..q.nrows())
+        let m = q.nrows();
+        let mut out = Neighbors { indices: Vec::new(), distances: Vec::new(), offsets: Vec::with_capacity(m + 1) };
+        out.offsets.push(0);
+        let block = (64 * rayon::current_num_threads()).max(1024);
+        for b0 in (0..m).step_by(block) {
+            mon.check()?;
+            let rows: Vec<Vec<(F, usize)>> = (b0..(b0 + block).min(m))
                 .into_par_iter()
                 .map(|i| {
-                    let mut hits = Vec::new();
-                    t.within(q.row(i).as_slice().expect("row-major (checked on entry)"), r2_of(i), &mut hits);
-                    sorted(hits)
+                    let (qs, r2) = (q.row(i), r2_of(i));
+                    let qs = qs.as_slice().expect("row-major (checked on entry)");
+                    let mut hits = Hits::default();
+                    match self {
+                        Index::Tree(t) => {
+                            let order = t.order();
+                            t.visit_within(qs, r2, &mut |pos, d2| hits.push(d2, order[pos]));
+                        }
+                        Index::Brute { x, .. } => {
+                            for (j, xr) in x.rows().into_iter().enumerate() {
+                                let d2 = sq_euclidean(qs, xr.as_slice().expect("row-major (checked on entry)"));
+                                if d2 <= r2 {
+                                    hits.push(d2, j);
+                                }
+                            }
+                        }
+                    }
+                    let mut hits = hits.finish()?;
+                    hits.sort_unstable_by(by_distance_then_index);
+                    Ok(hits)
                 })
-                .collect(),
-            Index::Brute { x, .. } => (0..q.nrows())
-                .into_par_iter()
-                .map(|i| {
-                    let r2 = r2_of(i);
-                    let qi = q.row(i);
-                    let qs = qi.as_slice().expect("row-major (checked on entry)");
-                    let hits = x
-                        .rows()
-                        .into_iter()
-                        .enumerate()
-                        .filter_map(|(j, xr)| {
-                            let d2 = sq_euclidean(qs, xr.as_slice().expect("row-major (checked on entry)"));
-                            (d2 <= r2).then_some((d2, j))
-                        })
-                        .collect();
-                    sorted(hits)
-                })
-                .collect(),
-        };
-        Ok(unzip(rows))
+                .collect::<Result<_>>()?;
+            let added: usize = rows.iter().map(Vec::len).sum();
+            // The total is known only at the end: report what the queries so far found.
+            let (pairs, done) = (out.indices.len() + added, (b0 + block).min(m));
+            let so_far = |_| LocalizationError::OutOfMemory {
+                name: "radius neighbors",
+                what: format!("{pairs} (index, distance) pairs, found by the first {done} of {m} queries,"),
+                bytes: pairs as u128 * (8 + std::mem::size_of::<F>()) as u128,
+            };
+            memory::try_grow(&mut out.indices, added, "radius neighbors").map_err(so_far)?;
+            memory::try_grow(&mut out.distances, added, "radius neighbors").map_err(so_far)?;
+            for hits in rows {
+                out.indices.extend(hits.iter().map(|h| h.1));
+                out.distances.extend(hits.iter().map(|h| h.0.sqrt()));
+                out.offsets.push(out.indices.len());
+            }
+        }
+        Ok(out)
     }
 }
 
-fn unzip<F: Real>(rows: Vec<(Vec<usize>, Vec<F>)>) -> Neighbors<F> {
-    let (indices, distances) = rows.into_iter().unzip();
-    Neighbors { indices, distances }
+/// One query's (d², index) hits, grown fallibly: a query may see every reference.
+#[derive(Default)]
+struct Hits<F> {
+    hits: Vec<(F, usize)>,
+    failed: bool,
 }
 
-/// Sort (squared distance, index) pairs and return (indices, distances).
-pub(crate) fn sorted<F: Real>(mut hits: Vec<(F, usize)>) -> (Vec<usize>, Vec<F>) {
-    hits.sort_unstable_by(|a, b| a.0.partial_cmp(&b.0).unwrap_or(std::cmp::Ordering::Equal).then(a.1.cmp(&b.1)));
-    hits.into_iter().map(|(d2, j)| (j, d2.sqrt())).unzip()
+impl<F> Hits<F> {
+    #[inline]
+    fn push(&mut self, d2: F, j: usize) {
+        if self.failed {
+            return;
+        }
+        if self.hits.len() == self.hits.capacity() && self.hits.try_reserve(self.hits.len().max(16)).is_err() {
+            self.failed = true;
+            return;
+        }
+        self.hits.push((d2, j));
+    }
+
+    fn finish(self) -> Result<Vec<(F, usize)>> {
+        if self.failed {
+            return Err(memory::out_of_memory::<(F, usize)>("radius neighbors of one query", &[2 * self.hits.len()]));
+        }
+        Ok(self.hits)
+    }
 }
+
+/// The order of (squared distance, index) pairs: nearest first, ties by index.
+fn by_distance_then_index<F: Real>(a: &(F, usize), b: &(F, usize)) -> std::cmp::Ordering {
+    a.0.partial_cmp(&b.0).unwrap_or(std::cmp::Ordering::Equal).then(a.1.cmp(&b.1))
+}
+
 
 const QUERY_BLOCK: usize = 64;
 const REF_TILE: usize = 512;
 
-/// Tiled brute-force kNN: squared distances of a query block against a reference tile come
-/// from one matrix product; each query keeps a bounded candidate list. Final distances are
-/// recomputed directly so they carry no cancellation error.
-fn brute_knn<F: Real>(q: ArrayView2<F>, x: ArrayView2<F>, xn: &[F], k: usize) -> Vec<(Vec<usize>, Vec<F>)> {
+/// Tiled brute-force kNN into the m × k outputs: squared distances of a query block against a
+/// reference tile come from one matrix product; each query keeps a bounded candidate list.
+/// Final distances are recomputed directly so they carry no cancellation error.
+fn brute_knn<F: Real>(q: ArrayView2<F>, x: ArrayView2<F>, xn: &[F], k: usize, indices: &mut [usize], distances: &mut [F], mon: &Monitor) {
     let n = x.nrows();
     let use_gemm = x.ncols() >= GEMM_MIN_DIM;
-    let blocks: Vec<usize> = (0..q.nrows()).step_by(QUERY_BLOCK).collect();
-    blocks
-        .into_par_iter()
-        .flat_map_iter(|b0| {
+    indices.par_chunks_mut(QUERY_BLOCK * k).zip(distances.par_chunks_mut(QUERY_BLOCK * k)).enumerate().for_each(|(blk, (ind, dist))| {
+            let b0 = blk * QUERY_BLOCK;
             let b1 = (b0 + QUERY_BLOCK).min(q.nrows());
             let qb = q.slice(s![b0..b1, ..]);
             let qn = row_sq_norms(qb);
             let mut best: Vec<Vec<(F, usize)>> = vec![Vec::with_capacity(2 * k + REF_TILE); b1 - b0];
             let mut tile = Array2::<F>::zeros((b1 - b0, REF_TILE));
             for t0 in (0..n).step_by(REF_TILE) {
+                if mon.stopped() {
+                    return;
+                }
                 let t1 = (t0 + REF_TILE).min(n);
                 let mut tv = tile.slice_mut(s![.., 0..t1 - t0]);
                 if use_gemm {
@@ -200,14 +271,19 @@ fn brute_knn<F: Real>(q: ArrayView2<F>, x: ArrayView2<F>, xn: &[F], k: usize) ->
                     }
                 }
             }
-            best.into_iter().map(|c| sorted(c)).collect::<Vec<_>>()
-        })
-        .collect()
+            // After the last tile every list is pruned: the k best, sorted.
+            for (i, c) in best.iter().enumerate() {
+                for (j, &(d2, idx)) in c.iter().enumerate() {
+                    ind[i * k + j] = idx;
+                    dist[i * k + j] = d2.sqrt();
+                }
+            }
+        });
 }
 
 /// Keep the k best candidates (ties broken by index); optionally recompute exact distances.
 fn prune<F: Real>(cand: &mut Vec<(F, usize)>, k: usize, q: &[F], x: ArrayView2<F>, exact: bool) {
-    let key = |a: &(F, usize), b: &(F, usize)| a.0.partial_cmp(&b.0).unwrap_or(std::cmp::Ordering::Equal).then(a.1.cmp(&b.1));
+    let key = by_distance_then_index::<F>;
     if exact {
         // The product form can misorder near-ties by rounding; widen, recompute, re-select.
         for c in cand.iter_mut() {
@@ -258,33 +334,33 @@ mod tests {
                 let q = data(&mut rng, 90, d, false);
                 let want = naive(&q, &x, 9);
                 for alg in [Algorithm::KdTree, Algorithm::Brute, Algorithm::Auto] {
-                    let idx = Index::build(x.view(), alg, 16).unwrap();
-                    let got = idx.knn(q.view(), 9).unwrap();
-                    assert_eq!(got.indices, want, "d={d} dup={dup} {alg:?}");
+                    let idx = Index::build(x.view(), alg, 16, &Monitor::default()).unwrap();
+                    let mon = Monitor::default();
+                    let got = idx.knn(q.view(), 9, &mon).unwrap();
+                    let got_rows: Vec<Vec<usize>> = (0..q.nrows()).map(|i| got.row(i).0.to_vec()).collect();
+                    assert_eq!(got_rows, want, "d={d} dup={dup} {alg:?}");
                     // f32 too: same neighbours up to ties in rounding, so compare distances
                     let x32 = x.mapv(|v| v as f32);
                     let q32 = q.mapv(|v| v as f32);
-                    let got32 = Index::build(x32.view(), alg, 16).unwrap().knn(q32.view(), 9).unwrap();
-                    for (a, b) in got32.distances.iter().zip(&got.distances) {
-                        for (u, v) in a.iter().zip(b) {
-                            assert!((*u as f64 - v).abs() < 1e-5);
-                        }
+                    let got32 = Index::build(x32.view(), alg, 16, &mon).unwrap().knn(q32.view(), 9, &mon).unwrap();
+                    for (u, v) in got32.distances.iter().zip(&got.distances) {
+                        assert!((*u as f64 - v).abs() < 1e-5);
                     }
-                    let rad = idx.radius(q.view(), &[0.3]).unwrap();
+                    let rad = idx.radius(q.view(), &[0.3], &mon).unwrap();
                     // Per-query radii, 0 and +∞ among them.
                     let radii: Vec<f64> = (0..q.nrows()).map(|i| [0.0, 0.1, 0.45, f64::INFINITY][i % 4]).collect();
-                    let each = idx.radius(q.view(), &radii).unwrap();
+                    let each = idx.radius(q.view(), &radii, &mon).unwrap();
                     for (i, qr) in q.rows().into_iter().enumerate() {
                         let within = |r: f64| -> Vec<usize> {
                             (0..x.nrows()).filter(|&j| sq_euclidean(qr.as_slice().unwrap(), x.row(j).as_slice().unwrap()) <= r * r).collect()
                         };
-                        let mut g = rad.indices[i].clone();
+                        let mut g = rad.row(i).0.to_vec();
                         g.sort();
                         assert_eq!(g, within(0.3));
-                        let mut g = each.indices[i].clone();
+                        let mut g = each.row(i).0.to_vec();
                         g.sort();
                         assert_eq!(g, within(radii[i]));
-                        assert!(each.distances[i].windows(2).all(|w| w[0] <= w[1]));
+                        assert!(each.row(i).1.windows(2).all(|w| w[0] <= w[1]));
                     }
                 }
             }
@@ -294,15 +370,16 @@ mod tests {
     #[test]
     fn bad_k_is_an_error() {
         let x = Array2::<f64>::zeros((5, 2));
-        let idx = Index::build(x.view(), Algorithm::Auto, 16).unwrap();
-        assert!(idx.knn(x.view(), 0).is_err());
-        assert!(idx.knn(x.view(), 6).is_err());
-        assert!(idx.knn(Array2::<f64>::zeros((2, 3)).view(), 1).is_err());
-        assert!(Index::build(Array2::<f64>::zeros((0, 2)).view(), Algorithm::Auto, 16).is_err());
-        assert!(idx.radius(x.view(), &[f64::NAN]).is_err());
-        assert!(idx.radius(x.view(), &[-1.0]).is_err());
-        assert!(idx.radius(x.view(), &[1.0, 2.0]).is_err());
-        assert_eq!(idx.radius(x.view(), &[f64::INFINITY]).unwrap().indices[0].len(), 5);
+        let mon = Monitor::default();
+        let idx = Index::build(x.view(), Algorithm::Auto, 16, &mon).unwrap();
+        assert!(idx.knn(x.view(), 0, &mon).is_err());
+        assert!(idx.knn(x.view(), 6, &mon).is_err());
+        assert!(idx.knn(Array2::<f64>::zeros((2, 3)).view(), 1, &mon).is_err());
+        assert!(Index::build(Array2::<f64>::zeros((0, 2)).view(), Algorithm::Auto, 16, &mon).is_err());
+        assert!(idx.radius(x.view(), &[f64::NAN], &mon).is_err());
+        assert!(idx.radius(x.view(), &[-1.0], &mon).is_err());
+        assert!(idx.radius(x.view(), &[1.0, 2.0], &mon).is_err());
+        assert_eq!(idx.radius(x.view(), &[f64::INFINITY], &mon).unwrap().row(0).0.len(), 5);
     }
 
     #[test]
@@ -310,7 +387,7 @@ mod tests {
         let mut rng = StdRng::seed_from_u64(4);
         for (d, radius, max_size) in [(1, 0.05, 1000), (2, 0.2, 1000), (2, 10.0, 37), (3, 0.0, 5)] {
             let x = data(&mut rng, 900, d, true);
-            let (order, starts) = radius_leaves(x.view(), radius, max_size);
+            let (order, starts) = radius_leaves(x.view(), radius, max_size, &Monitor::default()).unwrap();
             let mut seen = order.clone();
             seen.sort_unstable();
             assert_eq!(seen, (0..900).collect::<Vec<_>>());

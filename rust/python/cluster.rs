@@ -1,55 +1,20 @@
 //! Bindings of the mode-seeking family (MeanShift): arrays in, plain arrays out.
 //!
-//! Long runs are cut into chunks by the algorithm; between chunks the `progress` hook runs
-//! here on the calling thread, re-attaches to Python, checks for Ctrl-C and updates the
-//! caller's progress bar.
+//! The runs report their progress (seeds finished, or iterations) to the monitor; the
+//! calling thread passes it to the caller's `progress(done, total)` while checking Ctrl-C
+//! (`runtime::run`).
 
+use super::runtime::{run, NJobs};
 use super::{is_f32, view1, view2};
 use crate::algorithms::mean_shift::{self, Cells, GridSpec, Params, SeedSet, Shifted, Window, WindowSums};
 use crate::error::LocalizationError;
 use crate::kernel::{Profile, Real};
-use crate::parallel;
 use numpy::{Element, IntoPyArray, PyArray1, PyReadonlyArray1, PyReadonlyArray2};
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
-use std::sync::Mutex;
 
-/// A progress hook that checks signals and calls `progress(done, total)`; a Python error
-/// is parked in `slot` and surfaces after the run.
-fn hook<'a>(progress: &'a Option<Py<PyAny>>, slot: &'a Mutex<Option<PyErr>>) -> impl FnMut(usize, usize) -> crate::error::Result<()> + Send + 'a {
-    move |done, total| {
-        Python::attach(|py| {
-            let r = py.check_signals().and_then(|_| match progress {
-                Some(f) => f.call1(py, (done, total)).map(|_| ()),
-                None => Ok(()),
-            });
-            r.map_err(|e| {
-                *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
-                LocalizationError::Interrupted
-            })
-        })
-    }
-}
-
-/// Turn a core result into a PyErr, preferring the parked Python error (Ctrl-C, callback).
-fn finish<T>(r: crate::error::Result<T>, slot: Mutex<Option<PyErr>>) -> PyResult<T> {
-    match r {
-        Ok(v) => Ok(v),
-        Err(e) => Err(slot.into_inner().unwrap_or_else(|p| p.into_inner()).unwrap_or_else(|| e.into())),
-    }
-}
-
-#[allow(clippy::too_many_arguments)]
-fn params(kernel: &str, bandwidth: f64, step: f64, tol: f64, max_iter: usize, trajectories: bool, n_jobs: Option<i64>) -> PyResult<Params> {
-    let p = Params {
-        profile: Profile::from_name(kernel)?,
-        bandwidth,
-        step,
-        tol,
-        max_iter,
-        trajectories,
-        threads: parallel::resolve_n_jobs(n_jobs)?,
-    };
+fn params(kernel: &str, bandwidth: f64, step: f64, tol: f64, max_iter: usize, trajectories: bool) -> PyResult<Params> {
+    let p = Params { profile: Profile::from_name(kernel)?, bandwidth, step, tol, max_iter, trajectories };
     p.validate()?;
     Ok(p)
 }
@@ -85,19 +50,14 @@ fn shifted_to_py<'py, F: Real + Element>(py: Python<'py>, s: Shifted<F>, d: usiz
 #[allow(clippy::too_many_arguments)]
 fn mean_shift_seeds<'py>(
     py: Python<'py>, x: &Bound<'py, PyAny>, seeds: &Bound<'py, PyAny>, weights: Option<&Bound<'py, PyAny>>, kernel: &str,
-    bandwidth: f64, step: f64, tol: f64, max_iter: usize, trajectories: bool, n_jobs: Option<i64>, progress: Option<Py<PyAny>>,
+    bandwidth: f64, step: f64, tol: f64, max_iter: usize, trajectories: bool, n_jobs: Option<NJobs>, progress: Option<Py<PyAny>>,
 ) -> PyResult<Bound<'py, PyTuple>> {
-    let p = params(kernel, bandwidth, step, tol, max_iter, trajectories, n_jobs)?;
+    let p = params(kernel, bandwidth, step, tol, max_iter, trajectories)?;
     with_float!(x, F, {
         let (xr, sr) = (view2::<F>(x, "X")?, view2::<F>(seeds, "seeds")?);
         let w = weights.map(|w| view1::<F>(w, "sample_weight")).transpose()?;
         let (xa, sa, wa) = (xr.as_array(), sr.as_array(), w.as_ref().map(|a| a.as_array()));
-        let slot = Mutex::new(None);
-        let r = py.detach(|| {
-            let mut h = hook(&progress, &slot);
-            mean_shift::shift_seeds(xa, wa, sa, &p, &mut h)
-        });
-        let s = finish(r, slot)?;
+        let s = run(py, n_jobs, progress.as_ref(), |mon| mean_shift::shift_seeds(xa, wa, sa, &p, mon))?;
         shifted_to_py(py, s, xa.ncols())
     })
 }
@@ -111,31 +71,28 @@ fn mean_shift_seeds<'py>(
 #[allow(clippy::too_many_arguments)]
 fn mean_shift_grid<'py>(
     py: Python<'py>, x: &Bound<'py, PyAny>, seeds: Option<&Bound<'py, PyAny>>, weights: Option<&Bound<'py, PyAny>>,
-    bandwidth: f64, grid_resolution: usize, step: f64, tol: f64, max_iter: usize, trajectories: bool, n_jobs: Option<i64>,
+    bandwidth: f64, grid_resolution: usize, step: f64, tol: f64, max_iter: usize, trajectories: bool, n_jobs: Option<NJobs>,
     progress: Option<Py<PyAny>>,
 ) -> PyResult<Bound<'py, PyTuple>> {
-    let p = params("flat", bandwidth, step, tol, max_iter, trajectories, n_jobs)?;
+    let p = params("flat", bandwidth, step, tol, max_iter, trajectories)?;
     with_float!(x, F, {
         let xr = view2::<F>(x, "X")?;
         let sr = seeds.map(|s| view2::<F>(s, "seeds")).transpose()?;
         let w = weights.map(|w| view1::<F>(w, "sample_weight")).transpose()?;
         let (xa, wa) = (xr.as_array(), w.as_ref().map(|a| a.as_array()));
         let sa = sr.as_ref().map(|s| s.as_array());
-        let slot = Mutex::new(None);
-        let r = py.detach(|| {
-            let grid = parallel::install(p.threads, || mean_shift::Grid::<F>::build(xa, wa, bandwidth, grid_resolution))??;
-            let mut h = hook(&progress, &slot);
+        let (s, map, cells) = run(py, n_jobs, progress.as_ref(), |mon| {
+            let grid = mean_shift::Grid::<F>::build(xa, wa, bandwidth, grid_resolution)?;
             match sa {
-                Some(s) => mean_shift::grid_shift(&grid, s, &p, &mut h).map(|r| (r, None, None)),
+                Some(s) => mean_shift::grid_shift(&grid, s, &p, mon).map(|r| (r, None, None)),
                 None => {
                     let cells = grid.centroids.clone();
-                    let r = mean_shift::grid_shift(&grid, cells.view(), &p, &mut h)?;
+                    let r = mean_shift::grid_shift(&grid, cells.view(), &p, mon)?;
                     let map: Vec<i64> = grid.point_cell.iter().map(|&s| s as i64).collect();
                     Ok((r, Some(map), Some(cells)))
                 }
             }
-        });
-        let (s, map, cells) = finish(r, slot)?;
+        })?;
         let t = shifted_to_py(py, s, xa.ncols())?;
         let mut items: Vec<Option<Bound<'py, PyAny>>> = t.iter().map(|o| (!o.is_none()).then_some(o)).collect();
         items.push(map.map(|m| m.into_pyarray(py).into_any()));
@@ -152,19 +109,14 @@ fn mean_shift_grid<'py>(
 #[allow(clippy::too_many_arguments)]
 fn mean_shift_diffuse<'py>(
     py: Python<'py>, x: &Bound<'py, PyAny>, weights: Option<&Bound<'py, PyAny>>, kernel: &str, bandwidth: f64, step: f64,
-    tol: f64, max_iter: usize, blurring: bool, history: bool, n_jobs: Option<i64>, progress: Option<Py<PyAny>>,
+    tol: f64, max_iter: usize, blurring: bool, history: bool, n_jobs: Option<NJobs>, progress: Option<Py<PyAny>>,
 ) -> PyResult<Bound<'py, PyTuple>> {
-    let p = params(kernel, bandwidth, step, tol, max_iter, history, n_jobs)?;
+    let p = params(kernel, bandwidth, step, tol, max_iter, history)?;
     with_float!(x, F, {
         let xr = view2::<F>(x, "X")?;
         let w = weights.map(|w| view1::<F>(w, "sample_weight")).transpose()?;
         let (xa, wa) = (xr.as_array(), w.as_ref().map(|a| a.as_array()));
-        let slot = Mutex::new(None);
-        let r = py.detach(|| {
-            let mut h = hook(&progress, &slot);
-            mean_shift::diffuse(xa, wa, &p, blurring, &mut h)
-        });
-        let out = finish(r, slot)?;
+        let out = run(py, n_jobs, progress.as_ref(), |mon| mean_shift::diffuse(xa, wa, &p, blurring, mon))?;
         let hist: Option<Bound<'py, PyAny>> = if history {
             let list = PyList::empty(py);
             for a in out.history {
@@ -241,14 +193,13 @@ struct MeanShiftWindow {
 impl MeanShiftWindow {
     #[new]
     #[pyo3(signature = (x, weights=None, kernel="flat", bandwidth=1.0, n_jobs=None))]
-    fn new(py: Python<'_>, x: &Bound<'_, PyAny>, weights: Option<&Bound<'_, PyAny>>, kernel: &str, bandwidth: f64, n_jobs: Option<i64>) -> PyResult<Self> {
+    fn new(py: Python<'_>, x: &Bound<'_, PyAny>, weights: Option<&Bound<'_, PyAny>>, kernel: &str, bandwidth: f64, n_jobs: Option<NJobs>) -> PyResult<Self> {
         let profile = Profile::from_name(kernel)?;
-        let threads = parallel::resolve_n_jobs(n_jobs)?;
         let inner = with_float!(x, F, {
             let xr = view2::<F>(x, "X")?;
             let w = weights.map(|w| view1::<F>(w, "sample_weight")).transpose()?;
             let (xa, wa) = (xr.as_array(), w.as_ref().map(|a| a.as_array()));
-            let win = py.detach(|| parallel::install(threads, || Window::build(xa, wa, profile, bandwidth)))??;
+            let win = run(py, n_jobs, None, |mon| Window::build(xa, wa, profile, bandwidth, mon))?;
             <F as WrapWindow>::wrap(win)
         });
         Ok(MeanShiftWindow { x: x.clone().unbind(), weights: weights.map(|w| w.clone().unbind()), kernel: kernel.to_string(), bandwidth, inner })
@@ -257,15 +208,14 @@ impl MeanShiftWindow {
     /// (Σ K w x (m×d), Σ K w (m), log_scale (m)), float64, of the windows at `positions`;
     /// the sums are stored divided by exp(log_scale).
     #[pyo3(signature = (positions, n_jobs=None))]
-    fn sums<'py>(&self, py: Python<'py>, positions: &Bound<'py, PyAny>, n_jobs: Option<i64>) -> PyResult<Bound<'py, PyTuple>> {
-        let threads = parallel::resolve_n_jobs(n_jobs)?;
+    fn sums<'py>(&self, py: Python<'py>, positions: &Bound<'py, PyAny>, n_jobs: Option<NJobs>) -> PyResult<Bound<'py, PyTuple>> {
         let (x, w) = (self.x.bind(py), self.weights.as_ref().map(|w| w.bind(py)));
         macro_rules! go {
             ($win:expr, $F:ty) => {{
                 let (xr, q) = (view2::<$F>(x, "X")?, view2::<$F>(positions, "positions")?);
                 let wr = w.map(|w| view1::<$F>(w, "sample_weight")).transpose()?;
                 let (xa, qa, wa) = (xr.as_array(), q.as_array(), wr.as_ref().map(|a| a.as_array()));
-                let s = py.detach(|| parallel::install(threads, || $win.sums(xa, wa, qa)))??;
+                let s = run(py, n_jobs, None, |mon| $win.sums(xa, wa, qa, mon))?;
                 sums_to_py(py, s)
             }};
         }
@@ -327,14 +277,14 @@ impl MeanShiftSeeds {
     #[pyo3(signature = (seeds, kernel="flat", bandwidth=1.0, step=1.0, tol=1e-3, max_iter=300, trajectories=false))]
     #[allow(clippy::too_many_arguments)]
     fn new(seeds: &Bound<'_, PyAny>, kernel: &str, bandwidth: f64, step: f64, tol: f64, max_iter: usize, trajectories: bool) -> PyResult<Self> {
-        let params = params(kernel, bandwidth, step, tol, max_iter, trajectories, Some(1))?;
+        let params = params(kernel, bandwidth, step, tol, max_iter, trajectories)?;
         let (inner, d) = with_float!(seeds, F, {
             let sr = view2::<F>(seeds, "seeds")?;
             let sa = sr.as_array();
             if sa.ncols() == 0 {
                 return Err(LocalizationError::param("seeds", "needs at least one feature").into());
             }
-            (<F as WrapSeeds>::wrap(SeedSet::new(sa, &params)), sa.ncols())
+            (<F as WrapSeeds>::wrap(SeedSet::new(sa, &params)?), sa.ncols())
         });
         Ok(MeanShiftSeeds { params, d, inner: Some(inner) })
     }
@@ -379,8 +329,8 @@ impl MeanShiftSeeds {
     fn result<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         let set = self.inner.take().ok_or_else(|| pyo3::exceptions::PyValueError::new_err("the run has ended (result() was called)"))?;
         match set {
-            AnySeeds::F32(s) => shifted_to_py(py, s.finish(), self.d),
-            AnySeeds::F64(s) => shifted_to_py(py, s.finish(), self.d),
+            AnySeeds::F32(s) => shifted_to_py(py, s.finish()?, self.d),
+            AnySeeds::F64(s) => shifted_to_py(py, s.finish()?, self.d),
         }
     }
 }
@@ -424,17 +374,18 @@ fn cells_from_py(t: &Bound<'_, PyTuple>) -> PyResult<Cells> {
 /// The occupied cells (side h / grid_resolution, anchored at `lo`, up to `hi`) of the rows
 /// of X, in order of first appearance: (keys, Σ w, Σ w x, count|None, Σ x|None).
 #[pyfunction]
-#[pyo3(signature = (x, lo, hi, weights=None, bandwidth=1.0, grid_resolution=4))]
+#[pyo3(signature = (x, lo, hi, weights=None, bandwidth=1.0, grid_resolution=4, n_jobs=None))]
+#[allow(clippy::too_many_arguments)]
 fn grid_cells<'py>(
     py: Python<'py>, x: &Bound<'py, PyAny>, lo: Vec<f64>, hi: Vec<f64>, weights: Option<&Bound<'py, PyAny>>, bandwidth: f64,
-    grid_resolution: usize,
+    grid_resolution: usize, n_jobs: Option<NJobs>,
 ) -> PyResult<Bound<'py, PyTuple>> {
     let spec = GridSpec::new(&lo, &hi, bandwidth, grid_resolution)?;
     let cells = with_float!(x, F, {
         let xr = view2::<F>(x, "X")?;
         let w = weights.map(|w| view1::<F>(w, "sample_weight")).transpose()?;
         let (xa, wa) = (xr.as_array(), w.as_ref().map(|a| a.as_array()));
-        py.detach(|| spec.cells(xa, wa))?.0
+        run(py, n_jobs, None, |_| spec.cells(xa, wa))?.0
     });
     cells_to_py(py, cells)
 }
@@ -457,13 +408,15 @@ fn grid_centroids<'py>(py: Python<'py>, cells: Bound<'py, PyTuple>) -> PyResult<
 
 /// The grid cell key of every row of X.
 #[pyfunction]
-#[pyo3(signature = (x, lo, hi, bandwidth=1.0, grid_resolution=4))]
-fn grid_keys<'py>(py: Python<'py>, x: &Bound<'py, PyAny>, lo: Vec<f64>, hi: Vec<f64>, bandwidth: f64, grid_resolution: usize) -> PyResult<Bound<'py, PyArray1<u64>>> {
+#[pyo3(signature = (x, lo, hi, bandwidth=1.0, grid_resolution=4, n_jobs=None))]
+fn grid_keys<'py>(
+    py: Python<'py>, x: &Bound<'py, PyAny>, lo: Vec<f64>, hi: Vec<f64>, bandwidth: f64, grid_resolution: usize, n_jobs: Option<NJobs>,
+) -> PyResult<Bound<'py, PyArray1<u64>>> {
     let spec = GridSpec::new(&lo, &hi, bandwidth, grid_resolution)?;
     let keys = with_float!(x, F, {
         let xr = view2::<F>(x, "X")?;
         let xa = xr.as_array();
-        py.detach(|| spec.keys(xa))?
+        run(py, n_jobs, None, |_| spec.keys(xa))?
     });
     Ok(keys.into_pyarray(py))
 }

@@ -2,9 +2,9 @@
 //! the Python layer pads the image and builds the kernel tables; this converts arrays,
 //! releases the GIL and runs the loops of `algorithms::image` on the chosen pool.
 
+use super::runtime::{run, NJobs};
 use crate::algorithms::image::{self, RangeWeight};
 use crate::kernel::Real;
-use crate::parallel;
 use numpy::{Element, IntoPyArray, PyReadonlyArray1, PyReadonlyArray2, PyReadonlyArray3, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -55,9 +55,8 @@ macro_rules! with_image_float {
 #[pyo3(signature = (padded, spatial, range_bandwidth=1.0, color_lut=None, lut_scale=1.0, n_jobs=None))]
 fn bilateral_filter<'py>(
     py: Python<'py>, padded: &Bound<'py, PyAny>, spatial: &Bound<'py, PyAny>, range_bandwidth: f64,
-    color_lut: Option<&Bound<'py, PyAny>>, lut_scale: f64, n_jobs: Option<i64>,
+    color_lut: Option<&Bound<'py, PyAny>>, lut_scale: f64, n_jobs: Option<NJobs>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let threads = parallel::resolve_n_jobs(n_jobs)?;
     if !(range_bandwidth.is_finite() && range_bandwidth > 0.0) {
         return Err(PyValueError::new_err("`range_bandwidth` must be a finite positive number"));
     }
@@ -72,7 +71,7 @@ fn bilateral_filter<'py>(
             None => RangeWeight::Gaussian { inv_two_var: F::of(1.0 / (2.0 * range_bandwidth * range_bandwidth)) },
         };
         let (ia, sa) = (img.as_array(), sp.as_array());
-        let out = py.detach(|| parallel::install(threads, || image::bilateral(ia, sa, &range)))??;
+        let out = run(py, n_jobs, None, |mon| image::bilateral(ia, sa, &range, mon))?;
         Ok(out.into_pyarray(py).into_any())
     })
 }
@@ -83,9 +82,8 @@ fn bilateral_filter<'py>(
 #[pyo3(signature = (padded, patch_weights, patch_distance, var2=0.0, exact=false, n_jobs=None))]
 fn nl_means<'py>(
     py: Python<'py>, padded: &Bound<'py, PyAny>, patch_weights: &Bound<'py, PyAny>, patch_distance: usize, var2: f64,
-    exact: bool, n_jobs: Option<i64>,
+    exact: bool, n_jobs: Option<NJobs>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let threads = parallel::resolve_n_jobs(n_jobs)?;
     if !(var2.is_finite() && var2 >= 0.0) {
         return Err(PyValueError::new_err("`sigma` must be a finite non-negative number"));
     }
@@ -94,7 +92,7 @@ fn nl_means<'py>(
         let pw = table::<F>(patch_weights, "patch_weights")?;
         let (ia, wa) = (img.as_array(), pw.as_array());
         let v2 = <F as Real>::of(var2);
-        let out = py.detach(|| parallel::install(threads, || image::nl_means(ia, wa, patch_distance, v2, exact)))??;
+        let out = run(py, n_jobs, None, |mon| image::nl_means(ia, wa, patch_distance, v2, exact, mon))?;
         Ok(out.into_pyarray(py).into_any())
     })
 }

@@ -1,26 +1,37 @@
 //! PyO3 bindings: convert arrays, release the GIL, pick the pool, map errors. No math here.
 //!
 //! Every array entry point is generic over f32/f64; the Python layer guarantees all arrays
-//! of one call share a dtype and are C-contiguous, and the bindings check it again.
+//! of one call share a dtype and are C-contiguous, and the bindings check it again. Native
+//! work goes through `runtime::run` (threads, Ctrl-C, progress).
 
 use crate::algorithms::local_poly;
 use crate::engine::{self, Bandwidth, Kernel, Neighborhood, Options, Problem};
 use crate::error::LocalizationError;
 use crate::kernel::{Profile, Real};
+use crate::memory;
 use crate::neighbors::{Algorithm, Index};
-use crate::parallel;
 use numpy::{Element, IntoPyArray, PyArray1, PyArray2, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
-use pyo3::exceptions::{PyKeyboardInterrupt, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyKeyboardInterrupt, PyMemoryError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
+use runtime::{run, NJobs};
 
 impl From<LocalizationError> for PyErr {
     fn from(e: LocalizationError) -> PyErr {
         match e {
             LocalizationError::Interrupted => PyKeyboardInterrupt::new_err("interrupted"),
+            e @ LocalizationError::OutOfMemory { .. } => PyMemoryError::new_err(e.to_string()),
+            e @ LocalizationError::ThreadPool { .. } => PyRuntimeError::new_err(e.to_string()),
             other => PyValueError::new_err(other.to_string()),
         }
     }
+}
+
+/// Indices as NumPy's int64, converted into a fallibly allocated array.
+fn indices_i64(name: &'static str, v: &[usize]) -> crate::error::Result<Vec<i64>> {
+    let mut out = memory::try_vec(name, &[v.len()], 0i64)?;
+    out.iter_mut().zip(v).for_each(|(o, &j)| *o = j as i64);
+    Ok(out)
 }
 
 /// Borrow a 2-D array of a given float type, refusing non-contiguous memory.
@@ -115,17 +126,19 @@ fn local_sums<'py>(
     py: Python<'py>, queries: &Bound<'py, PyAny>, x: &Bound<'py, PyAny>, values: Option<&Bound<'py, PyAny>>,
     weights: Option<&Bound<'py, PyAny>>, kernel: &str, bandwidth: f64, query_bandwidth: Option<&Bound<'py, PyAny>>,
     sample_bandwidth: Option<&Bound<'py, PyAny>>, n_neighbors: Option<usize>, knn_profile: Option<&str>,
-    temperature: Option<f64>, degree: Option<usize>, exclude_self: bool, algorithm: &str, n_jobs: Option<i64>,
+    temperature: Option<f64>, degree: Option<usize>, exclude_self: bool, algorithm: &str, n_jobs: Option<NJobs>,
 ) -> PyResult<Bound<'py, PyTuple>> {
-    let threads = parallel::resolve_n_jobs(n_jobs)?;
-    let opts = Options { degree, exclude_self, neighborhood: neighborhood(algorithm)? };
+    let nbh = neighborhood(algorithm)?;
     with_float!(x, F, {
         let ka = kernel_args::<F>(kernel, bandwidth, query_bandwidth, sample_bandwidth, n_neighbors, knn_profile, temperature)?;
         let (q, xr) = (view2::<F>(queries, "X_query")?, view2::<F>(x, "X")?);
         let v = values.map(|v| view2::<F>(v, "values")).transpose()?;
         let w = weights.map(|w| view1::<F>(w, "sample_weight")).transpose()?;
         let pb = Problem { queries: q.as_array(), x: xr.as_array(), values: v.as_ref().map(|a| a.as_array()), weights: w.as_ref().map(|a| a.as_array()) };
-        let s = py.detach(|| parallel::install(threads, || engine::local_sums(&pb, &ka.kernel, &ka.bandwidth, &opts)))??;
+        let s = run(py, n_jobs, None, |mon| {
+            let opts = Options { degree, exclude_self, neighborhood: nbh, monitor: mon.clone() };
+            engine::local_sums(&pb, &ka.kernel, &ka.bandwidth, &opts)
+        })?;
         let moments = s.moments.map(|m| m.into_pyarray(py).into_any());
         let cross = s.cross.map(|m| m.into_pyarray(py).into_any());
         PyTuple::new(py, [
@@ -146,9 +159,8 @@ fn local_sums<'py>(
 fn local_polynomial<'py>(
     py: Python<'py>, queries: &Bound<'py, PyAny>, x: &Bound<'py, PyAny>, values: &Bound<'py, PyAny>,
     weights: Option<&Bound<'py, PyAny>>, kernel: &str, bandwidth: f64, query_bandwidth: Option<&Bound<'py, PyAny>>,
-    n_neighbors: Option<usize>, knn_profile: Option<&str>, degree: usize, ridge: f64, algorithm: &str, n_jobs: Option<i64>,
+    n_neighbors: Option<usize>, knn_profile: Option<&str>, degree: usize, ridge: f64, algorithm: &str, n_jobs: Option<NJobs>,
 ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyArray1<bool>>)> {
-    let threads = parallel::resolve_n_jobs(n_jobs)?;
     check_ridge(ridge)?;
     let nbh = neighborhood(algorithm)?;
     with_float!(x, F, {
@@ -156,7 +168,7 @@ fn local_polynomial<'py>(
         let (q, xr, v) = (view2::<F>(queries, "X_query")?, view2::<F>(x, "X")?, view2::<F>(values, "y")?);
         let w = weights.map(|w| view1::<F>(w, "sample_weight")).transpose()?;
         let pb = Problem { queries: q.as_array(), x: xr.as_array(), values: Some(v.as_array()), weights: w.as_ref().map(|a| a.as_array()) };
-        let (pred, singular) = py.detach(|| parallel::install(threads, || local_poly::predict(&pb, &ka.kernel, &ka.bandwidth, degree, ridge, nbh)))??;
+        let (pred, singular) = run(py, n_jobs, None, |mon| local_poly::predict(&pb, &ka.kernel, &ka.bandwidth, degree, ridge, nbh, mon))?;
         Ok((pred.into_pyarray(py).into_any(), singular.into_pyarray(py)))
     })
 }
@@ -176,16 +188,15 @@ fn check_ridge(ridge: f64) -> PyResult<()> {
 fn equivalent_kernel<'py>(
     py: Python<'py>, queries: &Bound<'py, PyAny>, x: &Bound<'py, PyAny>, kernel: &str, bandwidth: f64,
     query_bandwidth: Option<&Bound<'py, PyAny>>, n_neighbors: Option<usize>, knn_profile: Option<&str>, degree: usize,
-    ridge: f64, algorithm: &str, n_jobs: Option<i64>,
+    ridge: f64, algorithm: &str, n_jobs: Option<NJobs>,
 ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyArray1<bool>>)> {
-    let threads = parallel::resolve_n_jobs(n_jobs)?;
     check_ridge(ridge)?;
     let nbh = neighborhood(algorithm)?;
     with_float!(x, F, {
         let ka = kernel_args::<F>(kernel, bandwidth, query_bandwidth, None, n_neighbors, knn_profile, None)?;
         let (q, xr) = (view2::<F>(queries, "X_query")?, view2::<F>(x, "X")?);
         let (qa, xa) = (q.as_array(), xr.as_array());
-        let (ell, singular) = py.detach(|| parallel::install(threads, || local_poly::equivalent_kernel(qa, xa, &ka.kernel, &ka.bandwidth, degree, ridge, nbh)))??;
+        let (ell, singular) = run(py, n_jobs, None, |mon| local_poly::equivalent_kernel(qa, xa, &ka.kernel, &ka.bandwidth, degree, ridge, nbh, mon))?;
         Ok((ell.into_pyarray(py).into_any(), singular.into_pyarray(py)))
     })
 }
@@ -198,14 +209,13 @@ fn equivalent_kernel<'py>(
 fn kernel_matrix<'py>(
     py: Python<'py>, queries: &Bound<'py, PyAny>, x: &Bound<'py, PyAny>, kernel: &str, bandwidth: f64,
     query_bandwidth: Option<&Bound<'py, PyAny>>, sample_bandwidth: Option<&Bound<'py, PyAny>>, n_neighbors: Option<usize>,
-    knn_profile: Option<&str>, temperature: Option<f64>, n_jobs: Option<i64>,
+    knn_profile: Option<&str>, temperature: Option<f64>, n_jobs: Option<NJobs>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let threads = parallel::resolve_n_jobs(n_jobs)?;
     with_float!(x, F, {
         let ka = kernel_args::<F>(kernel, bandwidth, query_bandwidth, sample_bandwidth, n_neighbors, knn_profile, temperature)?;
         let (q, xr) = (view2::<F>(queries, "X_query")?, view2::<F>(x, "X")?);
         let (qa, xa) = (q.as_array(), xr.as_array());
-        let k = py.detach(|| parallel::install(threads, || engine::kernel_matrix(qa, xa, &ka.kernel, &ka.bandwidth, None)))??;
+        let k = run(py, n_jobs, None, |mon| engine::kernel_matrix(qa, xa, &ka.kernel, &ka.bandwidth, mon))?;
         Ok(k.into_pyarray(py).into_any())
     })
 }
@@ -250,7 +260,7 @@ impl NeighborIndex {
         let inner = with_float!(x, F, {
             let xr = view2::<F>(x, "X")?;
             let xa = xr.as_array();
-            let idx = py.detach(|| Index::<F>::build(xa, alg, leaf_size))?;
+            let idx = run(py, None, None, |mon| Index::<F>::build(xa, alg, leaf_size, mon))?;
             wrap_index(idx)
         });
         Ok(NeighborIndex { inner })
@@ -258,16 +268,18 @@ impl NeighborIndex {
 
     /// (distances m×k, indices m×k) of the k nearest rows.
     #[pyo3(signature = (queries, k, n_jobs=None))]
-    fn knn<'py>(&self, py: Python<'py>, queries: &Bound<'py, PyAny>, k: usize, n_jobs: Option<i64>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyArray2<i64>>)> {
-        let threads = parallel::resolve_n_jobs(n_jobs)?;
+    fn knn<'py>(&self, py: Python<'py>, queries: &Bound<'py, PyAny>, k: usize, n_jobs: Option<NJobs>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyArray2<i64>>)> {
         macro_rules! go {
             ($idx:expr, $F:ty) => {{
                 let q = view2::<$F>(queries, "X")?;
                 let qa = q.as_array();
-                let nb = py.detach(|| parallel::install(threads, || $idx.knn(qa, k)))??;
-                let m = nb.indices.len();
-                let dist = ndarray::Array2::from_shape_vec((m, k), nb.distances.concat()).map_err(|e| PyValueError::new_err(e.to_string()))?;
-                let ind = ndarray::Array2::from_shape_vec((m, k), nb.indices.concat().into_iter().map(|i| i as i64).collect()).map_err(|e| PyValueError::new_err(e.to_string()))?;
+                let (dist, ind) = run(py, n_jobs, None, |mon| {
+                    let nb = $idx.knn(qa, k, mon)?;
+                    Ok((nb.distances, indices_i64("neighbor indices", &nb.indices)?))
+                })?;
+                let m = qa.nrows();
+                let dist = ndarray::Array2::from_shape_vec((m, k), dist).map_err(|e| PyValueError::new_err(e.to_string()))?;
+                let ind = ndarray::Array2::from_shape_vec((m, k), ind).map_err(|e| PyValueError::new_err(e.to_string()))?;
                 Ok((dist.into_pyarray(py).into_any(), ind.into_pyarray(py)))
             }};
         }
@@ -280,8 +292,7 @@ impl NeighborIndex {
     /// (distances, indices) as flat arrays plus row offsets (CSR layout) of all rows within r:
     /// a number, or a float64 array with one radius per query.
     #[pyo3(signature = (queries, r, n_jobs=None))]
-    fn radius<'py>(&self, py: Python<'py>, queries: &Bound<'py, PyAny>, r: &Bound<'py, PyAny>, n_jobs: Option<i64>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<i64>>)> {
-        let threads = parallel::resolve_n_jobs(n_jobs)?;
+    fn radius<'py>(&self, py: Python<'py>, queries: &Bound<'py, PyAny>, r: &Bound<'py, PyAny>, n_jobs: Option<NJobs>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<i64>>)> {
         let radii: Vec<f64> = match r.extract::<f64>() {
             Ok(v) => vec![v],
             Err(_) => view1::<f64>(r, "radius")?.as_array().to_vec(),
@@ -291,13 +302,12 @@ impl NeighborIndex {
                 let q = view2::<$F>(queries, "X")?;
                 let qa = q.as_array();
                 let rf: Vec<$F> = radii.iter().map(|&v| <$F>::of(v)).collect();
-                let nb = py.detach(|| parallel::install(threads, || $idx.radius(qa, &rf)))??;
-                let mut offsets = vec![0i64];
-                for row in &nb.indices {
-                    offsets.push(offsets.last().copied().unwrap_or(0) + row.len() as i64);
-                }
-                let ind: Vec<i64> = nb.indices.concat().into_iter().map(|i| i as i64).collect();
-                Ok((nb.distances.concat().into_pyarray(py).into_any(), ind.into_pyarray(py), offsets.into_pyarray(py)))
+                let (dist, ind, offsets) = run(py, n_jobs, None, |mon| {
+                    let nb = $idx.radius(qa, &rf, mon)?;
+                    let ind = indices_i64("radius neighbor indices", &nb.indices)?;
+                    Ok((nb.distances, ind, indices_i64("radius neighbor offsets", &nb.offsets)?))
+                })?;
+                Ok((dist.into_pyarray(py).into_any(), ind.into_pyarray(py), offsets.into_pyarray(py)))
             }};
         }
         match &self.inner {
@@ -327,8 +337,8 @@ fn wrap_index<F: WrapIndex>(i: Index<F>) -> AnyIndex {
 /// The number of threads `n_jobs` resolves to.
 #[pyfunction]
 #[pyo3(signature = (n_jobs=None))]
-fn effective_n_jobs(n_jobs: Option<i64>) -> PyResult<usize> {
-    Ok(parallel::resolve_n_jobs(n_jobs)?)
+fn effective_n_jobs(n_jobs: Option<NJobs>) -> PyResult<usize> {
+    runtime::threads(n_jobs)
 }
 
 // Bindings of the method families: one file each, declared here (after the helpers and the
@@ -337,6 +347,7 @@ fn effective_n_jobs(n_jobs: Option<i64>) -> PyResult<usize> {
 mod cluster;
 mod modes;
 mod denoise;
+mod runtime;
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {

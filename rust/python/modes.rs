@@ -1,9 +1,9 @@
 //! Bindings of the mode-seeking family: MedoidShift and QuickShift steps, forest resolution.
 
+use super::runtime::{run, NJobs};
 use super::{is_f32, view1, view2};
 use crate::algorithms::{forest, medoid_shift, quickshift};
 use crate::kernel::Profile;
-use crate::parallel;
 use numpy::{IntoPyArray, PyArray1, PyArrayMethods, PyReadonlyArray2, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -29,16 +29,15 @@ fn to_i64(v: Vec<usize>) -> Vec<i64> {
 #[pyfunction]
 #[pyo3(signature = (d, kernel="gaussian", bandwidth=1.0, weights=None, n_jobs=None))]
 fn medoid_shift_dense<'py>(
-    py: Python<'py>, d: &Bound<'py, PyAny>, kernel: &str, bandwidth: f64, weights: Option<&Bound<'py, PyAny>>, n_jobs: Option<i64>,
+    py: Python<'py>, d: &Bound<'py, PyAny>, kernel: &str, bandwidth: f64, weights: Option<&Bound<'py, PyAny>>, n_jobs: Option<NJobs>,
 ) -> PyResult<Bound<'py, PyArray1<i64>>> {
-    let threads = parallel::resolve_n_jobs(n_jobs)?;
     let profile = Profile::from_name(kernel)?;
     let w = f64_weights(weights)?;
     let w = w.as_deref();
     let next = with_float!(d, F, {
         let dv = view2::<F>(d, "X")?;
         let da = dv.as_array();
-        py.detach(|| parallel::install(threads, || medoid_shift::dense_step(da, profile, bandwidth, w)))??
+        run(py, n_jobs, None, |mon| medoid_shift::dense_step(da, profile, bandwidth, w, mon))?
     });
     Ok(to_i64(next).into_pyarray(py))
 }
@@ -50,9 +49,8 @@ fn medoid_shift_dense<'py>(
 #[allow(clippy::too_many_arguments)]
 fn medoid_shift_knn<'py>(
     py: Python<'py>, x: &Bound<'py, PyAny>, indices: &Bound<'py, PyAny>, distances: Option<&Bound<'py, PyAny>>, precomputed: bool,
-    kernel: &str, bandwidth: f64, weights: Option<&Bound<'py, PyAny>>, n_jobs: Option<i64>,
+    kernel: &str, bandwidth: f64, weights: Option<&Bound<'py, PyAny>>, n_jobs: Option<NJobs>,
 ) -> PyResult<Bound<'py, PyArray1<i64>>> {
-    let threads = parallel::resolve_n_jobs(n_jobs)?;
     let profile = Profile::from_name(kernel)?;
     let w = f64_weights(weights)?;
     let w = w.as_deref();
@@ -61,12 +59,12 @@ fn medoid_shift_knn<'py>(
         let xv = view2::<F>(x, "X")?;
         let xa = xv.as_array();
         if precomputed {
-            py.detach(|| parallel::install(threads, || medoid_shift::knn_step_precomputed(xa, &idx, k, profile, bandwidth, w)))??
+            run(py, n_jobs, None, |mon| medoid_shift::knn_step_precomputed(xa, &idx, k, profile, bandwidth, w, mon))?
         } else {
             let dist = distances.ok_or_else(|| PyValueError::new_err("`distances` is required for Euclidean data"))?;
             let dv = view2::<F>(dist, "distances")?;
             let dflat: Vec<F> = dv.as_array().iter().copied().collect();
-            py.detach(|| parallel::install(threads, || medoid_shift::knn_step_euclidean(xa, &idx, &dflat, k, profile, bandwidth, w)))??
+            run(py, n_jobs, None, |mon| medoid_shift::knn_step_euclidean(xa, &idx, &dflat, k, profile, bandwidth, w, mon))?
         }
     });
     Ok(to_i64(next).into_pyarray(py))
@@ -86,16 +84,15 @@ fn window(features: Option<Vec<usize>>, half_width: Option<f64>) -> PyResult<Opt
 #[pyo3(signature = (x, log_density, max_dist, window_features=None, window=None, n_jobs=None))]
 fn quickshift_links<'py>(
     py: Python<'py>, x: &Bound<'py, PyAny>, log_density: &Bound<'py, PyAny>, max_dist: f64, window_features: Option<Vec<usize>>,
-    window: Option<f64>, n_jobs: Option<i64>,
+    window: Option<f64>, n_jobs: Option<NJobs>,
 ) -> PyResult<(Bound<'py, PyArray1<i64>>, Bound<'py, PyAny>)> {
-    let threads = parallel::resolve_n_jobs(n_jobs)?;
     let ld = view1::<f64>(log_density, "log_density")?;
     let ld: Vec<f64> = ld.as_array().to_vec();
     let win = self::window(window_features, window)?;
     with_float!(x, F, {
         let xv = view2::<F>(x, "X")?;
         let xa = xv.as_array();
-        let (parent, dist) = py.detach(|| parallel::install(threads, || quickshift::link(xa, &ld, max_dist, win.as_ref())))??;
+        let (parent, dist) = run(py, n_jobs, None, |mon| quickshift::link(xa, &ld, max_dist, win.as_ref(), mon))?;
         Ok((to_i64(parent).into_pyarray(py), dist.into_pyarray(py).into_any()))
     })
 }
@@ -106,9 +103,8 @@ fn quickshift_links<'py>(
 #[allow(clippy::too_many_arguments)]
 fn quickshift_density<'py>(
     py: Python<'py>, x: &Bound<'py, PyAny>, window_features: Vec<usize>, window: f64, kernel: &str, bandwidth: f64,
-    weights: Option<&Bound<'py, PyAny>>, n_jobs: Option<i64>,
+    weights: Option<&Bound<'py, PyAny>>, n_jobs: Option<NJobs>,
 ) -> PyResult<Bound<'py, PyArray1<f64>>> {
-    let threads = parallel::resolve_n_jobs(n_jobs)?;
     let profile = Profile::from_name(kernel)?;
     let w = f64_weights(weights)?;
     let w = w.as_deref();
@@ -116,7 +112,7 @@ fn quickshift_density<'py>(
     let dens = with_float!(x, F, {
         let xv = view2::<F>(x, "X")?;
         let xa = xv.as_array();
-        py.detach(|| parallel::install(threads, || quickshift::windowed_density(xa, &win, profile, bandwidth, w)))??
+        run(py, n_jobs, None, |mon| quickshift::windowed_density(xa, &win, profile, bandwidth, w, mon))?
     });
     Ok(dens.into_pyarray(py))
 }

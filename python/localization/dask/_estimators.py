@@ -12,6 +12,7 @@ from dask import delayed
 from sklearn.utils.validation import check_is_fitted
 
 from .. import density, neighbors, regression
+from .._base import keeps_state_on_error
 from .._sums import tree_reduce
 from .._validation import check_positive_int
 from ..engine import BoundKernel, check_algorithm
@@ -122,6 +123,7 @@ class KernelDensity(density.KernelDensity):
     True
     """
 
+    @keeps_state_on_error
     def fit(self, X, y=None, sample_weight=None):
         """Keep the sample (a dask array) sharded in the workers' memory. Returns self."""
         check_algorithm(self.algorithm)
@@ -183,6 +185,7 @@ class LocalMeanRegressor(regression.LocalMeanRegressor):
     True
     """
 
+    @keeps_state_on_error
     def fit(self, X, y, sample_weight=None):
         """Keep the sample (dask arrays) sharded in the workers' memory. Returns self."""
         check_algorithm(self.algorithm)
@@ -257,6 +260,7 @@ class NearestNeighbors(neighbors.NearestNeighbors):
     [[1, 0]]
     """
 
+    @keeps_state_on_error
     def fit(self, X, y=None):
         """Keep the sample sharded and build one index per shard on the workers. Returns self."""
         check_positive_int(self.n_neighbors, "n_neighbors")

@@ -12,6 +12,7 @@ from sklearn.base import clone
 from sklearn.utils import check_random_state
 
 from .. import _core, cluster
+from .._base import keeps_state_on_error
 from .._sums import LocalSums, tree_reduce
 from .._validation import as_float_array, check_positive_int
 from ..cluster import _progress_bar, bin_counts, bin_seeds
@@ -74,10 +75,10 @@ def _merge_bins(a, b):
     return keys, cells[first], np.bincount(inv.ravel(), weights=counts, minlength=len(keys)).astype(np.int64)
 
 
-def _grid_cells(X, w, lo, hi, h, res):
+def _grid_cells(X, w, lo, hi, h, res, n_jobs):
     X = np.ascontiguousarray(X)
     w = None if w is None else np.ascontiguousarray(w, dtype=X.dtype)
-    return _core.grid_cells(X, lo, hi, w, h, res)
+    return _core.grid_cells(X, lo, hi, w, h, res, n_jobs=n_jobs)
 
 
 def _grid_merge(a, b):
@@ -95,7 +96,7 @@ def _grid_labels(X, est, lo, hi, h, res, sorted_keys, cell_of_sorted):
     X = np.ascontiguousarray(X)
     if X.shape[0] == 0:
         return np.empty(0, dtype=np.int64)
-    keys = _core.grid_keys(X, lo, hi, h, res)
+    keys = _core.grid_keys(X, lo, hi, h, res, n_jobs=est._threads)
     return est._label(X, cell_of_sorted[np.searchsorted(sorted_keys, keys)])
 
 
@@ -152,6 +153,7 @@ class MeanShift(cluster.MeanShift):
     True
     """
 
+    @keeps_state_on_error
     def fit(self, X, y=None, sample_weight=None):
         """Find the modes and label the points (``labels_`` is a dask array).
 
@@ -237,7 +239,7 @@ class MeanShift(cluster.MeanShift):
         (sharded) references of the climb."""
         lo, hi = shards.lo.astype(np.float64).tolist(), shards.hi.astype(np.float64).tolist()
         _core.grid_keys(np.zeros((0, shards.d), dtype=shards.dtype), lo, hi, h, res)  # checks the grid now
-        parts = [delayed(_grid_cells, pure=True)(xb, wb, lo, hi, h, res) for _, xb, _, wb in shards.blocks]
+        parts = [delayed(_grid_cells, pure=True)(xb, wb, lo, hi, h, res, self._threads) for _, xb, _, wb in shards.blocks]
         cells = dask.compute(tree_reduce(parts, lambda a, b: delayed(_grid_merge, pure=True)(a, b)))[0]
         centroids, weights = _core.grid_centroids(cells)
         centroids = np.ascontiguousarray(centroids, dtype=shards.dtype)

@@ -104,8 +104,12 @@ def main():
     ap.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--skip-kde", action="store_true")
     ap.add_argument("--skip-meanshift", action="store_true")
+    ap.add_argument("--kde-queries", type=int, default=None, help="queries of the KDE (default: 10⁵ with --full, else 10⁴)")
+    ap.add_argument("--repeat", type=int, default=None, help="best of this many timings (default: 3, 1 with --full)")
     args = ap.parse_args()
+    repeat = args.repeat or (1 if args.full else 3)
     n_kde, m_kde = (10_000_000, 100_000) if args.full else (1_000_000, 10_000)
+    m_kde = args.kde_queries or m_kde
     n_ms, n_ms_local = (100_000_000, 10_000_000) if args.full else (4_000_000, 1_000_000)
     chunk = 1_000_000 if args.full else 250_000
 
@@ -113,22 +117,22 @@ def main():
         # In memory: the same points, one process, every core.
         Xl, Ql = dask.compute(uniform(n_kde, chunk, seed=1), uniform(m_kde, m_kde, seed=2))
         ref, t_local = timed(lambda: KernelDensity(bandwidth=H_KDE).fit(Xl).score_samples(Ql))
-        for _ in range(2):
+        for _ in range(repeat - 1):
             t_local = min(t_local, timed(lambda: KernelDensity(bandwidth=H_KDE).fit(Xl).score_samples(Ql))[1])
         del Xl
         print(f"[1] Gaussian KDE, {n_kde:,} references ({n_kde // chunk} shards), {m_kde:,} queries, d = 2, "
               f"uniform on [0, 100]², h = {H_KDE}")
-        print(f"    in memory (2 threads): {t_local:.2f} s (fit + score, best of 3)")
+        print(f"    in memory (2 threads): {t_local:.2f} s (fit + score, best of {repeat})")
         for w in args.workers:
             c, client = cluster(w)
             try:
-                out, t_fit, t = kde_case(client, n_kde, m_kde, chunk, 3)
+                out, t_fit, t = kde_case(client, n_kde, m_kde, chunk, repeat)
                 rss = peak_rss_mb(client)
             finally:
                 client.close()
                 c.close()
             diff = np.max(np.abs(out - ref) / np.abs(ref))
-            print(f"    {w} worker(s): fit {t_fit:.2f} s, score {t:.2f} s (best of 3), overhead "
+            print(f"    {w} worker(s): fit {t_fit:.2f} s, score {t:.2f} s (best of {repeat}), overhead "
                   f"{(t_fit + t) / t_local:.2f}x (score alone {t / t_local:.2f}x), max rel diff {diff:.1e}, "
                   f"peak RSS per worker {', '.join(f'{r:.0f}' for r in rss)} MB")
 

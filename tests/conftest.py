@@ -23,3 +23,21 @@ def naive_local_sums(Q, X, V, k, w=None):
     if w is not None:
         K = K * w
     return K @ V, K.sum(1)
+
+
+@pytest.fixture(scope="session")
+def dask_client():
+    """One Dask cluster for every test that needs one: 2 worker processes, 1 thread each."""
+    pytest.importorskip("dask")
+    distributed = pytest.importorskip("distributed")
+    import logging
+
+    cluster = distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=logging.ERROR
+    )
+    client = distributed.Client(cluster)
+    # Workers import the package (and its native extension) once, up front.
+    client.run(lambda: __import__("localization.dask"))
+    yield client
+    client.close()
+    cluster.close()

@@ -11,6 +11,7 @@ This package computes it with a multithreaded native engine and builds the metho
 from . import _threads  # noqa: F401  (registers the thread pool with threadpoolctl)
 from . import adaptive, cluster, datasets, denoise, embedding, fuzzy, generative, kernels, memory, metrics, semi_supervised, sequence, text
 from ._core import __version__
+from ._sums import LocalSums
 from ._validation import LocalizationWarning
 from .adaptive import MultiKernel
 from .classification import LocalModeClassifier
@@ -51,6 +52,7 @@ __all__ = [
     "LocalPCA",
     "LocallyLinearEmbedding",
     "LocalPolynomialRegressor",
+    "LocalSums",
     "LocalizationWarning",
     "MeanShift",
     "MedoidShift",

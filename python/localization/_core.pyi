@@ -99,6 +99,76 @@ def mean_shift_grid(
 ]:
     """As mean_shift_seeds on the grid's weighted cell centroids, plus (point → cell, cell seeds) when seeds is None."""
 
+Cells = tuple[
+    NDArray[np.uint64], NDArray[np.float64], NDArray[np.float64], Optional[NDArray[np.float64]], Optional[NDArray[np.float64]]
+]
+
+def grid_cells(
+    x: NDArray[np.floating],
+    lo: list[float],
+    hi: list[float],
+    weights: Optional[NDArray[np.floating]] = None,
+    bandwidth: float = 1.0,
+    grid_resolution: int = 4,
+    n_jobs: Optional[int] = None,
+) -> Cells:
+    """Occupied grid cells of x in order of first appearance: (keys, Σw, Σwx, count|None, Σx|None)."""
+
+def grid_merge(parts: list[Cells]) -> Cells:
+    """Cells of consecutive parts of the data merged (first appearance, sums in part order)."""
+
+def grid_centroids(cells: Cells) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """(weighted centroids, weights) of grid cells."""
+
+def grid_keys(
+    x: NDArray[np.floating],
+    lo: list[float],
+    hi: list[float],
+    bandwidth: float = 1.0,
+    grid_resolution: int = 4,
+    n_jobs: Optional[int] = None,
+) -> NDArray[np.uint64]: ...
+
+class MeanShiftWindow:
+    """MeanShift windows over (x, weights), prepared once; pickles as its arguments."""
+
+    def __init__(
+        self,
+        x: NDArray[np.floating],
+        weights: Optional[NDArray[np.floating]] = None,
+        kernel: str = "flat",
+        bandwidth: float = 1.0,
+        n_jobs: Optional[int] = None,
+    ) -> None: ...
+    def sums(
+        self, positions: NDArray[np.floating], n_jobs: Optional[int] = None
+    ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+        """(Σ K w x, Σ K w, log_scale) of the windows at the positions, stored divided by exp(log_scale)."""
+
+class MeanShiftSeeds:
+    """Seeds climbing in rounds driven by the caller's (merged) window sums."""
+
+    n_active: int
+    iteration: int
+    def __init__(
+        self,
+        seeds: NDArray[np.floating],
+        kernel: str = "flat",
+        bandwidth: float = 1.0,
+        step: float = 1.0,
+        tol: float = 1e-3,
+        max_iter: int = 300,
+        trajectories: bool = False,
+    ) -> None: ...
+    def positions(self) -> NDArray[np.floating]: ...
+    def advance(self, num: NDArray[np.float64], den: NDArray[np.float64], log_scale: NDArray[np.float64]) -> None: ...
+    def result(
+        self,
+    ) -> tuple[
+        NDArray[np.floating], NDArray[np.float64], NDArray[np.int64], NDArray[np.bool_], NDArray[np.bool_],
+        Optional[list[NDArray[np.floating]]],
+    ]: ...
+
 def mean_shift_diffuse(
     x: NDArray[np.floating],
     weights: Optional[NDArray[np.floating]] = None,

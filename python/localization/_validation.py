@@ -118,7 +118,9 @@ def check_values(values, n, dtype, name="values"):
     return v2, was_1d
 
 
-def check_sample_weight(sample_weight, n, dtype):
+def check_sample_weight(sample_weight, n, dtype, *, require_positive=True):
+    """Validate per-sample weights: finite, non-negative, shape (n,); some positive unless
+    ``require_positive=False`` (one part of a sharded sample may weigh nothing)."""
     if sample_weight is None:
         return None
     w = np.asarray(sample_weight)
@@ -129,7 +131,7 @@ def check_sample_weight(sample_weight, n, dtype):
         raise ValueError(f"`sample_weight` must have shape ({n},), got {w.shape}")
     if np.any(w < 0):
         raise ValueError("`sample_weight` must be non-negative")
-    if not np.any(w > 0):
+    if require_positive and not np.any(w > 0):
         raise ValueError("`sample_weight` is zero everywhere: the total weight must be positive")
     return w
 

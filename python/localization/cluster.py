@@ -118,24 +118,37 @@ def get_bin_seeds(X, bin_size, min_bin_freq=1):
     if not bin_size > 0:
         return X
     binned = np.round(X / bin_size)
-    lo = binned.min(axis=0)
-    extent = binned.max(axis=0) - lo + 1
+    _, cells, counts = bin_counts(binned, binned.min(axis=0), binned.max(axis=0))
+    seeds = bin_seeds(cells, counts, bin_size, min_bin_freq, len(X))
+    return X if seeds is None else seeds
+
+
+def bin_counts(binned, lo, hi):
+    """Occupied bins of rounded points ``binned`` whose whole data set spans the bins
+    ``lo``..``hi``: (keys, bins, counts) in key order. Keys are integers, or None (and the
+    order lexicographic) when the range has too many bins for them."""
+    extent = hi - lo + 1
     if np.prod(extent.astype(np.float64)) < 2.0**62:
         # One integer key per bin: a 1-D unique is far faster than a row-wise one.
         strides = np.cumprod(np.concatenate([[1.0], extent[:-1]])).astype(np.int64)
         keys = (binned - lo).astype(np.int64) @ strides
-        _, first, counts = np.unique(keys, return_index=True, return_counts=True)
-        cells = binned[first]
-    else:
-        cells, counts = np.unique(binned, axis=0, return_counts=True)
-    seeds = cells[counts >= min_bin_freq]
-    if len(seeds) == len(X):
+        keys, first, counts = np.unique(keys, return_index=True, return_counts=True)
+        return keys, binned[first], counts
+    cells, counts = np.unique(binned, axis=0, return_counts=True)
+    return None, cells, counts
+
+
+def bin_seeds(bins, counts, bin_size, min_bin_freq, n):
+    """Seeds from occupied bins (see :func:`get_bin_seeds`); None (with scikit-learn's
+    warning) when every one of the n points has its own bin and the points are the seeds."""
+    seeds = bins[counts >= min_bin_freq]
+    if len(seeds) == n:
         warnings.warn(
             f"Binning data failed with provided bin_size={bin_size:f}, using data points as seeds.",
             UserWarning,
-            stacklevel=2,
+            stacklevel=3,
         )
-        return X
+        return None
     # scikit-learn scales the bin indices in float32 arithmetic; the same values here, unless
     # the bin size or the seeds leave float32's range (where scikit-learn's seeds are inf or 0).
     with np.errstate(over="ignore", invalid="ignore"):

@@ -18,6 +18,11 @@ LSCV_RULES = ("lscv", "lscv_per_feature")
 _SHADOW = {"gaussian": ("gaussian", 1.0), "epanechnikov": ("tophat", 2.0), "biweight": ("epanechnikov", 4.0), "triweight": ("biweight", 6.0)}
 
 
+def log_density(log_sum, log_total_weight, log_norm, log_volume):
+    """log p̂ from log Σ K w: minus log Σ w, log ∫ k and log ∏ h (the fixed bandwidth)."""
+    return log_sum - log_total_weight - log_norm - log_volume
+
+
 class KernelDensity(LocalEstimator):
     """Kernel density estimate p̂(x) = Σᵢ wᵢ K_h(x − xᵢ) / Σᵢ wᵢ with any profile of SPEC §1.
 
@@ -121,7 +126,8 @@ class KernelDensity(LocalEstimator):
                 # with wᵢ/T taken in the log domain (T may overflow).
                 own = np.ones(len(Q)) if w is None else w.astype(np.float64)
                 log_total = log_total + np.log1p(-np.exp(np.log(own) - log_total))
-            out = np.log(den.astype(np.float64)) + log_scale + log_unit - log_total - self._log_norm - bk.log_bandwidth_volume
+            out = log_density(np.log(den.astype(np.float64)) + log_scale + log_unit, log_total, self._log_norm,
+                              bk.log_bandwidth_volume)
         if isinstance(self.kernel_.bandwidth, Balloon):
             out -= d * np.log(bk.query_bandwidth(bk._scale(Q)).astype(np.float64))
         return out

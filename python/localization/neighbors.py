@@ -14,6 +14,15 @@ from ._base import keeps_state_on_error
 from ._validation import FLOAT_DTYPES, check_positive_int, validate_data
 
 
+def drop_self(dist, ind, rows):
+    """k+1 neighbours of fitted points → k: drop each point itself (row i is point
+    ``rows[i]``); if duplicates pushed it out of the list, drop the first."""
+    keep = ind != np.asarray(rows)[:, None]
+    keep[keep.all(axis=1), 0] = False
+    m, k = len(ind), ind.shape[1] - 1
+    return dist[keep].reshape(m, k), ind[keep].reshape(m, k)
+
+
 def _check_radius(radius, n_queries=None):
     """A radius >= 0 (+inf allowed) or, at query time, one radius per query.
 
@@ -130,11 +139,7 @@ class NearestNeighbors(BaseEstimator):
             raise ValueError(f"Expected n_neighbors <= n_samples_fit, but n_neighbors = {k + self_query}, n_samples_fit = {self.n_samples_fit_}")
         dist, ind = self._index.knn(Q, k + self_query, n_jobs=self.n_jobs)
         if self_query:
-            # Drop each point itself; if duplicates pushed it out of the list, drop the first.
-            keep = ind != np.arange(len(Q))[:, None]
-            keep[keep.all(axis=1), 0] = False
-            dist = dist[keep].reshape(len(Q), k)
-            ind = ind[keep].reshape(len(Q), k)
+            dist, ind = drop_self(dist, ind, np.arange(len(Q)))
         return (dist, ind) if return_distance else ind
 
     def radius_neighbors(self, X=None, radius=None, return_distance=True, sort_results=False):

@@ -22,7 +22,7 @@
 //! into the floating range's middle by exact powers of two (`distance::Scale`) and the
 //! results moved back: mean shift is invariant to both.
 
-use crate::distance::{pow2, sq_euclidean, Scale, GEMM_MIN_DIM};
+use crate::distance::{sq_euclidean, Scale, GEMM_MIN_DIM};
 use crate::engine::{local_sums, Bandwidth, Kernel, Options, Problem};
 use crate::error::{LocalizationError, Result};
 use crate::kernel::{dispatch_profile, Profile, ProfileFn, Real};
@@ -81,6 +81,9 @@ pub struct Shifted<F> {
     pub trajectories: Vec<Vec<F>>,
 }
 
+/// One seed's climb: where it is, Σ K w at its last window, completed iterations, state.
+/// Every exact path (per seed through a tree, all seeds per engine call, or sharded window
+/// sums merged by the caller) moves a seed through [`SeedRun::step`] alone.
 struct SeedRun<F> {
     pos: Vec<F>,
     support: f64,
@@ -96,54 +99,57 @@ fn grow_trajectory<F>(path: &mut Vec<F>, d: usize, seeds: usize) -> Result<()> {
     memory::try_grow(path, d, "trajectories").map_err(|_| memory::out_of_memory::<F>("trajectories", &[seeds, path.len() / d + 1, d]))
 }
 
-/// The per-seed loop shared by the tree and grid paths (one of `seeds`); `mean` returns
-/// (Σ K w x, Σ K w).
-fn climb<F: Real>(seed: &[F], seeds: usize, p: &Params, mon: &Monitor, mut mean: impl FnMut(&[F], &mut [f64]) -> f64) -> Result<SeedRun<F>> {
-    let d = seed.len();
-    let thr = p.threshold();
-    let mut cur: Vec<F> = seed.to_vec();
-    let mut num = vec![0.0f64; d];
-    let mut path = Vec::new();
-    if p.trajectories {
-        grow_trajectory(&mut path, d, seeds)?;
-        path.extend_from_slice(&cur);
+impl<F: Real> SeedRun<F> {
+    /// A seed about to climb, one of `seeds` (for the size in an out-of-memory error).
+    fn new(seed: &[F], seeds: usize, p: &Params) -> Result<Self> {
+        let mut path = Vec::new();
+        if p.trajectories {
+            grow_trajectory(&mut path, seed.len(), seeds)?;
+            path.extend_from_slice(seed);
+        }
+        Ok(SeedRun { pos: seed.to_vec(), support: 0.0, n_iter: 0, converged: false, valid: true, path })
     }
-    let mut it = 0usize;
-    let (mut support, mut converged, mut valid) = (0.0, false, true);
+
+    /// One step x ← x + α (m(x) − x) from the window sums at the current position
+    /// (Σ K w x and Σ K w, both stored divided by exp(log_scale)). Returns whether the seed
+    /// keeps moving. The first mean is iteration 0 (scikit-learn's count).
+    fn step(&mut self, num: &[f64], den: f64, log_scale: f64, seeds: usize, p: &Params) -> Result<bool> {
+        if !(den > 0.0) {
+            // scikit-learn drops a seed whose window became empty.
+            self.valid = false;
+            return Ok(false);
+        }
+        self.support = den * log_scale.exp();
+        let delta2 = move_towards(self.pos.iter_mut(), num.iter().copied(), den, p.step);
+        if p.trajectories {
+            grow_trajectory(&mut self.path, self.pos.len(), seeds)?;
+            self.path.extend_from_slice(&self.pos);
+        }
+        if delta2.sqrt() <= p.threshold() {
+            self.converged = true;
+            return Ok(false);
+        }
+        if self.n_iter >= p.max_iter {
+            return Ok(false);
+        }
+        self.n_iter += 1;
+        Ok(true)
+    }
+}
+
+/// The per-seed loop of the tree paths (one of `seeds`); `mean` returns Σ K w and adds
+/// Σ K w x into `num`.
+fn climb<F: Real>(seed: &[F], seeds: usize, p: &Params, mon: &Monitor, mut mean: impl FnMut(&[F], &mut [f64]) -> f64) -> Result<SeedRun<F>> {
+    let mut run = SeedRun::new(seed, seeds, p)?;
+    let mut num = vec![0.0f64; seed.len()];
     loop {
         mon.check()?;
         num.iter_mut().for_each(|v| *v = 0.0);
-        let den = mean(&cur, &mut num);
-        if !(den > 0.0) {
-            // scikit-learn drops a seed whose window became empty.
-            valid = false;
-            break;
+        let den = mean(&run.pos, &mut num);
+        if !run.step(&num, den, 0.0, seeds, p)? {
+            return Ok(run);
         }
-        support = den;
-        let mut delta2 = 0.0;
-        for k in 0..d {
-            let c = cur[k].f64();
-            let m = num[k] / den;
-            let next = if p.step == 1.0 { m } else { c + p.step * (m - c) };
-            let nf = F::of(next);
-            let dk = nf.f64() - c;
-            delta2 += dk * dk;
-            cur[k] = nf;
-        }
-        if p.trajectories {
-            grow_trajectory(&mut path, d, seeds)?;
-            path.extend_from_slice(&cur);
-        }
-        if delta2.sqrt() <= thr {
-            converged = true;
-            break;
-        }
-        if it >= p.max_iter {
-            break;
-        }
-        it += 1;
     }
-    Ok(SeedRun { pos: cur, support, n_iter: it, converged, valid, path })
 }
 
 fn collect<F: Real>(runs: Vec<SeedRun<F>>, d: usize) -> Result<Shifted<F>> {
@@ -198,6 +204,173 @@ pub fn uses_tree(profile: Profile, d: usize) -> bool {
     profile == Profile::Tophat || (profile.support().is_some() && d < GEMM_MIN_DIM)
 }
 
+/// Window sums at many positions: Σ K w x (m × d), Σ K w (m), both stored divided by
+/// exp(log_scale) (m; 0 unless the kernel is exponential).
+#[derive(Clone, Debug)]
+pub struct WindowSums {
+    pub num: Array2<f64>,
+    pub den: Vec<f64>,
+    pub log_scale: Vec<f64>,
+}
+
+/// A reference set (x, w) prepared for MeanShift windows of one kernel and bandwidth: the
+/// one place where a seed's window is summed, whether all of x sits on this machine or x is
+/// one shard of a larger set whose sums the caller merges.
+pub enum Window<F> {
+    /// Compact kernels in low dimensions (and the flat kernel always): per seed, a tree.
+    Tree(TreeWindow<F>),
+    /// Unbounded kernels and high dimensions: the engine, over the caller's (x, w).
+    Engine { profile: Profile, h: F },
+}
+
+pub enum TreeWindow<F> {
+    /// The flat kernel: the closed ball ‖x − q‖ ≤ h from the aggregate tree.
+    Ball { tree: BallSums<F>, h2: F },
+    /// Other compact kernels: the points within h through a kd-tree, visited in tree order
+    /// (tree-ordered copies of the points and weights).
+    Points { tree: KdTree<F>, points: Vec<F>, weights: Vec<F>, profile: Profile, h2: F },
+}
+
+impl<F: Real> TreeWindow<F> {
+    /// Σ K w (returned) and Σ K w x (added into `num`) of the window at q, in a fixed order.
+    fn one(&self, q: &[F], num: &mut [f64]) -> f64 {
+        match self {
+            TreeWindow::Ball { tree, h2 } => tree.ball_sums(q, *h2, num),
+            TreeWindow::Points { tree, points, weights, profile, h2 } => {
+                let d = q.len();
+                let inv_h2 = F::one() / *h2;
+                let mut den = 0.0f64;
+                dispatch_profile!(*profile, P, {
+                    tree.visit_within(q, *h2, &mut |pos, d2| {
+                        let kw = (P::k(d2 * inv_h2) * weights[pos]).f64();
+                        if kw == 0.0 {
+                            return;
+                        }
+                        den += kw;
+                        for (a, &b) in num.iter_mut().zip(&points[pos * d..(pos + 1) * d]) {
+                            *a += kw * b.f64();
+                        }
+                    })
+                });
+                den
+            }
+        }
+    }
+}
+
+impl<F: Real> Window<F> {
+    /// Prepare the windows (a tree is built on the current rayon pool, polling `mon`).
+    pub fn build(x: ArrayView2<F>, w: Option<ArrayView1<F>>, profile: Profile, bandwidth: f64, mon: &Monitor) -> Result<Self> {
+        check_data(x, w, x)?;
+        if !(bandwidth > 0.0 && bandwidth.is_finite()) {
+            return Err(LocalizationError::param("bandwidth", "must be finite and strictly positive"));
+        }
+        let h = F::of(bandwidth);
+        if !uses_tree(profile, x.ncols()) {
+            return Ok(Window::Engine { profile, h });
+        }
+        if profile == Profile::Tophat {
+            return Ok(Window::Tree(TreeWindow::Ball { tree: BallSums::build(x, w, 16, mon)?, h2: h * h }));
+        }
+        let tree = KdTree::build(x, 32, mon)?;
+        let order = tree.order();
+        // Tree-ordered copies: the visit streams memory and sums in a fixed order.
+        let points = order.iter().flat_map(|&i| x.row(i).to_vec()).collect();
+        let weights = order.iter().map(|&i| w.map_or(F::one(), |w| w[i])).collect();
+        Ok(Window::Tree(TreeWindow::Points { tree, points, weights, profile, h2: h * h }))
+    }
+
+    /// The window sums at every row of `q`, on the current rayon pool, polling `mon`. `x` and
+    /// `w` must be the data the window was built from (the engine reads them; the trees hold
+    /// copies).
+    pub fn sums(&self, x: ArrayView2<F>, w: Option<ArrayView1<F>>, q: ArrayView2<F>, mon: &Monitor) -> Result<WindowSums> {
+        check_data(x, w, q)?;
+        let (m, d) = q.dim();
+        match self {
+            Window::Engine { profile, h } => {
+                let pb = Problem { queries: q, x, values: Some(x), weights: w };
+                let opts = Options { monitor: mon.clone(), ..Options::default() };
+                let s = local_sums(&pb, &Kernel::Radial(*profile), &Bandwidth::Scalar(*h), &opts)?;
+                Ok(WindowSums { num: s.num.mapv(|v| v.f64()), den: s.den.iter().map(|v| v.f64()).collect(), log_scale: s.log_scale.iter().map(|v| v.f64()).collect() })
+            }
+            Window::Tree(t) => {
+                let mut num = memory::try_array("sums", (m, d), 0.0f64)?;
+                let den = num
+                    .axis_iter_mut(ndarray::Axis(0))
+                    .into_par_iter()
+                    .enumerate()
+                    .map(|(i, mut row)| {
+                        mon.check()?;
+                        let q = q.row(i).to_vec();
+                        let mut acc = vec![0.0f64; d];
+                        let den = t.one(&q, &mut acc);
+                        row.assign(&ndarray::ArrayView1::from(&acc[..]));
+                        Ok(den)
+                    })
+                    .collect::<Result<Vec<f64>>>()?;
+                Ok(WindowSums { num, den, log_scale: vec![0.0; m] })
+            }
+        }
+    }
+}
+
+/// Seeds climbing together, one step per round of window sums: the engine path runs it
+/// with one engine call per round, and a caller holding sharded data runs it with the
+/// merged sums of its shards.
+pub struct SeedSet<F> {
+    runs: Vec<SeedRun<F>>,
+    active: Vec<usize>,
+    iteration: usize,
+    d: usize,
+}
+
+impl<F: Real> SeedSet<F> {
+    pub fn new(seeds: ArrayView2<F>, p: &Params) -> Result<Self> {
+        let m = seeds.nrows();
+        let runs = seeds.rows().into_iter().map(|s| SeedRun::new(&s.to_vec(), m, p)).collect::<Result<Vec<_>>>()?;
+        Ok(SeedSet { runs, active: (0..m).collect(), iteration: 0, d: seeds.ncols() })
+    }
+
+    /// Positions of the seeds still moving (the queries of the next round).
+    pub fn positions(&self) -> Array2<F> {
+        Array2::from_shape_fn((self.active.len(), self.d), |(a, k)| self.runs[self.active[a]].pos[k])
+    }
+
+    pub fn n_active(&self) -> usize {
+        self.active.len()
+    }
+
+    /// Rounds done so far.
+    pub fn iteration(&self) -> usize {
+        self.iteration
+    }
+
+    /// Move every active seed by its window sums (row a belongs to the a-th active seed).
+    pub fn advance(&mut self, sums: &WindowSums, p: &Params) -> Result<()> {
+        let k = self.active.len();
+        if sums.num.dim() != (k, self.d) || sums.den.len() != k || sums.log_scale.len() != k {
+            return Err(LocalizationError::shape("sums", format!("{k} rows of {} values", self.d), format!("{} rows", sums.den.len())));
+        }
+        let m = self.runs.len();
+        let mut still = Vec::with_capacity(k);
+        for (a, &i) in self.active.iter().enumerate() {
+            let row = sums.num.row(a);
+            let num = row.as_slice().map_or_else(|| row.to_vec(), |s| s.to_vec());
+            if self.runs[i].step(&num, sums.den[a], sums.log_scale[a], m, p)? {
+                still.push(i);
+            }
+        }
+        self.active = still;
+        self.iteration += 1;
+        Ok(())
+    }
+
+    pub fn finish(self) -> Result<Shifted<F>> {
+        let d = self.d;
+        collect(self.runs, d)
+    }
+}
+
 /// Shift every seed to its mode (exact kernel sums). Progress: finished seeds (tree paths)
 /// or iterations (engine path).
 pub fn shift_seeds<F: Real>(x: ArrayView2<F>, w: Option<ArrayView1<F>>, seeds: ArrayView2<F>, p: &Params, mon: &Monitor) -> Result<Shifted<F>> {
@@ -229,21 +402,21 @@ fn check_reach<F: Real>(h: f64) -> Result<()> {
 
 fn shift_in_range<F: Real>(x: ArrayView2<F>, w: Option<ArrayView1<F>>, seeds: ArrayView2<F>, p: &Params, mon: &Monitor) -> Result<Shifted<F>> {
     check_reach::<F>(p.bandwidth)?;
-    if uses_tree(p.profile, x.ncols()) {
-        tree_shift(x, w, seeds, p, mon)
-    } else {
-        engine_shift(x, w, seeds, p, mon)
+    match Window::build(x, w, p.profile, p.bandwidth, mon)? {
+        Window::Tree(t) => tree_shift(&t, seeds, p, mon),
+        engine => engine_shift(&engine, x, w, seeds, p, mon),
     }
 }
 
-/// Every seed climbs on its own, in parallel; `mean` as in `climb`.
-fn climb_all<F: Real>(seeds: ArrayView2<F>, p: &Params, mon: &Monitor, mean: impl Fn(&[F], &mut [f64]) -> f64 + Sync) -> Result<Shifted<F>> {
+/// Compact kernels: each seed climbs on its own, in parallel, so a converged seed costs
+/// nothing more.
+fn tree_shift<F: Real>(window: &TreeWindow<F>, seeds: ArrayView2<F>, p: &Params, mon: &Monitor) -> Result<Shifted<F>> {
     let m = seeds.nrows();
     mon.set_progress(0, m);
     let runs: Vec<SeedRun<F>> = (0..m)
         .into_par_iter()
         .map(|i| {
-            let r = climb(&seeds.row(i).to_vec(), m, p, mon, &mean);
+            let r = climb(&seeds.row(i).to_vec(), m, p, mon, |q, num| window.one(q, num));
             mon.advance(1);
             r
         })
@@ -251,118 +424,249 @@ fn climb_all<F: Real>(seeds: ArrayView2<F>, p: &Params, mon: &Monitor, mean: imp
     collect(runs, seeds.ncols())
 }
 
-fn tree_shift<F: Real>(x: ArrayView2<F>, w: Option<ArrayView1<F>>, seeds: ArrayView2<F>, p: &Params, mon: &Monitor) -> Result<Shifted<F>> {
-    let (_, d) = x.dim();
-    if p.profile == Profile::Tophat {
-        return flat_shift(x, w, seeds, p, mon);
-    }
-    let tree = KdTree::build(x, 32, mon)?;
-    let order = tree.order();
-    // Tree-ordered copies: the visit streams memory and sums in a fixed order.
-    let xt: Vec<F> = order.iter().flat_map(|&i| x.row(i).to_vec()).collect();
-    let wt: Vec<F> = order.iter().map(|&i| w.map_or(F::one(), |w| w[i])).collect();
-    let h = F::of(p.bandwidth);
-    let h2 = h * h;
-    let inv_h2 = F::one() / h2;
-    dispatch_profile!(p.profile, P, {
-        climb_all(seeds, p, mon, |q, num| {
-            let mut den = 0.0f64;
-            tree.visit_within(q, h2, &mut |pos, d2| {
-                let kw = (P::k(d2 * inv_h2) * wt[pos]).f64();
-                if kw == 0.0 {
-                    return;
-                }
-                den += kw;
-                for (a, &b) in num.iter_mut().zip(&xt[pos * d..(pos + 1) * d]) {
-                    *a += kw * b.f64();
-                }
-            });
-            den
-        })
-    })
-}
-
-/// The flat kernel: window sums from the aggregate tree.
-fn flat_shift<F: Real>(x: ArrayView2<F>, w: Option<ArrayView1<F>>, seeds: ArrayView2<F>, p: &Params, mon: &Monitor) -> Result<Shifted<F>> {
-    let tree = BallSums::build(x, w, 16, mon)?;
-    let h = F::of(p.bandwidth);
-    let h2 = h * h;
-    climb_all(seeds, p, mon, |q, num| tree.ball_sums(q, h2, num))
-}
-
 /// Unbounded kernels: all moving seeds advance together, one engine call per iteration.
-fn engine_shift<F: Real>(x: ArrayView2<F>, w: Option<ArrayView1<F>>, seeds: ArrayView2<F>, p: &Params, mon: &Monitor) -> Result<Shifted<F>> {
-    let (m, d) = seeds.dim();
-    let kernel = Kernel::Radial(p.profile);
-    let bw = Bandwidth::Scalar(F::of(p.bandwidth));
-    let opts = Options { monitor: mon.clone(), ..Options::default() };
-    let thr = p.threshold();
-    let mut pos = seeds.to_owned();
-    let mut trajectories = Vec::new();
-    if p.trajectories {
-        memory::try_grow(&mut trajectories, m, "trajectories")?;
-        for i in 0..m {
-            let mut t = Vec::new();
-            grow_trajectory(&mut t, d, m)?;
-            t.extend(seeds.row(i).iter().copied());
-            trajectories.push(t);
-        }
+fn engine_shift<F: Real>(window: &Window<F>, x: ArrayView2<F>, w: Option<ArrayView1<F>>, seeds: ArrayView2<F>, p: &Params, mon: &Monitor) -> Result<Shifted<F>> {
+    let mut set = SeedSet::new(seeds, p)?;
+    let total = p.max_iter.saturating_add(1);
+    mon.set_progress(0, total);
+    while set.n_active() > 0 {
+        let q = set.positions();
+        let sums = window.sums(x, w, q.view(), mon)?;
+        set.advance(&sums, p)?;
+        mon.set_progress(set.iteration().min(total), total);
     }
-    let mut out = Shifted {
-        modes: Array2::zeros((0, d)),
-        support: vec![0.0; m],
-        n_iter: vec![0; m],
-        converged: vec![false; m],
-        valid: vec![true; m],
-        trajectories,
-    };
-    let mut active: Vec<usize> = (0..m).collect();
-    let mut it = 0usize;
-    mon.set_progress(0, p.max_iter.saturating_add(1));
-    while !active.is_empty() {
-        let q = Array2::from_shape_fn((active.len(), d), |(a, k)| pos[(active[a], k)]);
-        let pb = Problem { queries: q.view(), x, values: Some(x), weights: w };
-        let sums = local_sums(&pb, &kernel, &bw, &opts)?;
-        let mut still = Vec::with_capacity(active.len());
-        for (a, &i) in active.iter().enumerate() {
-            let den = sums.den[a].f64();
-            if !(den > 0.0) {
-                out.valid[i] = false;
-                continue;
-            }
-            out.support[i] = den * sums.log_scale[a].f64().exp();
-            let delta2 = move_towards(pos.row_mut(i), sums.num.row(a), den, p.step);
-            if p.trajectories {
-                grow_trajectory(&mut out.trajectories[i], d, m)?;
-                out.trajectories[i].extend(pos.row(i).iter().copied());
-            }
-            out.n_iter[i] = it;
-            if delta2.sqrt() <= thr {
-                out.converged[i] = true;
-            } else if it < p.max_iter {
-                still.push(i);
-            }
-        }
-        active = still;
-        it += 1;
-        mon.set_progress(it.min(p.max_iter.saturating_add(1)), p.max_iter.saturating_add(1));
-    }
-    out.modes = pos;
-    Ok(out)
+    set.finish()
 }
 
 /// x ← x + α (m − x) with m = num / den (α = 1 lands exactly on m); returns ‖Δx‖².
-fn move_towards<F: Real>(mut x: ndarray::ArrayViewMut1<F>, num: ndarray::ArrayView1<F>, den: f64, step: f64) -> f64 {
+fn move_towards<'a, F: Real + 'a>(x: impl Iterator<Item = &'a mut F>, num: impl Iterator<Item = f64>, den: f64, step: f64) -> f64 {
     let mut delta2 = 0.0;
-    for (xk, nk) in x.iter_mut().zip(num) {
+    for (xk, nk) in x.zip(num) {
         let c = xk.f64();
-        let mk = nk.f64() / den;
+        let mk = nk / den;
         let nf = F::of(if step == 1.0 { mk } else { c + step * (mk - c) });
         let dk = nf.f64() - c;
         delta2 += dk * dk;
         *xk = nf;
     }
     delta2
+}
+
+/// The grid of MeanShift++-style cell aggregation: cells of side h / r anchored at the
+/// lower corner `lo` of the data, `extent` cells per feature up to the upper corner.
+#[derive(Clone, Debug)]
+pub struct GridSpec {
+    lo: Vec<f64>,
+    side: f64,
+    extent: Vec<u64>,
+    n_cells: u64,
+}
+
+impl GridSpec {
+    /// The grid over the box [lo, hi] (the data's bounds, however they were found).
+    pub fn new(lo: &[f64], hi: &[f64], h: f64, cells_per_bandwidth: usize) -> Result<Self> {
+        let d = lo.len();
+        if d == 0 || d > 6 {
+            return Err(LocalizationError::param("algorithm", format!("'grid' is for 1 to 6 features (got {d}); use 'exact'")));
+        }
+        if hi.len() != d {
+            return Err(LocalizationError::shape("hi", format!("{d} values"), hi.len()));
+        }
+        if cells_per_bandwidth == 0 || cells_per_bandwidth > 64 {
+            return Err(LocalizationError::param("grid_resolution", "must be an integer in [1, 64]"));
+        }
+        if !(h > 0.0 && h.is_finite()) {
+            return Err(LocalizationError::param("bandwidth", "must be finite and strictly positive"));
+        }
+        if lo.iter().chain(hi).any(|v| !v.is_finite()) || lo.iter().zip(hi).any(|(a, b)| a > b) {
+            return Err(LocalizationError::param("X", "the grid needs finite bounds with lo <= hi"));
+        }
+        let side = h / cells_per_bandwidth as f64;
+        let extent: Vec<u64> = (0..d).map(|k| ((hi[k] - lo[k]) / side).floor() as u64 + 1).collect();
+        let n_cells = extent.iter().try_fold(1u64, |a, &e| a.checked_mul(e)).filter(|&t| t < (1u64 << 62)).ok_or_else(|| {
+            LocalizationError::param("bandwidth", "too small for the spread of the data on a grid; use algorithm='exact'")
+        })?;
+        Ok(GridSpec { lo: lo.to_vec(), side, extent, n_cells })
+    }
+
+    /// The grid over the bounding box of x.
+    pub fn of_data<F: Real>(x: ArrayView2<F>, h: f64, cells_per_bandwidth: usize) -> Result<Self> {
+        let (n, d) = x.dim();
+        if n == 0 {
+            return Err(LocalizationError::EmptyInput { name: "X" });
+        }
+        let mut lo = vec![f64::INFINITY; d];
+        let mut hi = vec![f64::NEG_INFINITY; d];
+        for row in x.rows() {
+            for k in 0..d {
+                lo[k] = lo[k].min(row[k].f64());
+                hi[k] = hi[k].max(row[k].f64());
+            }
+        }
+        GridSpec::new(&lo, &hi, h, cells_per_bandwidth)
+    }
+
+    pub fn dim(&self) -> usize {
+        self.lo.len()
+    }
+
+    /// The cell key of every row of x (points outside the box go to its border cells).
+    pub fn keys<F: Real>(&self, x: ArrayView2<F>) -> Result<Vec<u64>> {
+        let d = self.dim();
+        if x.ncols() != d {
+            return Err(LocalizationError::shape("X", format!("{d} features"), format!("{} features", x.ncols())));
+        }
+        Ok((0..x.nrows())
+            .into_par_iter()
+            .map(|i| {
+                let mut key = 0u64;
+                for k in (0..d).rev() {
+                    let c = (((x[(i, k)].f64() - self.lo[k]) / self.side).floor() as i64).clamp(0, self.extent[k] as i64 - 1) as u64;
+                    key = key * self.extent[k] + c;
+                }
+                key
+            })
+            .collect())
+    }
+
+    /// The occupied cells of x in order of first appearance, with their sums, and the cell
+    /// of every point.
+    pub fn cells<F: Real>(&self, x: ArrayView2<F>, w: Option<ArrayView1<F>>) -> Result<(Cells, Vec<u32>)> {
+        let (n, d) = x.dim();
+        if let Some(w) = w {
+            if w.len() != n {
+                return Err(LocalizationError::shape("sample_weight", format!("{n} entries"), w.len()));
+            }
+        }
+        let keys = self.keys(x)?;
+        let mut point_cell = Vec::with_capacity(n);
+        let mut cell_keys = Vec::new();
+        if self.n_cells <= (4 * n as u64).max(1 << 20) {
+            let mut table = vec![u32::MAX; self.n_cells as usize];
+            for &key in &keys {
+                let t = &mut table[key as usize];
+                if *t == u32::MAX {
+                    *t = cell_keys.len() as u32;
+                    cell_keys.push(key);
+                }
+                point_cell.push(*t);
+            }
+        } else {
+            let mut map: HashMap<u64, u32> = HashMap::new();
+            for &key in &keys {
+                let s = *map.entry(key).or_insert(cell_keys.len() as u32);
+                if s as usize == cell_keys.len() {
+                    cell_keys.push(key);
+                }
+                point_cell.push(s);
+            }
+        }
+        let m = cell_keys.len();
+        let mut weight = vec![0.0f64; m];
+        let mut sum = vec![0.0f64; m * d];
+        for i in 0..n {
+            let c = point_cell[i] as usize;
+            let wi = w.map_or(1.0, |w| w[i].f64());
+            weight[c] += wi;
+            for k in 0..d {
+                sum[c * d + k] += wi * x[(i, k)].f64();
+            }
+        }
+        // A cell of zero total weight keeps its plain centroid: count and plain sums are
+        // kept when some cell weighs nothing (a cell weighing nothing overall weighs nothing
+        // in every part holding it, so merged parts keep what they need).
+        let plain = weight.contains(&0.0).then(|| {
+            let mut count = vec![0.0f64; m];
+            let mut psum = vec![0.0f64; m * d];
+            for i in 0..n {
+                let c = point_cell[i] as usize;
+                count[c] += 1.0;
+                for k in 0..d {
+                    psum[c * d + k] += x[(i, k)].f64();
+                }
+            }
+            (count, psum)
+        });
+        Ok((Cells { d, keys: cell_keys, weight, sum, plain }, point_cell))
+    }
+}
+
+/// Occupied cells of a grid with their sums: Σ w and Σ w x per cell (and the point count and
+/// Σ x when some cell weighs nothing). Cells of disjoint parts of the data merge exactly.
+#[derive(Clone, Debug)]
+pub struct Cells {
+    pub d: usize,
+    pub keys: Vec<u64>,
+    pub weight: Vec<f64>,
+    /// m × d, row-major.
+    pub sum: Vec<f64>,
+    /// (count, Σ x) per cell.
+    pub plain: Option<(Vec<f64>, Vec<f64>)>,
+}
+
+impl Cells {
+    /// The cells of the concatenated parts, in order of first appearance, sums added in the
+    /// order of the parts.
+    pub fn merge(parts: &[Cells]) -> Result<Cells> {
+        let d = parts.first().map_or(0, |c| c.d);
+        let mut out = Cells { d, keys: Vec::new(), weight: Vec::new(), sum: Vec::new(), plain: None };
+        let keep_plain = parts.iter().any(|c| c.plain.is_some());
+        let (mut count, mut psum) = (Vec::new(), Vec::new());
+        let mut slot: HashMap<u64, usize> = HashMap::new();
+        for part in parts {
+            let m = part.keys.len();
+            if part.d != d || part.weight.len() != m || part.sum.len() != m * d || part.plain.as_ref().is_some_and(|(c, s)| c.len() != m || s.len() != m * d) {
+                return Err(LocalizationError::shape("cells", format!("{d} features and consistent lengths"), format!("{} features, {m} keys", part.d)));
+            }
+            for (c, &key) in part.keys.iter().enumerate() {
+                let s = *slot.entry(key).or_insert_with(|| {
+                    out.keys.push(key);
+                    out.weight.push(0.0);
+                    out.sum.resize(out.sum.len() + d, 0.0);
+                    if keep_plain {
+                        count.push(0.0);
+                        psum.resize(psum.len() + d, 0.0);
+                    }
+                    out.keys.len() - 1
+                });
+                out.weight[s] += part.weight[c];
+                for k in 0..d {
+                    out.sum[s * d + k] += part.sum[c * d + k];
+                }
+                if let Some((pc, ps)) = &part.plain {
+                    count[s] += pc[c];
+                    for k in 0..d {
+                        psum[s * d + k] += ps[c * d + k];
+                    }
+                }
+            }
+        }
+        if keep_plain {
+            out.plain = Some((count, psum));
+        }
+        Ok(out)
+    }
+
+    /// Weighted centroid and total weight of every cell (the plain centroid for a cell of
+    /// zero weight, which then weighs nothing).
+    pub fn centroids<F: Real>(&self) -> Result<(Array2<F>, Vec<F>)> {
+        let d = self.d;
+        let m = self.keys.len();
+        let mut out = Array2::zeros((m, d));
+        for c in 0..m {
+            for k in 0..d {
+                out[(c, k)] = if self.weight[c] > 0.0 {
+                    F::of(self.sum[c * d + k] / self.weight[c])
+                } else {
+                    match &self.plain {
+                        Some((count, psum)) => F::of(psum[c * d + k] / count[c]),
+                        None => return Err(LocalizationError::param("cells", "a cell of zero weight needs its plain sums")),
+                    }
+                };
+            }
+        }
+        Ok((out, self.weight.iter().map(|&v| F::of(v)).collect()))
+    }
 }
 
 /// Grid (MeanShift++-style) reduction: points binned into cells of side h / r, each cell
@@ -378,98 +682,13 @@ pub struct Grid<F> {
 
 impl<F: Real> Grid<F> {
     pub fn build(x: ArrayView2<F>, w: Option<ArrayView1<F>>, h: f64, cells_per_bandwidth: usize) -> Result<Self> {
-        let (n, d) = x.dim();
-        if n == 0 {
-            return Err(LocalizationError::EmptyInput { name: "X" });
-        }
-        if d == 0 || d > 6 {
-            return Err(LocalizationError::param("algorithm", format!("'grid' is for 1 to 6 features (got {d}); use 'exact'")));
-        }
-        if cells_per_bandwidth == 0 || cells_per_bandwidth > 64 {
-            return Err(LocalizationError::param("grid_resolution", "must be an integer in [1, 64]"));
-        }
-        if !(h > 0.0 && h.is_finite()) {
-            return Err(LocalizationError::param("bandwidth", "must be finite and strictly positive"));
-        }
-        let side = h / cells_per_bandwidth as f64;
-        let mut lo = vec![f64::INFINITY; d];
-        let mut hi = vec![f64::NEG_INFINITY; d];
-        for row in x.rows() {
-            for k in 0..d {
-                lo[k] = lo[k].min(row[k].f64());
-                hi[k] = hi[k].max(row[k].f64());
-            }
-        }
-        let extent: Vec<u64> = (0..d).map(|k| ((hi[k] - lo[k]) / side).floor() as u64 + 1).collect();
-        let total = extent.iter().try_fold(1u64, |a, &e| a.checked_mul(e)).filter(|&t| t < (1u64 << 62)).ok_or_else(|| {
-            LocalizationError::param("bandwidth", "too small for the spread of the data on a grid; use algorithm='exact'")
-        })?;
-        // Cell key of each point (parallel), then slots in order of first appearance.
-        let keys: Vec<u64> = (0..n)
-            .into_par_iter()
-            .map(|i| {
-                let mut key = 0u64;
-                for k in (0..d).rev() {
-                    let c = (((x[(i, k)].f64() - lo[k]) / side).floor() as i64).clamp(0, extent[k] as i64 - 1) as u64;
-                    key = key * extent[k] + c;
-                }
-                key
-            })
-            .collect();
-        let mut point_cell = Vec::with_capacity(n);
-        let mut n_cells = 0u32;
-        if total <= (4 * n as u64).max(1 << 20) {
-            let mut table = vec![u32::MAX; total as usize];
-            for &key in &keys {
-                let t = &mut table[key as usize];
-                if *t == u32::MAX {
-                    *t = n_cells;
-                    n_cells += 1;
-                }
-                point_cell.push(*t);
-            }
-        } else {
-            let mut map: HashMap<u64, u32> = HashMap::new();
-            for &key in &keys {
-                let s = *map.entry(key).or_insert(n_cells);
-                if s == n_cells {
-                    n_cells += 1;
-                }
-                point_cell.push(s);
-            }
-        }
-        let m = n_cells as usize;
-        let mut wsum = vec![0.0f64; m];
-        let mut xsum = vec![0.0f64; m * d];
+        let spec = GridSpec::of_data(x, h, cells_per_bandwidth)?;
+        // Mean shift only sees the weights' ratios: a common power of two keeps their sums in range.
         let wscale = w.map_or(Scale::ONE, |w| Scale::of_values(w.iter().copied()));
-        for i in 0..n {
-            let c = point_cell[i] as usize;
-            let wi = w.map_or(1.0, |w| pow2(w[i].f64(), -wscale.exponent()));
-            wsum[c] += wi;
-            for k in 0..d {
-                xsum[c * d + k] += wi * x[(i, k)].f64();
-            }
-        }
-        // A cell of zero total weight keeps its plain centroid (it then weighs nothing).
-        let mut plain = vec![0.0f64; m * d];
-        let mut cnt = vec![0.0f64; m];
-        if wsum.contains(&0.0) {
-            for i in 0..n {
-                let c = point_cell[i] as usize;
-                cnt[c] += 1.0;
-                for k in 0..d {
-                    plain[c * d + k] += x[(i, k)].f64();
-                }
-            }
-        }
-        let centroids = Array2::from_shape_fn((m, d), |(c, k)| {
-            if wsum[c] > 0.0 {
-                F::of(xsum[c * d + k] / wsum[c])
-            } else {
-                F::of(plain[c * d + k] / cnt[c])
-            }
-        });
-        Ok(Grid { centroids, weights: wsum.into_iter().map(F::of).collect(), point_cell })
+        let ws = w.map(|w| w.mapv(|v| wscale.down(v)));
+        let (cells, point_cell) = spec.cells(x, ws.as_ref().map(|w| w.view()))?;
+        let (centroids, weights) = cells.centroids()?;
+        Ok(Grid { centroids, weights, point_cell })
     }
 }
 
@@ -539,7 +758,7 @@ fn diffuse_in_range<F: Real>(x: ArrayView2<F>, w: Option<ArrayView1<F>>, p: &Par
                 continue;
             }
             support[i] = den * sums.log_scale[i].f64().exp();
-            let delta2 = move_towards(y.row_mut(i), sums.num.row(i), den, p.step);
+            let delta2 = move_towards(y.row_mut(i).into_iter(), sums.num.row(i).iter().map(|v| v.f64()), den, p.step);
             max_delta2 = max_delta2.max(delta2);
         }
         it += 1;
@@ -689,6 +908,97 @@ mod tests {
         let kept = merge_modes(c.view(), &[5.0, 7.0, 1.0, 5.0, 100.0], &[true, true, true, true, false], 1.0).unwrap();
         assert_eq!(kept, vec![1, 2]);
     }
+
+    /// Window sums of disjoint shards merged (the sharded driver) give the single-run result.
+    fn sharded_run(x: &Array2<f64>, seeds: ArrayView2<f64>, p: &Params, cuts: &[usize]) -> Shifted<f64> {
+        let mon = Monitor::default();
+        let shards: Vec<Array2<f64>> = cuts.windows(2).filter(|c| c[0] < c[1]).map(|c| x.slice(ndarray::s![c[0]..c[1], ..]).to_owned()).collect();
+        let windows: Vec<Window<f64>> = shards.iter().map(|s| Window::build(s.view(), None, p.profile, p.bandwidth, &mon).unwrap()).collect();
+        let mut set = SeedSet::new(seeds, p).unwrap();
+        while set.n_active() > 0 {
+            let q = set.positions();
+            let parts: Vec<WindowSums> = shards.iter().zip(&windows).map(|(s, w)| w.sums(s.view(), None, q.view(), &mon).unwrap()).collect();
+            // Stabilised merge: every part rescaled to the largest log-scale.
+            let m = q.nrows();
+            let mut merged = WindowSums { num: Array2::zeros((m, 2)), den: vec![0.0; m], log_scale: vec![0.0; m] };
+            for i in 0..m {
+                let top = parts.iter().filter(|s| s.den[i] > 0.0).map(|s| s.log_scale[i]).fold(f64::NEG_INFINITY, f64::max);
+                let top = if top.is_finite() { top } else { 0.0 };
+                merged.log_scale[i] = top;
+                for s in parts.iter().filter(|s| s.den[i] > 0.0) {
+                    let f = (s.log_scale[i] - top).exp();
+                    merged.den[i] += s.den[i] * f;
+                    for k in 0..2 {
+                        merged.num[(i, k)] += s.num[(i, k)] * f;
+                    }
+                }
+            }
+            set.advance(&merged, p).unwrap();
+        }
+        set.finish().unwrap()
+    }
+
+    #[test]
+    fn merged_shard_windows_climb_like_one_machine() {
+        let x = blobs(300);
+        for profile in [Profile::Tophat, Profile::Gaussian, Profile::Epanechnikov] {
+            let p = params(profile);
+            let one = shift(&x, &p, 2);
+            let sharded = sharded_run(&x, x.view(), &p, &[0, 1, 1, 120, 300]);
+            assert_eq!(one.n_iter, sharded.n_iter, "{profile:?}");
+            assert_eq!(one.converged, sharded.converged);
+            assert_eq!(one.valid, sharded.valid);
+            for (a, b) in one.modes.iter().zip(sharded.modes.iter()) {
+                assert!((a - b).abs() <= 1e-12 * a.abs().max(1.0), "{profile:?}: {a} vs {b}");
+            }
+            for (a, b) in one.support.iter().zip(&sharded.support) {
+                assert!((a - b).abs() <= 1e-12 * a.abs(), "{profile:?}: {a} vs {b}");
+            }
+        }
+        // A shape mismatch between the set and the sums is an error, not a panic.
+        let p = params(Profile::Tophat);
+        let mut set = SeedSet::new(x.view(), &p).unwrap();
+        let bad = WindowSums { num: Array2::zeros((2, 2)), den: vec![1.0; 2], log_scale: vec![0.0; 2] };
+        assert!(set.advance(&bad, &p).is_err());
+    }
+
+    #[test]
+    fn grid_cells_of_parts_merge_into_the_cells_of_the_whole() {
+        let x = blobs(500);
+        let w: Vec<f64> = (0..500).map(|i| if i % 5 == 0 { 0.0 } else { 1.0 + (i % 3) as f64 }).collect();
+        let wv = ndarray::ArrayView1::from(&w[..]);
+        let spec = GridSpec::of_data(x.view(), 2.0, 4).unwrap();
+        let (whole, point_cell) = spec.cells(x.view(), Some(wv)).unwrap();
+        let parts: Vec<Cells> = [0usize, 0, 1, 200, 500]
+            .windows(2)
+            .map(|c| spec.cells(x.slice(ndarray::s![c[0]..c[1], ..]), Some(wv.slice(ndarray::s![c[0]..c[1]]))).unwrap().0)
+            .collect();
+        let merged = Cells::merge(&parts).unwrap();
+        assert_eq!(whole.keys, merged.keys);
+        let keys = spec.keys(x.view()).unwrap();
+        for (i, &c) in point_cell.iter().enumerate() {
+            assert_eq!(whole.keys[c as usize], keys[i]);
+        }
+        let (a, wa) = whole.centroids::<f64>().unwrap();
+        let (b, wb) = merged.centroids::<f64>().unwrap();
+        for (u, v) in a.iter().zip(b.iter()) {
+            assert!((u - v).abs() <= 1e-12 * u.abs().max(1.0));
+        }
+        for (u, v) in wa.iter().zip(&wb) {
+            assert!((u - v).abs() <= 1e-12 * u.abs());
+        }
+        // A lone zero-weight point makes a cell of zero weight: its centroid is the point.
+        let z = ndarray::array![[0.0, 0.0], [100.0, 100.0]];
+        let zw = [1.0, 0.0];
+        let spec = GridSpec::of_data(z.view(), 1.0, 1).unwrap();
+        let parts: Vec<Cells> = (0..2).map(|i| spec.cells(z.slice(ndarray::s![i..i + 1, ..]), Some(ndarray::ArrayView1::from(&zw[i..i + 1]))).unwrap().0).collect();
+        let (c, cw) = Cells::merge(&parts).unwrap().centroids::<f64>().unwrap();
+        assert_eq!(c, z);
+        assert_eq!(cw, vec![1.0, 0.0]);
+        assert!(GridSpec::new(&[0.0], &[1.0, 2.0], 1.0, 4).is_err());
+        assert!(GridSpec::new(&[0.0], &[f64::NAN], 1.0, 4).is_err());
+    }
+
 
     #[test]
     fn bad_parameters_are_errors() {

@@ -6,9 +6,10 @@
 
 use super::runtime::{run, NJobs};
 use super::{is_f32, view1, view2};
-use crate::algorithms::mean_shift::{self, Params, Shifted};
+use crate::algorithms::mean_shift::{self, Cells, GridSpec, Params, SeedSet, Shifted, Window, WindowSums};
+use crate::error::LocalizationError;
 use crate::kernel::{Profile, Real};
-use numpy::{Element, IntoPyArray, PyArray1};
+use numpy::{Element, IntoPyArray, PyArray1, PyReadonlyArray1, PyReadonlyArray2};
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
 
@@ -143,7 +144,7 @@ fn merge_modes<'py>(
     let sup = view1::<f64>(support, "support")?;
     let val: numpy::PyReadonlyArray1<'py, bool> = valid.extract()?;
     if !(radius >= 0.0) || !radius.is_finite() {
-        return Err(crate::error::LocalizationError::param("radius", "must be a finite non-negative number").into());
+        return Err(LocalizationError::param("radius", "must be a finite non-negative number").into());
     }
     let kept = with_float!(centres, F, {
         let c = view2::<F>(centres, "centres")?;
@@ -153,10 +154,283 @@ fn merge_modes<'py>(
     Ok(kept.into_iter().map(|i| i as i64).collect::<Vec<_>>().into_pyarray(py))
 }
 
+enum AnyWindow {
+    F32(Window<f32>),
+    F64(Window<f64>),
+}
+
+trait WrapWindow: Real + Element {
+    fn wrap(w: Window<Self>) -> AnyWindow;
+}
+impl WrapWindow for f32 {
+    fn wrap(w: Window<f32>) -> AnyWindow {
+        AnyWindow::F32(w)
+    }
+}
+impl WrapWindow for f64 {
+    fn wrap(w: Window<f64>) -> AnyWindow {
+        AnyWindow::F64(w)
+    }
+}
+
+fn sums_to_py<'py>(py: Python<'py>, s: WindowSums) -> PyResult<Bound<'py, PyTuple>> {
+    PyTuple::new(py, [s.num.into_pyarray(py).into_any(), s.den.into_pyarray(py).into_any(), s.log_scale.into_pyarray(py).into_any()])
+}
+
+/// MeanShift windows over (X, weights) for one kernel and bandwidth, prepared once (a tree
+/// for compact kernels) and summed at any positions. Pickles as its arguments (rebuilt on
+/// arrival). X and weights are kept by reference and must not change.
+#[pyclass(module = "localization._core", frozen)]
+struct MeanShiftWindow {
+    x: Py<PyAny>,
+    weights: Option<Py<PyAny>>,
+    kernel: String,
+    bandwidth: f64,
+    inner: AnyWindow,
+}
+
+#[pymethods]
+impl MeanShiftWindow {
+    #[new]
+    #[pyo3(signature = (x, weights=None, kernel="flat", bandwidth=1.0, n_jobs=None))]
+    fn new(py: Python<'_>, x: &Bound<'_, PyAny>, weights: Option<&Bound<'_, PyAny>>, kernel: &str, bandwidth: f64, n_jobs: Option<NJobs>) -> PyResult<Self> {
+        let profile = Profile::from_name(kernel)?;
+        let inner = with_float!(x, F, {
+            let xr = view2::<F>(x, "X")?;
+            let w = weights.map(|w| view1::<F>(w, "sample_weight")).transpose()?;
+            let (xa, wa) = (xr.as_array(), w.as_ref().map(|a| a.as_array()));
+            let win = run(py, n_jobs, None, |mon| Window::build(xa, wa, profile, bandwidth, mon))?;
+            <F as WrapWindow>::wrap(win)
+        });
+        Ok(MeanShiftWindow { x: x.clone().unbind(), weights: weights.map(|w| w.clone().unbind()), kernel: kernel.to_string(), bandwidth, inner })
+    }
+
+    /// (Σ K w x (m×d), Σ K w (m), log_scale (m)), float64, of the windows at `positions`;
+    /// the sums are stored divided by exp(log_scale).
+    #[pyo3(signature = (positions, n_jobs=None))]
+    fn sums<'py>(&self, py: Python<'py>, positions: &Bound<'py, PyAny>, n_jobs: Option<NJobs>) -> PyResult<Bound<'py, PyTuple>> {
+        let (x, w) = (self.x.bind(py), self.weights.as_ref().map(|w| w.bind(py)));
+        macro_rules! go {
+            ($win:expr, $F:ty) => {{
+                let (xr, q) = (view2::<$F>(x, "X")?, view2::<$F>(positions, "positions")?);
+                let wr = w.map(|w| view1::<$F>(w, "sample_weight")).transpose()?;
+                let (xa, qa, wa) = (xr.as_array(), q.as_array(), wr.as_ref().map(|a| a.as_array()));
+                let s = run(py, n_jobs, None, |mon| $win.sums(xa, wa, qa, mon))?;
+                sums_to_py(py, s)
+            }};
+        }
+        match &self.inner {
+            AnyWindow::F32(win) => go!(win, f32),
+            AnyWindow::F64(win) => go!(win, f64),
+        }
+    }
+
+    fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        let args = PyTuple::new(py, [
+            self.x.clone_ref(py),
+            self.weights.as_ref().map_or_else(|| py.None(), |w| w.clone_ref(py)),
+            self.kernel.clone().into_pyobject(py)?.into_any().unbind(),
+            self.bandwidth.into_pyobject(py)?.into_any().unbind(),
+        ])?;
+        PyTuple::new(py, [py.get_type::<MeanShiftWindow>().into_any(), args.into_any()])
+    }
+}
+
+enum AnySeeds {
+    F32(SeedSet<f32>),
+    F64(SeedSet<f64>),
+}
+
+trait WrapSeeds: Real + Element {
+    fn wrap(s: SeedSet<Self>) -> AnySeeds;
+}
+impl WrapSeeds for f32 {
+    fn wrap(s: SeedSet<f32>) -> AnySeeds {
+        AnySeeds::F32(s)
+    }
+}
+impl WrapSeeds for f64 {
+    fn wrap(s: SeedSet<f64>) -> AnySeeds {
+        AnySeeds::F64(s)
+    }
+}
+
+/// Seeds climbing in rounds: `positions()` gives the seeds still moving, `advance(num,
+/// den, log_scale)` moves them by their window sums (merged over shards by the caller),
+/// `result()` ends the run with the tuple of `mean_shift_seeds`.
+#[pyclass(module = "localization._core")]
+struct MeanShiftSeeds {
+    params: Params,
+    d: usize,
+    inner: Option<AnySeeds>,
+}
+
+impl MeanShiftSeeds {
+    fn set(&self) -> PyResult<&AnySeeds> {
+        self.inner.as_ref().ok_or_else(|| pyo3::exceptions::PyValueError::new_err("the run has ended (result() was called)"))
+    }
+}
+
+#[pymethods]
+impl MeanShiftSeeds {
+    #[new]
+    #[pyo3(signature = (seeds, kernel="flat", bandwidth=1.0, step=1.0, tol=1e-3, max_iter=300, trajectories=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(seeds: &Bound<'_, PyAny>, kernel: &str, bandwidth: f64, step: f64, tol: f64, max_iter: usize, trajectories: bool) -> PyResult<Self> {
+        let params = params(kernel, bandwidth, step, tol, max_iter, trajectories)?;
+        let (inner, d) = with_float!(seeds, F, {
+            let sr = view2::<F>(seeds, "seeds")?;
+            let sa = sr.as_array();
+            if sa.ncols() == 0 {
+                return Err(LocalizationError::param("seeds", "needs at least one feature").into());
+            }
+            (<F as WrapSeeds>::wrap(SeedSet::new(sa, &params)?), sa.ncols())
+        });
+        Ok(MeanShiftSeeds { params, d, inner: Some(inner) })
+    }
+
+    /// Positions of the seeds still moving, in the seeds' dtype.
+    fn positions<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        Ok(match self.set()? {
+            AnySeeds::F32(s) => s.positions().into_pyarray(py).into_any(),
+            AnySeeds::F64(s) => s.positions().into_pyarray(py).into_any(),
+        })
+    }
+
+    #[getter]
+    fn n_active(&self) -> PyResult<usize> {
+        Ok(match self.set()? {
+            AnySeeds::F32(s) => s.n_active(),
+            AnySeeds::F64(s) => s.n_active(),
+        })
+    }
+
+    #[getter]
+    fn iteration(&self) -> PyResult<usize> {
+        Ok(match self.set()? {
+            AnySeeds::F32(s) => s.iteration(),
+            AnySeeds::F64(s) => s.iteration(),
+        })
+    }
+
+    /// One step of every active seed from its window sums (float64, row a for the a-th
+    /// active seed, stored divided by exp(log_scale)).
+    fn advance(&mut self, num: PyReadonlyArray2<'_, f64>, den: PyReadonlyArray1<'_, f64>, log_scale: PyReadonlyArray1<'_, f64>) -> PyResult<()> {
+        let sums = WindowSums { num: num.as_array().to_owned(), den: den.as_array().to_vec(), log_scale: log_scale.as_array().to_vec() };
+        let p = &self.params;
+        match self.inner.as_mut().ok_or_else(|| pyo3::exceptions::PyValueError::new_err("the run has ended (result() was called)"))? {
+            AnySeeds::F32(s) => s.advance(&sums, p)?,
+            AnySeeds::F64(s) => s.advance(&sums, p)?,
+        }
+        Ok(())
+    }
+
+    /// End the run: (modes, support, n_iter, converged, valid, trajectories|None).
+    fn result<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        let set = self.inner.take().ok_or_else(|| pyo3::exceptions::PyValueError::new_err("the run has ended (result() was called)"))?;
+        match set {
+            AnySeeds::F32(s) => shifted_to_py(py, s.finish()?, self.d),
+            AnySeeds::F64(s) => shifted_to_py(py, s.finish()?, self.d),
+        }
+    }
+}
+
+fn cells_to_py<'py>(py: Python<'py>, c: Cells) -> PyResult<Bound<'py, PyTuple>> {
+    let m = c.keys.len();
+    let d = c.d;
+    let shape = |v: Vec<f64>| ndarray::Array2::from_shape_vec((m, d), v).map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()));
+    let (count, plain) = match c.plain {
+        Some((count, psum)) => (Some(count.into_pyarray(py).into_any()), Some(shape(psum)?.into_pyarray(py).into_any())),
+        None => (None, None),
+    };
+    PyTuple::new(py, [
+        Some(c.keys.into_pyarray(py).into_any()),
+        Some(c.weight.into_pyarray(py).into_any()),
+        Some(shape(c.sum)?.into_pyarray(py).into_any()),
+        count,
+        plain,
+    ])
+}
+
+fn cells_from_py(t: &Bound<'_, PyTuple>) -> PyResult<Cells> {
+    if t.len() != 5 {
+        return Err(pyo3::exceptions::PyValueError::new_err("grid cells are a 5-tuple (keys, weight, sum, count, plain)"));
+    }
+    let keys: PyReadonlyArray1<'_, u64> = t.get_item(0)?.extract()?;
+    let weight: PyReadonlyArray1<'_, f64> = t.get_item(1)?.extract()?;
+    let sum: PyReadonlyArray2<'_, f64> = t.get_item(2)?.extract()?;
+    let (count, plain) = (t.get_item(3)?, t.get_item(4)?);
+    let plain = if count.is_none() || plain.is_none() {
+        None
+    } else {
+        let c: PyReadonlyArray1<'_, f64> = count.extract()?;
+        let p: PyReadonlyArray2<'_, f64> = plain.extract()?;
+        Some((c.as_array().to_vec(), p.as_array().iter().copied().collect()))
+    };
+    let s = sum.as_array();
+    Ok(Cells { d: s.ncols(), keys: keys.as_array().to_vec(), weight: weight.as_array().to_vec(), sum: s.iter().copied().collect(), plain })
+}
+
+/// The occupied cells (side h / grid_resolution, anchored at `lo`, up to `hi`) of the rows
+/// of X, in order of first appearance: (keys, Σ w, Σ w x, count|None, Σ x|None).
+#[pyfunction]
+#[pyo3(signature = (x, lo, hi, weights=None, bandwidth=1.0, grid_resolution=4, n_jobs=None))]
+#[allow(clippy::too_many_arguments)]
+fn grid_cells<'py>(
+    py: Python<'py>, x: &Bound<'py, PyAny>, lo: Vec<f64>, hi: Vec<f64>, weights: Option<&Bound<'py, PyAny>>, bandwidth: f64,
+    grid_resolution: usize, n_jobs: Option<NJobs>,
+) -> PyResult<Bound<'py, PyTuple>> {
+    let spec = GridSpec::new(&lo, &hi, bandwidth, grid_resolution)?;
+    let cells = with_float!(x, F, {
+        let xr = view2::<F>(x, "X")?;
+        let w = weights.map(|w| view1::<F>(w, "sample_weight")).transpose()?;
+        let (xa, wa) = (xr.as_array(), w.as_ref().map(|a| a.as_array()));
+        run(py, n_jobs, None, |_| spec.cells(xa, wa))?.0
+    });
+    cells_to_py(py, cells)
+}
+
+/// Cells of consecutive parts of the data merged (order of first appearance, sums added in
+/// the order of the parts).
+#[pyfunction]
+fn grid_merge<'py>(py: Python<'py>, parts: Vec<Bound<'py, PyTuple>>) -> PyResult<Bound<'py, PyTuple>> {
+    let cells = parts.iter().map(cells_from_py).collect::<PyResult<Vec<_>>>()?;
+    let merged = py.detach(|| Cells::merge(&cells))?;
+    cells_to_py(py, merged)
+}
+
+/// (centroids m×d, weights m) of grid cells, float64.
+#[pyfunction]
+fn grid_centroids<'py>(py: Python<'py>, cells: Bound<'py, PyTuple>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
+    let (c, w) = cells_from_py(&cells)?.centroids::<f64>()?;
+    Ok((c.into_pyarray(py).into_any(), w.into_pyarray(py).into_any()))
+}
+
+/// The grid cell key of every row of X.
+#[pyfunction]
+#[pyo3(signature = (x, lo, hi, bandwidth=1.0, grid_resolution=4, n_jobs=None))]
+fn grid_keys<'py>(
+    py: Python<'py>, x: &Bound<'py, PyAny>, lo: Vec<f64>, hi: Vec<f64>, bandwidth: f64, grid_resolution: usize, n_jobs: Option<NJobs>,
+) -> PyResult<Bound<'py, PyArray1<u64>>> {
+    let spec = GridSpec::new(&lo, &hi, bandwidth, grid_resolution)?;
+    let keys = with_float!(x, F, {
+        let xr = view2::<F>(x, "X")?;
+        let xa = xr.as_array();
+        run(py, n_jobs, None, |_| spec.keys(xa))?
+    });
+    Ok(keys.into_pyarray(py))
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(mean_shift_seeds, m)?)?;
     m.add_function(wrap_pyfunction!(mean_shift_grid, m)?)?;
     m.add_function(wrap_pyfunction!(mean_shift_diffuse, m)?)?;
     m.add_function(wrap_pyfunction!(merge_modes, m)?)?;
+    m.add_function(wrap_pyfunction!(grid_cells, m)?)?;
+    m.add_function(wrap_pyfunction!(grid_merge, m)?)?;
+    m.add_function(wrap_pyfunction!(grid_centroids, m)?)?;
+    m.add_function(wrap_pyfunction!(grid_keys, m)?)?;
+    m.add_class::<MeanShiftWindow>()?;
+    m.add_class::<MeanShiftSeeds>()?;
     Ok(())
 }

@@ -1,4 +1,4 @@
-"""Adaptive kernels learned from data (SPEC §8): leave-one-out bandwidth search.
+"""Adaptive kernels learned from data: leave-one-out bandwidth search.
 
 The hollow kernel (each point's own term left out) gives the exact leave-one-out (LOO)
 prediction of a local estimator in one pass of the engine, with no refitting. This module is
@@ -243,7 +243,7 @@ def fit_loo(est, objective, *, n_features, refine=True):
 
 
 class MultiKernel:
-    """A kernel whose mixture weights are learned by leave-one-out (SPEC §8).
+    """A kernel whose mixture weights are learned by leave-one-out.
 
     Given kernels K_1..K_L, a local estimator fitted with ``kernel=MultiKernel([...])``
     predicts with the row-normalised mixture Σ_l w_l K̃_l (a
@@ -364,7 +364,7 @@ def fit_multikernel(est, residuals):
 
 def self_consistent_kernel(X, n_neighbors=10, *, reg=1e-3, n_jobs=None):
     """Fit a hollow kernel to the data itself: min ‖X − K̃X‖_F over K̃ supported on each
-    point's k nearest other points, with rows summing to one (SPEC §8).
+    point's k nearest other points, with rows summing to one.
 
     The objective separates by rows: K̃ᵢ minimises ‖xᵢ − Σⱼ K̃ᵢⱼ xⱼ‖² over the neighbours j of i
     with Σⱼ K̃ᵢⱼ = 1, solved through the regularised local Gram matrix

@@ -1,4 +1,4 @@
-"""Local mode classification (SPEC §3): P̂(y = c | x*) = Σᵢ K̃(x*, xᵢ) 1[yᵢ = c]."""
+"""Local mode classification: P̂(y = c | x*) = Σᵢ K̃(x*, xᵢ) 1[yᵢ = c]."""
 
 from __future__ import annotations
 

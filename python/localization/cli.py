@@ -57,7 +57,7 @@ Ctrl-C stops any long call within about 0.1 s (KeyboardInterrupt).
 
 
 def demo_local_regression(args):
-    """SPEC §10 experiment 1: local linear regression is a local mean under its equivalent kernel."""
+    """Experiment 1: local linear regression is a local mean under its equivalent kernel."""
     from .datasets import make_curve
     from .regression import LocalMeanRegressor, LocalPolynomialRegressor
 
@@ -111,7 +111,7 @@ def _figure_path(args, suffix):
 
 
 def demo_meanshift_trajectories(args):
-    """SPEC §10 experiment 2: MeanShift trajectories climb the KDE to its modes."""
+    """Experiment 2: MeanShift trajectories climb the KDE to its modes."""
     from .cluster import MeanShift
     from .engine import local_mean
 
@@ -123,7 +123,7 @@ def demo_meanshift_trajectories(args):
     ms = MeanShift(kernel="gaussian", bandwidth=h, tol=1e-6, return_trajectories=True).fit(X)
     dt = time.perf_counter() - t0
     C = ms.cluster_centers_
-    shift = local_mean(C, X, X, kernel="gaussian", bandwidth=h) - C  # = h² ∇log p̂ (SPEC §9.4)
+    shift = local_mean(C, X, X, kernel="gaussian", bandwidth=h) - C  # = h² ∇log p̂ (identity 4 of docs/identities.md)
     print("Experiment 2 — MeanShift on generated 2-D data (gaussian kernel, every point a seed)")
     print(f"  {len(X)} points, h = {h}: {len(C)} modes in {dt * 1e3:.1f} ms, at most {ms.n_iter_} iterations")
     print(f"  at the modes |m(x) − x| = h²|∇log p̂| ≤ {np.max(np.abs(shift)):.1e} (stationary points of the KDE)")
@@ -191,7 +191,7 @@ def _sample_image():
 
 
 def demo_meanshift_segmentation(args):
-    """SPEC §10 experiment 2: MeanShift image segmentation in the joint position–colour space."""
+    """Experiment 2: MeanShift image segmentation in the joint position–colour space."""
     from .cluster import MeanShift
 
     img, source = _sample_image()
@@ -414,7 +414,7 @@ def _read_labels(path, n):
 
 
 def cmd_embed(args):
-    """Embed points in 2-D (SPEC experiment 4) and report trustworthiness and k-NN accuracy."""
+    """Embed points in 2-D (experiment 4) and report trustworthiness and k-NN accuracy."""
     from .datasets import FASHION_MNIST_CLASSES, load_fashion_mnist
     from .embedding import AsymmetricMDS, LocallyLinearEmbedding, TripletEmbedding
     from .metrics import knn_accuracy, trustworthiness

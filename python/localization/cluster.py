@@ -1,4 +1,4 @@
-"""Mode seeking: MeanShift and its variants (SPEC §4).
+"""Mode seeking: MeanShift and its variants.
 
 MeanShift iterates the self-local mean m(x) = Σᵢ K(x, xᵢ) wᵢ xᵢ / Σᵢ K(x, xᵢ) wᵢ: every seed
 moves by x ← x + α (m(x) − x) until it stops, converged seeds closer than a merge radius
@@ -247,7 +247,7 @@ class MeanShift(ClusterMixin, BaseEstimator):
         their neighbours) is used as scikit-learn uses it, as the radius-0 window: no seed
         moves, every distinct point is a mode and coinciding points merge.
     kernel : str, default="flat"
-        Any radial profile of SPEC §1 (``"flat"``/``"tophat"``, ``"gaussian"``,
+        Any radial profile (``"flat"``/``"tophat"``, ``"gaussian"``,
         ``"epanechnikov"``, ...).
     seeds : array-like of shape (n_seeds, n_features), optional
         Starting points. Default: all points, or bins when ``bin_seeding``.

@@ -1,4 +1,4 @@
-"""Self-local means for denoising (SPEC §5): the bilateral filter and non-local means.
+"""Self-local means for denoising: the bilateral filter and non-local means.
 
 A *self-localization kernel* K(x, f(x), x', f(x')) weighs the sample j in the mean at i by how
 close it is in position *and* in value. The self-local mean

@@ -1,4 +1,4 @@
-"""Kernel density estimation and the score function (SPEC §4)."""
+"""Kernel density estimation and the score function."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def log_density(log_sum, log_total_weight, log_norm, log_volume):
 
 
 class KernelDensity(LocalEstimator):
-    """Kernel density estimate p̂(x) = Σᵢ wᵢ K_h(x − xᵢ) / Σᵢ wᵢ with any profile of SPEC §1.
+    """Kernel density estimate p̂(x) = Σᵢ wᵢ K_h(x − xᵢ) / Σᵢ wᵢ with any radial profile.
 
     Names and normalisations of gaussian, tophat, epanechnikov, exponential, linear and
     cosine agree with scikit-learn's ``KernelDensity``; the other profiles carry their own
@@ -165,7 +165,7 @@ class KernelDensity(LocalEstimator):
         """The score ∇ₓ log p̂(x), shape (n_queries, n_features).
 
         Exact for the differentiable profiles whose derivative is again a profile: gaussian
-        (then score = (m(x) − x)/h², SPEC §9 identity 4), epanechnikov, biweight and
+        (then score = (m(x) − x)/h², identity 4 of docs/identities.md), epanechnikov, biweight and
         triweight, with a scalar or per-feature bandwidth.
         """
         check_is_fitted(self)

@@ -1,4 +1,4 @@
-"""Embeddings by localization (SPEC §6, and local PCA of SPEC §4).
+"""Embeddings by localization.
 
 An embedding fits a localization kernel by points in a low-dimensional space:
 

@@ -1,4 +1,4 @@
-"""Fuzzy inference as a local mean over rule prototypes (SPEC §3).
+"""Fuzzy inference as a local mean over rule prototypes.
 
 A zero-order Takagi–Sugeno system has rules "IF x is A_j THEN y = c_j" with membership
 μ_j(x) = K(x, p_j) around a prototype p_j, and infers

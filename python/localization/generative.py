@@ -1,4 +1,4 @@
-"""Self-local means as generative models (SPEC §5): the ideal denoiser and diffusion sampling.
+"""Self-local means as generative models: the ideal denoiser and diffusion sampling.
 
 For the empirical prior p = (1/N) Σᵢ δ(z − xᵢ) and Gaussian noise x = z + σε, Bayes' rule
 gives the posterior mean
@@ -96,7 +96,7 @@ class LocalMeanDenoiser(_LocalMeanPrior):
     Notes
     -----
     ``score_function(X)`` returns the score ∇ log p̂_σ(x) = (m_σ(x) − x)/σ² of the noisy
-    density p̂_σ (the training set convolved with N(0, σ²I)). SPEC §5 calls it ``score``, but
+    density p̂_σ (the training set convolved with N(0, σ²I)). The method's specification calls it ``score``, but
     in scikit-learn ``score(X, y=None)`` must return one number (a goodness of fit), so the
     name ``score_function`` is used, as in :class:`localization.KernelDensity`; ``score`` is
     not defined here.

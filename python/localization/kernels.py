@@ -1,4 +1,4 @@
-"""Localization kernels: radial profiles, bandwidth rules and kernel objects (SPEC §1).
+"""Localization kernels: radial profiles, bandwidth rules and kernel objects.
 
 A localization kernel is a profile ``k(u)`` of the scaled distance ``u = ‖x − x'‖ / h``
 plus a bandwidth rule. Everywhere in the library a kernel can be given as a string
@@ -262,7 +262,7 @@ SIGNED_ZERO = 64
 
 
 class KernelCombination:
-    """A linear combination Σ_l c_l K_l of kernels with real coefficients (SPEC: signed kernels).
+    """A linear combination Σ_l c_l K_l of kernels with real coefficients (signed kernels).
 
     Usually built by arithmetic on :class:`Kernel` objects. With ``normalized=True`` every term
     is row-normalised first, Σ_l c_l K̃_l with K̃_l = D_l⁻¹K_l (each row of K̃_l sums to one):
@@ -385,7 +385,7 @@ def normalized(kernel):
 
 
 def laplacian(kernel):
-    """The normalised graph Laplacian L̃ = I − K̃ (SPEC: rows sum to zero, L̃·1 = 0).
+    """The normalised graph Laplacian L̃ = I − K̃ (rows sum to zero, L̃·1 = 0: identity 13 of docs/identities.md).
 
     ``I`` is the ``"identity"`` kernel (1 where the query equals a sample). Applied to values
     on the sample it gives vᵢ − m(xᵢ), the negated mean-shift of v: ``kernel_sum(X, X,

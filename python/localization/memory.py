@@ -1,4 +1,4 @@
-"""Associative memories as self-local modes and means (SPEC §5).
+"""Associative memories as self-local modes and means.
 
 * Classical Hopfield network: x ← sign(Σᵢ (x·xᵢ) xᵢ) = sign(XᵀX x) — a *linear* local mode,
   the stored patterns voting with the (signed) linear kernel K(x, xᵢ) = x·xᵢ.
@@ -45,7 +45,7 @@ class Hopfield(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         Maximum number of sweeps (asynchronous) or steps (synchronous).
     zero_diagonal : bool, default=True
         Remove self-connections (W_ii = 0), the usual Hopfield convention. With ``False``
-        the update is exactly sign(XᵀX x) (SPEC §9, identity 7).
+        the update is exactly sign(XᵀX x) (identity 7 of docs/identities.md).
     threshold : float, default=0.0
         Inputs are binarised to +1 where X > threshold and −1 elsewhere, so bipolar (±1) and
         binary (0/1) patterns are both accepted as they are.

@@ -1,10 +1,10 @@
-"""Mode seeking on the sample (SPEC §4): MedoidShift, QuickShift and PC-Shift.
+"""Mode seeking on the sample: MedoidShift, QuickShift and PC-Shift.
 
 All three are thin layers over the local-mean engine:
 
 * **MedoidShift** jumps every sample to the sample minimising its local weighted cost
   Σ_k K(x_i, x_k)·D(x_j, x_k)²; for Euclidean D that sample is the one nearest the local
-  mean m(x_i) (SPEC §9 identity 10), so the engine's local mean plus one nearest-neighbour
+  mean m(x_i) (identity 10 of docs/identities.md), so the engine's local mean plus one nearest-neighbour
   query give the whole forest.
 * **QuickShift** links each sample to its nearest sample of higher density (the engine's
   kernel sum) within ``max_dist``; the neighbour search uses the kd-tree.
@@ -176,7 +176,7 @@ class MedoidShift(ClusterMixin, BaseEstimator):
     -----
     Cost and memory:
 
-    * Euclidean, dense: the cost is S₀(x_i)·‖x_j − m(x_i)‖² + const (SPEC §9 identity 10), so
+    * Euclidean, dense: the cost is S₀(x_i)·‖x_j − m(x_i)‖² + const (identity 10 of docs/identities.md), so
       next(i) is the sample nearest the local mean m(x_i): one engine local mean plus one
       kd-tree query. Same cost as one MeanShift step; nothing N×N is allocated.
     * Precomputed, dense: inherently dense — the input is N×N, one more N×N array (D∘D) is
@@ -476,7 +476,7 @@ def _step(bk, Y, w, q, algorithm, n_jobs):
 
 
 def pc_shift_step(X_query, X, n_components=1, *, kernel="gaussian", bandwidth=1.0, sample_weight=None, algorithm="auto", n_jobs=None):
-    """One PC-Shift step (I − P(x))(m(x) − x) at each query (SPEC §9 identity 9).
+    """One PC-Shift step (I − P(x))(m(x) − x) at each query (identity 9 of docs/identities.md).
 
     P(x) projects onto the top ``n_components`` eigenvectors of the kernel-weighted local
     covariance at x; with ``n_components=0`` the step is the mean-shift vector m(x) − x.
@@ -548,7 +548,7 @@ class PCShift(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     q = 0 is MeanShift (points go to modes); q = 1 drives points onto 1-D ridges (principal
     curves); in general the limit set is q-dimensional.
 
-    This is the projector SPEC §4 specifies (local covariance). The classical SCMS of
+    This is the projector the method specifies (local covariance). The classical SCMS of
     Ozertem & Erdogmus (2011) uses the eigenvectors of the Hessian of log p̂ instead; the two
     agree where the local covariance is elongated along the ridge (bandwidth small against
     the ridge's length, comparable to its width), which is the regime PC-Shift is for.

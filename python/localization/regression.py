@@ -1,4 +1,4 @@
-"""Supervised local models (SPEC §2–§3): the local mean (Nadaraya–Watson, kNN regression),
+"""Supervised local models: the local mean (Nadaraya–Watson, kNN regression),
 local polynomial regression and its equivalent kernel, and the generic localization trick
 ``LocalModel`` for any scikit-learn estimator."""
 
@@ -146,7 +146,7 @@ class LocalMeanRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator):
 
 
 class LocalPolynomialRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator):
-    """Local polynomial regression of degree 0, 1 or 2 (SPEC §3).
+    """Local polynomial regression of degree 0, 1 or 2.
 
     Per query solve (Φᵀ W Φ + λI) β = Φᵀ W y with W = diag(K(x*, xᵢ)) and the basis
     Φ = [1, x − x*, (x − x*)(x − x*)ᵀ]; predict ŷ(x*) = β₀. The design moments come from
@@ -265,7 +265,7 @@ class LocalPolynomialRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator)
 
 
 class LocalModel(MultiOutputMixin, LocalEstimator):
-    """The localization trick for any scikit-learn estimator (SPEC §2).
+    """The localization trick for any scikit-learn estimator.
 
     For every query x*, a clone of ``estimator`` is fitted with ``sample_weight`` equal to
     K(x*, xᵢ) (times the fit's own sample weights; optionally on the ``n_neighbors``

@@ -1,4 +1,4 @@
-"""Relaxation labeling as an iterated self-local mean / mode (SPEC §4).
+"""Relaxation labeling as an iterated self-local mean / mode.
 
 Soft (label propagation): the label distributions P (n × classes) are replaced by their
 local mean, P ← K̃P with K̃ = D⁻¹K the row-normalised kernel, and the known labels are

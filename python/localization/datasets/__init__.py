@@ -7,7 +7,7 @@ from sklearn.utils import check_random_state
 
 
 def make_curve(n_samples=200, noise=0.25, random_state=0):
-    """The 1-D regression curve of SPEC §10 experiment 1.
+    """The 1-D regression curve of experiment 1.
 
     x ~ Uniform(0, 1), y = sin(2πx) + 0.5x + Gaussian noise. Returns (X of shape (n, 1), y).
 

@@ -1,4 +1,4 @@
-"""Real data: Fashion-MNIST and Oliver Twist (SPEC §10).
+"""Real data: Fashion-MNIST and Oliver Twist.
 
 Small copies ship inside the package (2,000 Fashion-MNIST test images, 200 per class, and
 the whole novel gzip-compressed), so tests and demos work offline on a fresh machine. The

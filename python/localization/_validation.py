@@ -1,4 +1,4 @@
-"""Input checking shared by every public entry point (DESIGN §6).
+"""Input checking shared by every public entry point.
 
 All arrays reaching the native core are C-contiguous float32/float64 of one dtype and free
 of NaN/inf; everything else is turned into a clear ``TypeError``/``ValueError`` here.

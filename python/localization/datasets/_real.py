@@ -6,7 +6,7 @@ full Fashion-MNIST IDX files are read when they can be found, in this order:
 
 1. the ``path`` argument;
 2. the ``LOCALIZATION_DATA`` environment variable;
-3. ``../shared/data`` (relative to the working directory, then to the source checkout).
+3. a ``shared/data`` folder beside the working directory, then beside the source checkout.
 
 A folder qualifies if it holds the IDX files directly or in a ``fashion-mnist/`` sub-folder.
 """
@@ -55,7 +55,7 @@ def _candidates(path):
     if env:
         out.append(Path(env))
     out.append(Path.cwd().parent / "shared" / "data")
-    # A source checkout: <root>/python/localization/datasets/_real.py → <root>/../shared/data.
+    # A source checkout: <root>/python/localization/datasets/_real.py → a shared/data folder beside <root>.
     here = Path(__file__).resolve()
     if len(here.parents) > 4:
         out.append(here.parents[4] / "shared" / "data")
@@ -154,7 +154,7 @@ def load_oliver_twist(path=None):
     """The text of Charles Dickens' *Oliver Twist* (Project Gutenberg eBook #730, public domain).
 
     Reads ``oliver_twist.txt`` from ``path`` (a file or a folder), ``LOCALIZATION_DATA`` or
-    ``../shared/data`` when present, else the gzip-compressed copy shipped with the package
+    a ``shared/data`` folder beside the working directory or the checkout when present, else the gzip-compressed copy shipped with the package
     (the same text).
 
     Examples

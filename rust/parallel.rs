@@ -225,6 +225,19 @@ struct Cache {
     clock: u64,
 }
 
+impl Cache {
+    /// Advance the clock; the pool with `threads` workers, if cached, marked as used now.
+    fn touch(&mut self, threads: usize) -> (u64, Option<Arc<ThreadPool>>) {
+        self.clock += 1;
+        let now = self.clock;
+        let found = self.pools.iter_mut().find(|e| e.0 == threads).map(|e| {
+            e.2 = now;
+            e.1.clone()
+        });
+        (now, found)
+    }
+}
+
 static RUNTIME: AtomicPtr<Runtime> = AtomicPtr::new(std::ptr::null_mut());
 
 /// The runtime of the current process, created on first use and again after a fork.
@@ -259,14 +272,8 @@ impl Runtime {
 /// The cached pool with `threads` workers, started if needed.
 fn pool(threads: usize) -> Result<Arc<ThreadPool>> {
     let rt = runtime();
-    {
-        let mut c = rt.cache();
-        c.clock += 1;
-        let now = c.clock;
-        if let Some(e) = c.pools.iter_mut().find(|e| e.0 == threads) {
-            e.2 = now;
-            return Ok(e.1.clone());
-        }
+    if let Some(p) = rt.cache().touch(threads).1 {
+        return Ok(p);
     }
     // Started outside the lock: spawning threads takes a while and other calls go on meanwhile.
     let started = ThreadPoolBuilder::new()
@@ -277,12 +284,10 @@ fn pool(threads: usize) -> Result<Arc<ThreadPool>> {
     let started = Arc::new(started);
     let evicted = {
         let mut c = rt.cache();
-        c.clock += 1;
-        let now = c.clock;
-        if let Some(e) = c.pools.iter_mut().find(|e| e.0 == threads) {
+        let (now, found) = c.touch(threads);
+        if let Some(p) = found {
             // Another call started the same pool meanwhile: use that one, drop ours.
-            e.2 = now;
-            return Ok(e.1.clone());
+            return Ok(p);
         }
         c.pools.push((threads, started.clone(), now));
         let mut evicted = Vec::new();

@@ -2,7 +2,8 @@
 //! Methods") as one fast engine for kernel-weighted sums, and the methods built on it.
 //!
 //! Layers, top to bottom: `python` (bindings, behind the `python` feature) → `algorithms`
-//! → `engine` → `kernel`, `neighbors`, `distance` → `error`, `memory`, `parallel`.
+//! → `engine` → `kernel`, `neighbors`, `distance` → `real` (the float trait), `error`, `memory`,
+//! `parallel`.
 
 pub mod algorithms;
 pub mod distance;
@@ -12,6 +13,7 @@ pub mod kernel;
 pub mod memory;
 pub mod neighbors;
 pub mod parallel;
+pub mod real;
 
 #[cfg(feature = "python")]
 mod python;

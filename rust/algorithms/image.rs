@@ -10,7 +10,7 @@
 //! NumPy, which defines the border modes once and for all); these loops read a padded image.
 
 use crate::error::{LocalizationError, Result};
-use crate::kernel::Real;
+use crate::real::Real;
 use crate::memory;
 use crate::parallel::Monitor;
 use ndarray::{Array3, ArrayView2, ArrayView3, Axis};

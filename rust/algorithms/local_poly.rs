@@ -11,7 +11,7 @@
 use crate::distance::{pow2, Scale};
 use crate::engine::{basis_degrees, fill_kernel_matrix, local_sums_scaled, validate_in_range, Bandwidth, Kernel, LocalSums, Neighborhood, Options, Problem};
 use crate::error::Result;
-use crate::kernel::Real;
+use crate::real::Real;
 use crate::memory;
 use crate::parallel::Monitor;
 use ndarray::{Array2, ArrayView2};

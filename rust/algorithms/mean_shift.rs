@@ -25,7 +25,8 @@
 use crate::distance::{sq_euclidean, Scale, GEMM_MIN_DIM};
 use crate::engine::{local_sums, Bandwidth, Kernel, Options, Problem};
 use crate::error::{LocalizationError, Result};
-use crate::kernel::{dispatch_profile, Profile, ProfileFn, Real};
+use crate::kernel::{dispatch_profile, Profile, ProfileFn};
+use crate::real::Real;
 use crate::memory;
 use crate::neighbors::{BallSums, KdTree};
 use crate::parallel::Monitor;

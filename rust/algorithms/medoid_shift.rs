@@ -24,7 +24,8 @@
 
 use crate::distance::Scale;
 use crate::error::{LocalizationError, Result};
-use crate::kernel::{dispatch_profile, Profile, ProfileFn, Real};
+use crate::kernel::{dispatch_profile, Profile, ProfileFn};
+use crate::real::Real;
 use crate::memory;
 use crate::parallel::Monitor;
 use ndarray::{linalg::general_mat_mul, s, ArrayView2};

@@ -11,7 +11,8 @@
 
 use crate::distance::{sq_euclidean, Scale};
 use crate::error::{LocalizationError, Result};
-use crate::kernel::{dispatch_profile, Profile, ProfileFn, Real};
+use crate::kernel::{dispatch_profile, Profile, ProfileFn};
+use crate::real::Real;
 use crate::neighbors::KdTree;
 use crate::parallel::Monitor;
 use ndarray::{Array2, ArrayView2};

@@ -2,7 +2,7 @@
 
 use super::{lanes, LocalSums};
 use crate::error::Result;
-use crate::kernel::Real;
+use crate::real::Real;
 use crate::parallel::Monitor;
 use ndarray::Axis;
 use rayon::prelude::*;

@@ -41,7 +41,8 @@ mod tiles;
 
 use crate::distance::{centred, pow2, row_sq_norms, sq_euclidean_wide, Scale, GEMM_MIN_DIM};
 use crate::error::{LocalizationError, Result};
-use crate::kernel::{dispatch_profile, Profile, ProfileFn, Real};
+use crate::kernel::{dispatch_profile, Profile, ProfileFn};
+use crate::real::Real;
 use crate::memory;
 use crate::neighbors::{Algorithm, Index, KdTree};
 use crate::parallel::Monitor;

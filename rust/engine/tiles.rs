@@ -9,7 +9,7 @@
 use super::{Bandwidth, Problem, TILE, WIDE_VALUES};
 use crate::distance::{centred, column_means, row_sq_norms};
 use crate::error::Result;
-use crate::kernel::Real;
+use crate::real::Real;
 use crate::neighbors::chunked_order;
 use crate::parallel::Monitor;
 use ndarray::{s, Array2, ArrayView2, CowArray, Ix2};

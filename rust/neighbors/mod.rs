@@ -13,7 +13,7 @@ pub mod kdtree;
 
 use crate::distance::{centred, column_means, product_error, row_sq_norms, sq_dist_tile_gemm, sq_euclidean, sq_euclidean_wide, Scale, GEMM_MIN_DIM};
 use crate::error::{LocalizationError, Result};
-use crate::kernel::Real;
+use crate::real::Real;
 use crate::memory;
 use crate::parallel::Monitor;
 use ndarray::{s, Array2, ArrayView2};

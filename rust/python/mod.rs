@@ -7,7 +7,8 @@
 use crate::algorithms::local_poly;
 use crate::engine::{self, Bandwidth, Kernel, Neighborhood, Options, Problem};
 use crate::error::LocalizationError;
-use crate::kernel::{Profile, Real};
+use crate::kernel::Profile;
+use crate::real::Real;
 use crate::memory;
 use crate::neighbors::{Algorithm, Index};
 use numpy::{Element, IntoPyArray, PyArray1, PyArray2, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};

@@ -11,7 +11,7 @@
 
 use crate::distance::{row_sq_norms, sq_dist_tile_gemm, GEMM_MIN_DIM};
 use crate::error::{LocalizationError, Result};
-use crate::kernel::Real;
+use crate::real::Real;
 use ndarray::{s, Array2, ArrayView2};
 use rayon::prelude::*;
 

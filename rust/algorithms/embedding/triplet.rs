@@ -17,7 +17,7 @@
 
 use super::{stream, Scatter};
 use crate::error::{LocalizationError, Result};
-use crate::kernel::Real;
+use crate::real::Real;
 use crate::parallel::Monitor;
 use ndarray::{Array2, ArrayView2, Zip};
 use rand::Rng;

@@ -38,121 +38,27 @@ mod expansion;
 mod lanes;
 pub mod temporal;
 mod tiles;
+mod types;
+mod kernel_matrix;
 
 use crate::distance::{centred, pow2, row_sq_norms, sq_euclidean_wide, Scale, GEMM_MIN_DIM};
 use crate::error::{LocalizationError, Result};
 use crate::kernel::{dispatch_profile, Profile, ProfileFn};
 use crate::real::Real;
-use crate::memory;
 use crate::neighbors::{Algorithm, Index, KdTree};
 use crate::parallel::Monitor;
 use accumulate::{n_basis, per_query, stack_into, Acc};
-use tiles::{Blocks, Tiles};
-use ndarray::{linalg::general_mat_mul, s, Array1, Array2, Array3, ArrayView1, ArrayView2, ArrayViewMut2};
+use tiles::{Blocks, Tiles, TILE, WIDE_VALUES};
+pub use kernel_matrix::kernel_matrix;
+pub(crate) use kernel_matrix::fill_kernel_matrix;
+pub use types::{Bandwidth, Kernel, LocalSums, Neighborhood, Options, Problem};
+use ndarray::{linalg::general_mat_mul, s, Array2, ArrayView2, ArrayViewMut2};
 use rayon::prelude::*;
-
-/// How two points are compared.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Kernel {
-    /// A radial profile of ‖q − x‖ / h.
-    Radial(Profile),
-    /// K = exp(q·x / τ): the query–key kernel of attention and modern Hopfield networks.
-    Dot { temperature: f64 },
-    /// K = 1[x among the k nearest references of q], optionally times a profile with h equal
-    /// to the k-th neighbour distance (so the k-th neighbour itself gets k(1)).
-    Knn { k: usize, profile: Option<Profile> },
-}
-
-/// Bandwidth h of a radial kernel.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Bandwidth<F> {
-    Scalar(F),
-    /// Balloon estimators: one h per query.
-    PerQuery(Vec<F>),
-    /// Sample-point estimators: one h per reference.
-    PerReference(Vec<F>),
-}
-
-impl<F: Real> Bandwidth<F> {
-    /// The bandwidth in the working units of `lengths`.
-    pub fn scaled(&self, lengths: Scale) -> Self {
-        match self {
-            Bandwidth::Scalar(h) => Bandwidth::Scalar(lengths.down(*h)),
-            Bandwidth::PerQuery(h) => Bandwidth::PerQuery(h.iter().map(|&v| lengths.down(v)).collect()),
-            Bandwidth::PerReference(h) => Bandwidth::PerReference(h.iter().map(|&v| lengths.down(v)).collect()),
-        }
-    }
-}
-
-/// Where the references of a query come from.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub enum Neighborhood {
-    /// Tree for compact kernels when it visits far fewer pairs than brute force.
-    Auto,
-    Brute,
-    Tree,
-    /// The Gaussian's two-sided Taylor expansion when it applies (else as `Brute`).
-    Expansion,
-}
-
-#[derive(Clone, Debug)]
-pub struct Options {
-    /// Local polynomial degree of the design moments to return (None: none).
-    pub degree: Option<usize>,
-    /// Leave-one-out ("hollow" kernel): query i never sees reference i (needs m = n).
-    pub exclude_self: bool,
-    pub neighborhood: Neighborhood,
-    /// The run's cancellation (polled per tile or query) and progress.
-    pub monitor: Monitor,
-}
-
-impl Default for Options {
-    fn default() -> Self {
-        Options { degree: None, exclude_self: false, neighborhood: Neighborhood::Auto, monitor: Monitor::default() }
-    }
-}
-
-/// Kernel-weighted sums per query. True sums are `den · exp(log_scale)` etc.
-#[derive(Clone, Debug)]
-pub struct LocalSums<F> {
-    pub num: Array2<F>,
-    pub den: Array1<F>,
-    pub log_scale: Array1<F>,
-    /// m × D × D, D = number of basis functions (1, 1 + d, 1 + d + d(d+1)/2).
-    pub moments: Option<Array3<F>>,
-    /// m × D × p.
-    pub cross: Option<Array3<F>>,
-}
-
-impl<F: Real> LocalSums<F> {
-    /// All zeros for m queries, p value columns and (with moments) `basis` functions;
-    /// `OutOfMemory` if they do not fit.
-    pub fn try_zeros(m: usize, p: usize, basis: Option<usize>) -> Result<Self> {
-        let z = F::zero();
-        Ok(LocalSums {
-            num: memory::try_array("local sums", (m, p), z)?,
-            den: memory::try_array("local sums", m, z)?,
-            log_scale: memory::try_array("local sums", m, z)?,
-            moments: basis.map(|nb| memory::try_array("local moments", (m, nb, nb), z)).transpose()?,
-            cross: basis.map(|nb| memory::try_array("local moments", (m, nb, p), z)).transpose()?,
-        })
-    }
-}
-
-pub struct Problem<'a, F> {
-    pub queries: ArrayView2<'a, F>,
-    pub x: ArrayView2<'a, F>,
-    pub values: Option<ArrayView2<'a, F>>,
-    pub weights: Option<ArrayView1<'a, F>>,
-}
 
 /// Queries per block: larger for the matrix-product path, where each reference tile is
 /// packed once per block.
 const QUERY_BLOCK: usize = 32;
 const QUERY_BLOCK_GEMM: usize = 128;
-const TILE: usize = 256;
-/// Above this many value columns, tile sums of values go through a matrix product.
-const WIDE_VALUES: usize = 8;
 
 /// Compute the local sums. Runs on the current rayon pool (see `parallel::install`).
 ///
@@ -959,7 +865,7 @@ mod tests;
 
 /// The exact power-of-two rescaling under which a kernel is evaluated: distance kernels are
 /// invariant to scaling coordinates and bandwidths alike, the dot kernel is not.
-fn lengths_of<F: Real>(kernel: &Kernel, q: ArrayView2<F>, x: ArrayView2<F>) -> Scale {
+pub(super) fn lengths_of<F: Real>(kernel: &Kernel, q: ArrayView2<F>, x: ArrayView2<F>) -> Scale {
     match kernel {
         Kernel::Dot { .. } => Scale::ONE,
         _ => Scale::of_arrays(&[q, x]),
@@ -976,71 +882,4 @@ pub(crate) fn validate_in_range<F: Real>(pb: &Problem<F>, kernel: &Kernel, bw: &
     }
     let (q, x) = (lengths.down_array(pb.queries), lengths.down_array(pb.x));
     validate(&Problem { queries: q.view(), x: x.view(), ..*pb }, kernel, &bw.scaled(lengths), opts)
-}
-
-/// The dense kernel matrix K(qᵢ, xⱼ) (m×n). Only for methods whose output is itself m×n
-/// (explicit kernel matrices); the local sums never build it. Allocated before any work.
-pub fn kernel_matrix<F: Real>(q: ArrayView2<F>, x: ArrayView2<F>, kernel: &Kernel, bw: &Bandwidth<F>, mon: &Monitor) -> Result<Array2<F>> {
-    validate_in_range(&Problem { queries: q, x, values: None, weights: None }, kernel, bw, &Options::default())?;
-    let mut out = memory::try_array("kernel matrix", (q.nrows(), x.nrows()), F::zero())?;
-    fill_kernel_matrix(out.view_mut(), q, x, kernel, bw, None, mon)?;
-    Ok(out)
-}
-
-/// Write K(qᵢ, xⱼ)·exp(−shiftᵢ) into `out` (m×n) for inputs that pass `validate_in_range`.
-/// Distance kernels are evaluated in an exactly rescaled space (see `local_sums`).
-pub(crate) fn fill_kernel_matrix<F: Real>(
-    mut out: ArrayViewMut2<F>, q: ArrayView2<F>, x: ArrayView2<F>, kernel: &Kernel, bw: &Bandwidth<F>, shift: Option<&[F]>, mon: &Monitor,
-) -> Result<()> {
-    let n = x.nrows();
-    if out.dim() != (q.nrows(), n) {
-        return Err(LocalizationError::shape("kernel matrix", format!("{} × {n}", q.nrows()), format!("{:?}", out.dim())));
-    }
-    let lengths = lengths_of(kernel, q, x);
-    let (q, x) = (lengths.down_array(q), lengths.down_array(x));
-    let (q, x, bw) = (q.view(), x.view(), &bw.scaled(lengths));
-    let knn = match kernel {
-        Kernel::Knn { k, .. } => Some(Index::build(x, Algorithm::Auto, 32, mon)?.knn(q, *k, mon)?),
-        _ => None,
-    };
-    out.axis_iter_mut(ndarray::Axis(0)).into_par_iter().enumerate().for_each(|(i, mut row)| {
-        if mon.stopped() {
-            return;
-        }
-        let qi = q.row(i);
-        let qs = qi.as_slice().expect("C-contiguous");
-        let sh = shift.map_or(0.0, |s| s[i].f64());
-        match kernel {
-            Kernel::Radial(pr) => {
-                for j in 0..n {
-                    let h = match bw {
-                        Bandwidth::Scalar(h) => *h,
-                        Bandwidth::PerQuery(h) => h[i],
-                        Bandwidth::PerReference(h) => h[j],
-                    };
-                    let u2 = crate::distance::sq_euclidean(qs, x.row(j).as_slice().expect("C-contiguous")) / (h * h);
-                    let log_k = dispatch_profile!(*pr, P, if pr.is_exponential() { P::log_k(u2).f64() } else { P::k(u2).f64().ln() });
-                    row[j] = F::of((log_k - sh).exp());
-                }
-            }
-            Kernel::Dot { temperature } => {
-                for j in 0..n {
-                    let s = crate::distance::dot(qs, x.row(j).as_slice().expect("C-contiguous")).f64() / temperature;
-                    row[j] = F::of((s - sh).exp());
-                }
-            }
-            Kernel::Knn { profile, .. } => {
-                let (ind, dists) = knn.as_ref().expect("built above").row(i);
-                let hk = dists.last().copied().unwrap_or(F::zero());
-                for (&j, &dist) in ind.iter().zip(dists) {
-                    let kern = match profile {
-                        Some(pr) if hk > F::zero() => dispatch_profile!(*pr, P, P::k((dist / hk) * (dist / hk))),
-                        _ => F::one(),
-                    };
-                    row[j] = F::of(kern.f64() * (-sh).exp());
-                }
-            }
-        }
-    });
-    mon.check()
 }

@@ -2,7 +2,7 @@
 //! Methods") as one fast engine for kernel-weighted sums, and the methods built on it.
 //!
 //! Layers, top to bottom: `python` (bindings, behind the `python` feature) → `algorithms`
-//! → `engine` → `kernel`, `neighbors`, `distance` → `real` (the float trait), `error`, `memory`,
+//! → `engine` → `kernel`, `neighbors`, `distance` → `real` (the float trait), `rows`, `error`, `memory`,
 //! `parallel`.
 
 pub mod algorithms;
@@ -14,6 +14,7 @@ pub mod memory;
 pub mod neighbors;
 pub mod parallel;
 pub mod real;
+pub mod rows;
 
 #[cfg(feature = "python")]
 mod python;

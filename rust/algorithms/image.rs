@@ -11,6 +11,7 @@
 
 use crate::error::{LocalizationError, Result};
 use crate::real::Real;
+use crate::rows::row_major;
 use crate::memory;
 use crate::parallel::Monitor;
 use ndarray::{Array3, ArrayView2, ArrayView3, Axis};
@@ -54,10 +55,8 @@ fn bilateral_with<F: Real>(
         }
     }
     let (rows, cols) = (hp - 2 * r, wp - 2 * r);
-    let img = padded.as_standard_layout();
-    let img = img.as_slice().ok_or_else(|| LocalizationError::param("image", "must be contiguous"))?;
-    let sp = spatial.as_standard_layout().to_owned();
-    let sp = sp.as_slice().expect("owned standard layout");
+    let (img, sp) = (row_major(padded.view()), row_major(spatial.view()));
+    let (img, sp) = (&img[..], &sp[..]);
     let mut out = memory::try_array("filtered image", (rows, cols, nc), F::zero())?;
     out.axis_iter_mut(Axis(0)).into_par_iter().enumerate().try_for_each(|(row, mut orow)| {
         mon.check()?;
@@ -112,10 +111,8 @@ pub fn nl_means<F: Real>(
     let (rows, cols) = (hp - (s - 1), wp - (s - 1));
     // The search window is clipped to the image: a larger distance searches the same pixels.
     let d = patch_distance.min(rows.max(cols));
-    let img = padded.as_standard_layout();
-    let img = img.as_slice().ok_or_else(|| LocalizationError::param("image", "must be contiguous"))?;
-    let pw = patch_weights.as_standard_layout().to_owned();
-    let pw = pw.as_slice().expect("owned standard layout");
+    let (img, pw) = (row_major(padded.view()), row_major(patch_weights.view()));
+    let (img, pw) = (&img[..], &pw[..]);
     let plane = hp * wp;
     let mut out = memory::try_array("denoised image", (rows, cols, nc), F::zero())?;
     let simd = Simd::detect();

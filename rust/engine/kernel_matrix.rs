@@ -8,6 +8,7 @@ use crate::memory;
 use crate::neighbors::{Algorithm, Index};
 use crate::parallel::Monitor;
 use crate::real::Real;
+use crate::rows::Rows;
 use ndarray::{Array2, ArrayView2, ArrayViewMut2};
 use rayon::prelude::*;
 
@@ -36,12 +37,12 @@ pub(crate) fn fill_kernel_matrix<F: Real>(
         Kernel::Knn { k, .. } => Some(Index::build(x, Algorithm::Auto, 32, mon)?.knn(q, *k, mon)?),
         _ => None,
     };
+    let (q, x) = (Rows::new("X_query", q)?, Rows::new("X", x)?);
     out.axis_iter_mut(ndarray::Axis(0)).into_par_iter().enumerate().for_each(|(i, mut row)| {
         if mon.stopped() {
             return;
         }
-        let qi = q.row(i);
-        let qs = qi.as_slice().expect("C-contiguous");
+        let qs = q.row(i);
         let sh = shift.map_or(0.0, |s| s[i].f64());
         match kernel {
             Kernel::Radial(pr) => {
@@ -51,14 +52,14 @@ pub(crate) fn fill_kernel_matrix<F: Real>(
                         Bandwidth::PerQuery(h) => h[i],
                         Bandwidth::PerReference(h) => h[j],
                     };
-                    let u2 = crate::distance::sq_euclidean(qs, x.row(j).as_slice().expect("C-contiguous")) / (h * h);
+                    let u2 = crate::distance::sq_euclidean(qs, x.row(j)) / (h * h);
                     let log_k = dispatch_profile!(*pr, P, if pr.is_exponential() { P::log_k(u2).f64() } else { P::k(u2).f64().ln() });
                     row[j] = F::of((log_k - sh).exp());
                 }
             }
             Kernel::Dot { temperature } => {
                 for j in 0..n {
-                    let s = crate::distance::dot(qs, x.row(j).as_slice().expect("C-contiguous")).f64() / temperature;
+                    let s = crate::distance::dot(qs, x.row(j)).f64() / temperature;
                     row[j] = F::of((s - sh).exp());
                 }
             }

@@ -45,6 +45,7 @@ use crate::distance::{centred, pow2, row_sq_norms, sq_euclidean_wide, Scale, GEM
 use crate::error::{LocalizationError, Result};
 use crate::kernel::{dispatch_profile, Profile, ProfileFn};
 use crate::real::Real;
+use crate::rows::{Rows, Scratch};
 use crate::neighbors::{Algorithm, Index, KdTree};
 use crate::parallel::Monitor;
 use accumulate::{n_basis, per_query, stack_into, Acc};
@@ -359,6 +360,7 @@ fn brute<F: Real, K: TileKernel>(pb: &Problem<F>, bw: &Bandwidth<F>, opts: &Opti
     let tiles = Tiles::new(pb, bw, spatial, !gemm || basis.is_some(), gemm && !K::DOT, &opts.monitor)?;
     let qblock = if gemm { QUERY_BLOCK_GEMM } else { QUERY_BLOCK };
     let blocks = Blocks::new(pb.queries, qblock, spatial, &opts.monitor)?;
+    let rows = (Rows::new("X_query", pb.queries)?, Rows::new("X", pb.x)?, Rows::new("X_query", blocks.queries.view())?);
     let m = pb.queries.nrows();
     let mut out = LocalSums::try_zeros(m, tiles.p, basis)?;
     let parts: Vec<LocalSums<F>> = (0..m)
@@ -367,7 +369,7 @@ fn brute<F: Real, K: TileKernel>(pb: &Problem<F>, bw: &Bandwidth<F>, opts: &Opti
         .into_par_iter()
         .map(|b0| {
             opts.monitor.check()?;
-            Acc::finish(run_block::<F, K>(&Ctx { pb, tiles: &tiles, blocks: &blocks, bw, opts, basis, c }, b0), tiles.p, basis)
+            Acc::finish(run_block::<F, K>(&Ctx { pb, tiles: &tiles, blocks: &blocks, queries: rows.0, x: rows.1, blocked: rows.2, bw, opts, basis, c }, b0), tiles.p, basis)
         })
         .collect::<Result<_>>()?;
     // A block cut short by a stop is not a result.
@@ -381,6 +383,10 @@ struct Ctx<'a, 'p, F> {
     pb: &'a Problem<'p, F>,
     tiles: &'a Tiles<F>,
     blocks: &'a Blocks<'p, F>,
+    /// The rows of the queries, the references and the queries in block order.
+    queries: Rows<'p, F>,
+    x: Rows<'p, F>,
+    blocked: Rows<'a, F>,
     bw: &'a Bandwidth<F>,
     opts: &'a Options,
     basis: Option<usize>,
@@ -420,7 +426,7 @@ fn beyond_reach<F: Real, K: TileKernel>(u2: F, c: F, log_scale: f64) -> bool {
 
 #[inline(always)]
 fn block<F: Real, K: TileKernel, const FMA: bool>(cx: &Ctx<'_, '_, F>, b0: usize) -> Vec<Acc> {
-    let Ctx { pb, tiles, blocks, bw, opts, basis, c } = *cx;
+    let Ctx { pb, tiles, blocks, queries, x, blocked, bw, opts, basis, c } = *cx;
     let (d, p, n) = (tiles.d, tiles.p, tiles.n);
     let m = blocks.queries.nrows();
     let b1 = (b0 + blocks.size).min(m);
@@ -461,10 +467,10 @@ fn block<F: Real, K: TileKernel, const FMA: bool>(cx: &Ctx<'_, '_, F>, b0: usize
     // With one h for all references the bound grows along `visit`: past the first tile out of
     // reach, all are.
     let monotone = tiles.inv_h2.is_none();
-    let mut scratch = Array2::<F>::zeros((nb, TILE));
+    let mut scratch = Scratch::<F>::new(nb, TILE);
     // Kernel weights of the whole block for one tile; with many value columns they meet the
     // values in one matrix product instead of one dot product per query and column.
-    let mut kwb = Array2::<F>::zeros((nb, TILE));
+    let mut kwb = Scratch::<F>::new(nb, TILE);
     let wide = p > WIDE_VALUES;
     let mut wide_out = Array2::<F>::zeros((if wide { nb } else { 0 }, p));
     // Local polynomial basis φ(x − q) over a tile, basis-major, and a scratch row.
@@ -495,8 +501,8 @@ fn block<F: Real, K: TileKernel, const FMA: bool>(cx: &Ctx<'_, '_, F>, b0: usize
         let t0 = t * TILE;
         let len = (n - t0).min(TILE);
         let coords = if tiles.coords.is_empty() { &[][..] } else { &tiles.coords[t * d * TILE..(t + 1) * d * TILE] };
-        let mut sv = scratch.slice_mut(s![.., 0..len]);
         if use_gemm {
+            let mut sv = scratch.view_mut(len);
             match (&qc, &tiles.centred) {
                 (Some(qc), Some(xc)) => {
                     let xn = &tiles.norms[t0..t0 + len];
@@ -506,25 +512,22 @@ fn block<F: Real, K: TileKernel, const FMA: bool>(cx: &Ctx<'_, '_, F>, b0: usize
                         None => KernelScale::PerRow(&query_h2),
                     };
                     refine_product(sv.view_mut(), &qn, xn, h2, |i, j| {
-                        let q = pb.queries.row(blocks.original(b0 + i));
-                        sq_euclidean_wide(q.as_slice().expect("C-contiguous queries"), pb.x.row(t0 + j).as_slice().expect("C-contiguous samples"))
+                        sq_euclidean_wide(queries.row(blocks.original(b0 + i)), x.row(t0 + j))
                     });
                 }
                 _ => general_mat_mul(F::one(), &qb, &pb.x.slice(s![t0..t0 + len, ..]).t(), F::zero(), &mut sv),
             }
         } else {
-            for (i, mut row) in sv.rows_mut().into_iter().enumerate() {
-                fill_direct::<F, K>(qb.row(i).as_slice().expect("C-contiguous queries"), coords, row.as_slice_mut().expect("contiguous scratch"), len);
+            for i in 0..nb {
+                fill_direct::<F, K>(blocked.row(b0 + i), coords, scratch.row_mut(i, len), len);
             }
         }
         let w = &tiles.weights[t0..t0 + len];
         let vals = &tiles.values[t * p * TILE..(t + 1) * p * TILE];
         for (i, acc) in accs.iter_mut().enumerate() {
             let gi = blocks.original(b0 + i);
-            let row = sv.row(i);
-            let row = row.as_slice().expect("contiguous scratch");
-            let mut kw_row = kwb.row_mut(i);
-            let kw = &mut kw_row.as_slice_mut().expect("contiguous scratch")[..len];
+            let row = scratch.row(i, len);
+            let kw = kwb.row_mut(i, len);
             match &tiles.inv_h2 {
                 Some(ih) if !K::DOT => {
                     let ih = &ih[t0..t0 + len];
@@ -575,13 +578,12 @@ fn block<F: Real, K: TileKernel, const FMA: bool>(cx: &Ctx<'_, '_, F>, b0: usize
                 }
             }
             if let Some(nbasis) = basis {
-                let q = qb.row(i);
-                fill_basis(&mut phi, coords, q.as_slice().expect("C-contiguous queries"), len, opts.degree.unwrap_or(0));
+                fill_basis(&mut phi, coords, blocked.row(b0 + i), len, opts.degree.unwrap_or(0));
                 acc.add_tile_moments::<F, FMA>(&phi, kw, vals, nbasis, len, TILE, &mut wa);
             }
         }
         if let (true, Some(v)) = (wide, tiles.value_rows(pb, t0, len)) {
-            general_mat_mul(F::one(), &kwb.slice(s![.., 0..len]), &v, F::zero(), &mut wide_out);
+            general_mat_mul(F::one(), &kwb.view(len), &v, F::zero(), &mut wide_out);
             for (acc, row) in accs.iter_mut().zip(wide_out.rows()) {
                 for (a, &b) in acc.num.iter_mut().zip(row) {
                     *a += b.f64();
@@ -713,11 +715,12 @@ fn cheaper_tree<F: Real>(pb: &Problem<F>, profile: Profile, bw: &Bandwidth<F>, m
     }
     let tree = KdTree::build(pb.x, 32, mon)?;
     let probes = 32.min(m);
+    let queries = Rows::new("X_query", pb.queries)?;
     let mut visited = 0usize;
     for s in 0..probes {
         let i = s * m / probes;
         let r = support_radius(bw, i);
-        tree.visit_within(pb.queries.row(i).as_slice().expect("C-contiguous"), r * r, &mut |_, _| visited += 1);
+        tree.visit_within(queries.row(i), r * r, &mut |_, _| visited += 1);
     }
     let v = (visited as f64 / probes as f64).max(1.0);
     // Brute-force pairs per query, modelling the points as uniform at the density the probes
@@ -777,9 +780,9 @@ fn tree_sums<F: Real, P: ProfileFn>(pb: &Problem<F>, tree: &KdTree<F>, bw: &Band
     };
     let basis = opts.degree.map(|g| n_basis(pb.x.ncols(), g));
     let degree = opts.degree.unwrap_or(0);
+    let queries = Rows::new("X_query", pb.queries)?;
     per_query(pb.queries.nrows(), p, basis, &opts.monitor, |i| {
-        let q = pb.queries.row(i);
-        let q = q.as_slice().expect("C-contiguous queries");
+        let q = queries.row(i);
         let mut acc = Acc::new(p, basis, false);
         let r = support_radius(bw, i);
         let scale = F::one() / (r * r);

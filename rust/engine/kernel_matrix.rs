@@ -64,6 +64,7 @@ pub(crate) fn fill_kernel_matrix<F: Real>(
                 }
             }
             Kernel::Knn { profile, .. } => {
+                // `knn` is built above exactly when the kernel is kNN.
                 let (ind, dists) = knn.as_ref().expect("built above").row(i);
                 let hk = dists.last().copied().unwrap_or(F::zero());
                 for (&j, &dist) in ind.iter().zip(dists) {

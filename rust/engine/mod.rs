@@ -53,7 +53,7 @@ use tiles::{Blocks, Tiles, TILE, WIDE_VALUES};
 pub use kernel_matrix::kernel_matrix;
 pub(crate) use kernel_matrix::fill_kernel_matrix;
 pub use types::{Bandwidth, Kernel, LocalSums, Neighborhood, Options, Problem};
-use ndarray::{linalg::general_mat_mul, s, Array2, ArrayView2, ArrayViewMut2};
+use ndarray::{linalg::general_mat_mul, s, Array2, ArrayView2};
 use rayon::prelude::*;
 
 /// Queries per block: larger for the matrix-product path, where each reference tile is
@@ -502,20 +502,19 @@ fn block<F: Real, K: TileKernel, const FMA: bool>(cx: &Ctx<'_, '_, F>, b0: usize
         let len = (n - t0).min(TILE);
         let coords = if tiles.coords.is_empty() { &[][..] } else { &tiles.coords[t * d * TILE..(t + 1) * d * TILE] };
         if use_gemm {
-            let mut sv = scratch.view_mut(len);
             match (&qc, &tiles.centred) {
                 (Some(qc), Some(xc)) => {
                     let xn = &tiles.norms[t0..t0 + len];
-                    crate::distance::sq_dist_tile_gemm(qc.view(), &qn, xc.slice(s![t0..t0 + len, ..]), xn, sv.view_mut());
+                    crate::distance::sq_dist_tile_gemm(qc.view(), &qn, xc.slice(s![t0..t0 + len, ..]), xn, scratch.view_mut(len));
                     let h2 = match &tiles.h2 {
                         Some(h2) => KernelScale::PerColumn(&h2[t0..t0 + len]),
                         None => KernelScale::PerRow(&query_h2),
                     };
-                    refine_product(sv.view_mut(), &qn, xn, h2, |i, j| {
+                    refine_product(&mut scratch, len, &qn, xn, h2, |i, j| {
                         sq_euclidean_wide(queries.row(blocks.original(b0 + i)), x.row(t0 + j))
                     });
                 }
-                _ => general_mat_mul(F::one(), &qb, &pb.x.slice(s![t0..t0 + len, ..]).t(), F::zero(), &mut sv),
+                _ => general_mat_mul(F::one(), &qb, &pb.x.slice(s![t0..t0 + len, ..]).t(), F::zero(), &mut scratch.view_mut(len)),
             }
         } else {
             for i in 0..nb {
@@ -649,12 +648,12 @@ fn fill_direct<F: Real, K: TileKernel>(q: &[F], coords: &[F], out: &mut [F], len
 /// (On Fashion-MNIST images, 1 entry in 7,000 is recomputed; at 8, 1 in 750.)
 const KERNEL_SLACK: f64 = 16.0;
 
-/// Check every entry of a tile of product-form squared distances (`tile[i][j]`, queries with
-/// centred squared norms `qn`, references `xn`) against its rounding bound, relative to the
-/// kernel's scale h²: `h2` holds it per query row (`PerRow`) or per reference (`PerColumn`).
+/// Check every entry of a tile of product-form squared distances (the first `len` columns of
+/// `tile`, one row per query; queries with centred squared norms `qn`, references `xn`)
+/// against its rounding bound, relative to the kernel's scale h²: `h2` holds it per query row (`PerRow`) or per reference (`PerColumn`).
 /// Entries that fail are replaced by `exact(i, j)` (direct differences).
 #[inline(always)]
-fn refine_product<F: Real>(mut tile: ArrayViewMut2<F>, qn: &[F], xn: &[F], h2: KernelScale<'_, F>, exact: impl Fn(usize, usize) -> F) {
+fn refine_product<F: Real>(tile: &mut Scratch<F>, len: usize, qn: &[F], xn: &[F], h2: KernelScale<'_, F>, exact: impl Fn(usize, usize) -> F) {
     let slack = F::of(KERNEL_SLACK);
     let xn_max = lanes::max(xn);
     let h2_min = match h2 {
@@ -663,9 +662,8 @@ fn refine_product<F: Real>(mut tile: ArrayViewMut2<F>, qn: &[F], xn: &[F], h2: K
     };
     // How far an entry's bound exceeds what is accepted (positive: recompute).
     let excess = |a: F, v: F, b: F, t: F| a + b - slack * if v > t { v } else { t };
-    for (i, mut row) in tile.rows_mut().into_iter().enumerate() {
-        let a = qn[i];
-        let row = row.as_slice_mut().expect("contiguous scratch");
+    for (i, &a) in qn.iter().enumerate() {
+        let row = tile.row_mut(i, len);
         let t_row = match h2 {
             KernelScale::PerRow(r) => r[i],
             KernelScale::PerColumn(_) => h2_min,

@@ -28,7 +28,7 @@ use crate::error::{LocalizationError, Result};
 use crate::kernel::{dispatch_profile, Profile, ProfileFn};
 use crate::real::Real;
 use crate::memory;
-use crate::neighbors::{BallSums, KdTree};
+use crate::neighbors::{BallSums, KdTree, LEAF_SIZE};
 use crate::parallel::Monitor;
 use ndarray::{Array2, ArrayView1, ArrayView2};
 use rayon::prelude::*;
@@ -273,7 +273,7 @@ impl<F: Real> Window<F> {
         if profile == Profile::Tophat {
             return Ok(Window::Tree(TreeWindow::Ball { tree: BallSums::build(x, w, 16, mon)?, h2: h * h }));
         }
-        let tree = KdTree::build(x, 32, mon)?;
+        let tree = KdTree::build(x, LEAF_SIZE, mon)?;
         let order = tree.order();
         // Tree-ordered copies: the visit streams memory and sums in a fixed order.
         let points = order.iter().flat_map(|&i| x.row(i).to_vec()).collect();
@@ -453,6 +453,10 @@ fn move_towards<'a, F: Real + 'a>(x: impl Iterator<Item = &'a mut F>, num: impl 
     delta2
 }
 
+/// The most features the grid takes (MeanShift's documented limit; the window of a cell meets
+/// the 3^d cells around it).
+pub const GRID_MAX_FEATURES: usize = 4;
+
 /// The grid of MeanShift++-style cell aggregation: cells of side h / r anchored at the
 /// lower corner `lo` of the data, `extent` cells per feature up to the upper corner.
 #[derive(Clone, Debug)]
@@ -467,8 +471,11 @@ impl GridSpec {
     /// The grid over the box [lo, hi] (the data's bounds, however they were found).
     pub fn new(lo: &[f64], hi: &[f64], h: f64, cells_per_bandwidth: usize) -> Result<Self> {
         let d = lo.len();
-        if d == 0 || d > 6 {
-            return Err(LocalizationError::param("algorithm", format!("'grid' is for 1 to 6 features (got {d}); use 'exact'")));
+        if d == 0 || d > GRID_MAX_FEATURES {
+            return Err(LocalizationError::param(
+                "algorithm",
+                format!("'grid' is for 1 to {GRID_MAX_FEATURES} features (X has {d}); use 'exact'"),
+            ));
         }
         if hi.len() != d {
             return Err(LocalizationError::shape("hi", format!("{d} values"), hi.len()));

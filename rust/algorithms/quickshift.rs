@@ -13,7 +13,7 @@ use crate::distance::{sq_euclidean, Scale};
 use crate::error::{LocalizationError, Result};
 use crate::kernel::{dispatch_profile, Profile, ProfileFn};
 use crate::real::Real;
-use crate::neighbors::KdTree;
+use crate::neighbors::{KdTree, LEAF_SIZE};
 use crate::parallel::Monitor;
 use ndarray::{Array2, ArrayView2};
 use rayon::prelude::*;
@@ -171,7 +171,7 @@ pub fn link<F: Real>(
     };
     let links: Vec<(usize, F)> = match &window {
         None => {
-            let tree = KdTree::build(x.view(), 32, mon)?;
+            let tree = KdTree::build(x.view(), LEAF_SIZE, mon)?;
             let order = tree.order();
             (0..n)
                 .into_par_iter()

@@ -5,7 +5,7 @@ use super::{lengths_of, validate_in_range};
 use crate::error::{LocalizationError, Result};
 use crate::kernel::{dispatch_profile, ProfileFn};
 use crate::memory;
-use crate::neighbors::{Algorithm, Index};
+use crate::neighbors::{Algorithm, Index, LEAF_SIZE};
 use crate::parallel::Monitor;
 use crate::real::Real;
 use crate::rows::Rows;
@@ -34,7 +34,7 @@ pub(crate) fn fill_kernel_matrix<F: Real>(
     let (q, x) = (lengths.down_array(q), lengths.down_array(x));
     let (q, x, bw) = (q.view(), x.view(), &bw.scaled(lengths));
     let knn = match kernel {
-        Kernel::Knn { k, .. } => Some(Index::build(x, Algorithm::Auto, 32, mon)?.knn(q, *k, mon)?),
+        Kernel::Knn { k, .. } => Some(Index::build(x, Algorithm::Auto, LEAF_SIZE, mon)?.knn(q, *k, mon)?),
         _ => None,
     };
     let (q, x) = (Rows::new("X_query", q)?, Rows::new("X", x)?);

@@ -46,7 +46,7 @@ use crate::error::{LocalizationError, Result};
 use crate::kernel::{dispatch_profile, Profile, ProfileFn};
 use crate::real::Real;
 use crate::rows::{Rows, Scratch};
-use crate::neighbors::{Algorithm, Index, KdTree};
+use crate::neighbors::{Algorithm, Index, KdTree, LEAF_SIZE};
 use crate::parallel::Monitor;
 use accumulate::{n_basis, per_query, stack_into, Acc};
 use tiles::{Blocks, Tiles, TILE, WIDE_VALUES};
@@ -223,7 +223,7 @@ fn sums_in_range<F: Real>(pb: &Problem<F>, kernel: &Kernel, bw: &Bandwidth<F>, o
             }
             let tree = match opts.neighborhood {
                 Neighborhood::Brute | Neighborhood::Expansion => None,
-                Neighborhood::Tree if profile.support().is_some() => Some(KdTree::build(pb.x, 32, &opts.monitor)?),
+                Neighborhood::Tree if profile.support().is_some() => Some(KdTree::build(pb.x, LEAF_SIZE, &opts.monitor)?),
                 Neighborhood::Tree => None,
                 Neighborhood::Auto => cheaper_tree(pb, *profile, bw, &opts.monitor)?,
             };
@@ -711,7 +711,7 @@ fn cheaper_tree<F: Real>(pb: &Problem<F>, profile: Profile, bw: &Bandwidth<F>, m
     if profile.support().is_none() || d >= GEMM_MIN_DIM || n < 512 || m < 16 {
         return Ok(None);
     }
-    let tree = KdTree::build(pb.x, 32, mon)?;
+    let tree = KdTree::build(pb.x, LEAF_SIZE, mon)?;
     let probes = 32.min(m);
     let queries = Rows::new("X_query", pb.queries)?;
     let mut visited = 0usize;
@@ -813,7 +813,7 @@ fn tree_sums<F: Real, P: ProfileFn>(pb: &Problem<F>, tree: &KdTree<F>, bw: &Band
 
 /// The kNN kernel through the neighbour index.
 fn knn_sums<F: Real>(pb: &Problem<F>, k: usize, profile: Option<Profile>, opts: &Options) -> Result<LocalSums<F>> {
-    let index = Index::build(pb.x, Algorithm::Auto, 32, &opts.monitor)?;
+    let index = Index::build(pb.x, Algorithm::Auto, LEAF_SIZE, &opts.monitor)?;
     let extra = opts.exclude_self as usize;
     let nb = index.knn(pb.queries, k + extra, &opts.monitor)?;
     let p = pb.values.as_ref().map_or(0, |v| v.ncols());

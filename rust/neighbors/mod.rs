@@ -284,6 +284,10 @@ fn by_distance_then_index<F: Real>(a: &(F, usize), b: &(F, usize)) -> std::cmp::
 }
 
 
+/// The kd-tree leaf size of the library's own trees (the engine's compact kernels, MeanShift's
+/// windows, QuickShift, the kNN kernel and MeanShift's seed lookups from Python).
+pub const LEAF_SIZE: usize = 32;
+
 const QUERY_BLOCK: usize = 64;
 const REF_TILE: usize = 512;
 

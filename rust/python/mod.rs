@@ -371,5 +371,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     embedding::register(m)?;
     sequence::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    // Tuning constants of the core that the Python layer's own choices follow.
+    m.add("LEAF_SIZE", crate::neighbors::LEAF_SIZE)?;
+    m.add("GEMM_MIN_DIM", crate::distance::GEMM_MIN_DIM)?;
+    m.add("GRID_MAX_FEATURES", crate::algorithms::mean_shift::GRID_MAX_FEATURES)?;
     Ok(())
 }

@@ -2,10 +2,11 @@
 //! Methods") as one fast engine for kernel-weighted sums, and the methods built on it.
 //!
 //! Layers, top to bottom: `python` (bindings, behind the `python` feature) → `algorithms`
-//! → `engine` → `kernel`, `neighbors`, `distance` → `real` (the float trait), `rows`, `error`, `memory`,
+//! → `engine` → `kernel`, `neighbors`, `distance` → `checked` (validated parameters), `real` (the float trait), `rows`, `error`, `memory`,
 //! `parallel`.
 
 pub mod algorithms;
+pub mod checked;
 pub mod distance;
 pub mod engine;
 pub mod error;

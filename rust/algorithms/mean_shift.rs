@@ -24,6 +24,7 @@
 
 use crate::distance::{sq_euclidean, Scale, GEMM_MIN_DIM};
 use crate::engine::{local_sums, Bandwidth, Kernel, Options, Problem};
+use crate::checked::{Positive, Weights};
 use crate::error::{LocalizationError, Result};
 use crate::kernel::{dispatch_profile, Profile, ProfileFn};
 use crate::real::Real;
@@ -48,12 +49,8 @@ pub struct Params {
 
 impl Params {
     pub fn validate(&self) -> Result<()> {
-        if !(self.bandwidth > 0.0 && self.bandwidth.is_finite()) {
-            return Err(LocalizationError::param("bandwidth", "must be finite and strictly positive"));
-        }
-        if !(self.step > 0.0 && self.step.is_finite()) {
-            return Err(LocalizationError::param("step", "must be finite and strictly positive"));
-        }
+        Positive::new("bandwidth", self.bandwidth)?;
+        Positive::new("step", self.step)?;
         if !(self.tol >= 0.0 && self.tol.is_finite()) {
             return Err(LocalizationError::param("tol", "must be finite and non-negative"));
         }
@@ -189,14 +186,7 @@ fn check_data<F: Real>(x: ArrayView2<F>, w: Option<ArrayView1<F>>, seeds: ArrayV
     if seeds.ncols() != d {
         return Err(LocalizationError::shape("seeds", format!("{d} features"), format!("{} features", seeds.ncols())));
     }
-    if let Some(w) = w {
-        if w.len() != n {
-            return Err(LocalizationError::shape("sample_weight", format!("{n} entries"), w.len()));
-        }
-        if w.iter().any(|v| !(*v >= F::zero()) || !v.is_finite()) {
-            return Err(LocalizationError::param("sample_weight", "must be finite and non-negative"));
-        }
-    }
+    Weights::optional(w, n)?;
     Ok(())
 }
 
@@ -263,9 +253,7 @@ impl<F: Real> Window<F> {
     /// Prepare the windows (a tree is built on the current rayon pool, polling `mon`).
     pub fn build(x: ArrayView2<F>, w: Option<ArrayView1<F>>, profile: Profile, bandwidth: f64, mon: &Monitor) -> Result<Self> {
         check_data(x, w, x)?;
-        if !(bandwidth > 0.0 && bandwidth.is_finite()) {
-            return Err(LocalizationError::param("bandwidth", "must be finite and strictly positive"));
-        }
+        Positive::new("bandwidth", bandwidth)?;
         let h = F::of(bandwidth);
         if !uses_tree(profile, x.ncols()) {
             return Ok(Window::Engine { profile, h });
@@ -483,9 +471,7 @@ impl GridSpec {
         if cells_per_bandwidth == 0 || cells_per_bandwidth > 64 {
             return Err(LocalizationError::param("grid_resolution", "must be an integer in [1, 64]"));
         }
-        if !(h > 0.0 && h.is_finite()) {
-            return Err(LocalizationError::param("bandwidth", "must be finite and strictly positive"));
-        }
+        Positive::new("bandwidth", h)?;
         if lo.iter().chain(hi).any(|v| !v.is_finite()) || lo.iter().zip(hi).any(|(a, b)| a > b) {
             return Err(LocalizationError::param("X", "the grid needs finite bounds with lo <= hi"));
         }

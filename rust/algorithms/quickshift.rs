@@ -10,6 +10,7 @@
 //! the bandwidth, `max_dist` and the window's half-width alike.
 
 use crate::distance::{sq_euclidean, Scale};
+use crate::checked::Positive;
 use crate::error::{LocalizationError, Result};
 use crate::kernel::{dispatch_profile, Profile, ProfileFn};
 use crate::real::Real;
@@ -105,9 +106,7 @@ pub fn windowed_density<F: Real>(
     x: ArrayView2<F>, window: &Window, profile: Profile, bandwidth: f64, weights: Option<&[f64]>, mon: &Monitor,
 ) -> Result<Vec<f64>> {
     let n = x.nrows();
-    if !(bandwidth > 0.0 && bandwidth.is_finite()) {
-        return Err(LocalizationError::param("bandwidth", "must be finite and strictly positive"));
-    }
+    Positive::new("bandwidth", bandwidth)?;
     if weights.is_some_and(|w| w.len() != n) {
         return Err(LocalizationError::shape("sample_weight", format!("{n} values"), weights.map_or(0, |w| w.len())));
     }

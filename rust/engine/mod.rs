@@ -42,6 +42,7 @@ mod types;
 mod kernel_matrix;
 
 use crate::distance::{centred, pow2, row_sq_norms, sq_euclidean_wide, Scale, GEMM_MIN_DIM};
+use crate::checked::Weights;
 use crate::error::{LocalizationError, Result};
 use crate::kernel::{dispatch_profile, Profile, ProfileFn};
 use crate::real::Real;
@@ -254,14 +255,7 @@ pub(crate) fn validate<F: Real>(pb: &Problem<F>, kernel: &Kernel, bw: &Bandwidth
             return Err(LocalizationError::shape("values", format!("{n} rows"), format!("{} rows", v.nrows())));
         }
     }
-    if let Some(w) = &pb.weights {
-        if w.len() != n {
-            return Err(LocalizationError::shape("sample_weight", format!("{n} entries"), format!("{}", w.len())));
-        }
-        if w.iter().any(|v| !(*v >= F::zero()) || !v.is_finite()) {
-            return Err(LocalizationError::param("sample_weight", "must be finite and non-negative"));
-        }
-    }
+    Weights::optional(pb.weights, n)?;
     // Distances are scaled by 1/h², which must exist in F (h ≳ 1e-154 in f64, 1e-19 in f32,
     // once the coordinates are of order one). Only radial kernels have a bandwidth.
     let positive = |h: &F| !matches!(kernel, Kernel::Radial(_)) || (*h > F::zero() && h.is_finite() && (F::one() / (*h * *h)).is_finite());

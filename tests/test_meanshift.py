@@ -375,7 +375,7 @@ def test_cli_cluster_on_files(tmp_path, capsys):
     assert main(["cluster", str(npy), "--bandwidth", "wide"]) == 2
     qs_out = tmp_path / "quickshift.csv"
     assert main(["cluster", str(npy), "--method", "quickshift", "--bandwidth", "1.0", "--output", str(qs_out), "--quiet"]) == 0
-    from localization.modes import QuickShift
+    from localization.cluster import QuickShift
 
     np.testing.assert_array_equal(np.loadtxt(qs_out, dtype=int), QuickShift(bandwidth=1.0).fit(X).labels_)
 

@@ -12,7 +12,8 @@ from sklearn.semi_supervised import LabelPropagation as SkLabelPropagation
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from localization import LocalModeClassifier, kernel_matrix, local_mean
-from localization.semi_supervised import LabelPropagation, LocalModeClustering
+from localization.cluster import LocalModeClustering
+from localization.semi_supervised import LabelPropagation
 
 
 def moons_semi(n=300, labelled=0.08, seed=0):

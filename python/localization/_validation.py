@@ -142,6 +142,25 @@ def check_positive_int(value, name, minimum=1):
     return int(value)
 
 
+def check_n_jobs(n_jobs):
+    """The native layer's rule, checked at ``fit`` before any work (counts above the cores are
+    clamped there)."""
+    if n_jobs is None:
+        return None
+    if isinstance(n_jobs, bool) or not isinstance(n_jobs, numbers.Integral):
+        raise TypeError(f"`n_jobs` must be an integer or None, got {type(n_jobs).__name__} {n_jobs!r}")
+    if n_jobs == 0:
+        raise ValueError("`n_jobs` must be None or a non-zero integer, got 0")
+    return n_jobs
+
+
+def check_n_components(q, d, allow_zero):
+    q = check_positive_int(q, "n_components", minimum=0 if allow_zero else 1)
+    if q > d:
+        raise ValueError(f"`n_components`={q} exceeds the {d} features")
+    return q
+
+
 def _physical_memory():
     """Bytes of physical memory, or None where the platform does not say."""
     try:

@@ -128,7 +128,7 @@ def demo_meanshift_trajectories(args):
     print(f"  {len(X)} points, h = {h}: {len(C)} modes in {dt * 1e3:.1f} ms, at most {ms.n_iter_} iterations")
     print(f"  at the modes |m(x) − x| = h²|∇log p̂| ≤ {np.max(np.abs(shift)):.1e} (stationary points of the KDE)")
     print("  modes:", "  ".join(f"({a:.2f}, {b:.2f})" for a, b in C))
-    from .modes import MedoidShift
+    from .cluster import MedoidShift
 
     t0 = time.perf_counter()
     med = MedoidShift(kernel="gaussian", bandwidth=h, max_iter=5).fit(X)
@@ -342,7 +342,7 @@ def cmd_cluster(args):
         model = MeanShift(bandwidth=h, kernel=args.kernel, algorithm=args.algorithm, bin_seeding=args.bin_seeding,
                           n_jobs=args.n_jobs, verbose=not args.quiet)
     else:
-        from .modes import MedoidShift, QuickShift
+        from .cluster import MedoidShift, QuickShift
 
         if args.method == "medoidshift":
             # Iterated MedoidShift merges the spurious sample-point modes one pass leaves.

@@ -21,26 +21,12 @@ from sklearn.base import BaseEstimator, ClusterMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from . import _core
-from ._base import keeps_state_on_error
-from ._validation import FLOAT_DTYPES, as_float_array, check_positive_int, check_sample_weight, validate_data
-from .kernels import SPECIAL, canonical_name
-from .modes import MedoidShift, PCShift, QuickShift, medoid_shift, pc_shift, quick_shift
-from .semi_supervised import LocalModeClustering
+from .. import _core
+from .._base import keeps_state_on_error, progress_bar
+from .._validation import FLOAT_DTYPES, as_float_array, check_positive_int, check_sample_weight, validate_data
+from ..kernels import SPECIAL, canonical_name
 
-__all__ = [
-    "LocalModeClustering",
-    "MeanShift",
-    "MedoidShift",
-    "PCShift",
-    "QuickShift",
-    "estimate_bandwidth",
-    "get_bin_seeds",
-    "mean_shift",
-    "medoid_shift",
-    "pc_shift",
-    "quick_shift",
-]
+__all__ = ["MeanShift", "estimate_bandwidth", "get_bin_seeds", "mean_shift"]
 
 # Above this many points an unspecified `n_samples` subsamples (scikit-learn uses all points,
 # which is quadratic in n).
@@ -157,24 +143,6 @@ def bin_seeds(bins, counts, bin_size, min_bin_freq, n):
     if np.isfinite(b32) and b32 >= np.finfo(np.float32).tiny and np.all(np.isfinite(out)):
         return out
     return seeds * bin_size
-
-
-def _progress_bar(enabled, desc, unit="it"):
-    """A (callback, close) pair driving a tqdm bar from the core's (done, total) reports."""
-    if not enabled:
-        return None, lambda: None
-    from tqdm.auto import tqdm
-
-    # A short delay keeps quick fits silent; long ones show the bar.
-    bar = tqdm(desc=desc, total=None, leave=False, delay=0.2, unit=unit)
-
-    def update(done, total):
-        if bar.total != total:
-            bar.total = total
-        bar.n = done
-        bar.refresh()
-
-    return update, bar.close
 
 
 def _reject_text(X):
@@ -451,7 +419,7 @@ class MeanShift(ClusterMixin, BaseEstimator):
         by_iteration = algorithm in ("blurring", "fixed_kernel") or (
             algorithm == "exact" and kernel != "tophat" and (_core.profile_info(kernel)[1] is None or X.shape[1] >= 16)
         )
-        progress, close = _progress_bar(self.verbose, "MeanShift", "iteration" if by_iteration else "seed")
+        progress, close = progress_bar(self.verbose, "MeanShift", "iteration" if by_iteration else "seed")
         try:
             seeds, point_seed = self._fit_seeds(X, w, kernel, h, algorithm, res, progress)
         finally:

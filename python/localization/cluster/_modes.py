@@ -12,7 +12,8 @@ All three are thin layers over the local-mean engine:
   the projector on the top principal axes of the kernel-weighted local covariance, which the
   engine returns as design moments in the same pass as the local mean.
 
-These estimators are re-exported from :mod:`localization.cluster`.
+Part of the mode-seeking family :mod:`localization.cluster` (also importable from
+:mod:`localization.modes`).
 """
 
 from __future__ import annotations
@@ -25,11 +26,20 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin, OneToOneFeatureMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
-from . import _core
-from ._validation import FLOAT_DTYPES, LocalizationWarning, as_float_array, check_positive_int, check_sample_weight, validate_data
-from ._base import DEFAULT_N_NEIGHBORS, keeps_state_on_error
-from .engine import bind
-from .kernels import SPECIAL, canonical_name, check_scalar_bandwidth
+from .. import _core
+from .._base import keeps_state_on_error, knn_k, local_frames
+from .._validation import (
+    FLOAT_DTYPES,
+    LocalizationWarning,
+    as_float_array,
+    check_n_components,
+    check_n_jobs,
+    check_positive_int,
+    check_sample_weight,
+    validate_data,
+)
+from ..engine import bind
+from ..kernels import SPECIAL, canonical_name, check_scalar_bandwidth
 
 __all__ = ["MedoidShift", "QuickShift", "PCShift", "medoid_shift", "quick_shift", "pc_shift", "pc_shift_step"]
 
@@ -42,25 +52,6 @@ def _profile_name(kernel):
     if name in SPECIAL:
         raise ValueError(f"`kernel` must be a radial profile, not {name!r}")
     return name
-
-
-def _knn_k(kernel, n_neighbors):
-    """k for kernel="knn": the estimator's n_neighbors, else the library default."""
-    if n_neighbors is None and isinstance(kernel, str) and kernel.lower() == "knn":
-        return DEFAULT_N_NEIGHBORS
-    return n_neighbors
-
-
-def _check_n_jobs(n_jobs):
-    """The native layer's rule, checked at ``fit`` before any work (counts above the cores are
-    clamped there)."""
-    if n_jobs is None:
-        return None
-    if isinstance(n_jobs, bool) or not isinstance(n_jobs, numbers.Integral):
-        raise TypeError(f"`n_jobs` must be an integer or None, got {type(n_jobs).__name__} {n_jobs!r}")
-    if n_jobs == 0:
-        raise ValueError("`n_jobs` must be None or a non-zero integer, got 0")
-    return n_jobs
 
 
 def _forest(next_):
@@ -188,7 +179,7 @@ class MedoidShift(ClusterMixin, BaseEstimator):
     Examples
     --------
     >>> import numpy as np
-    >>> from localization.modes import MedoidShift
+    >>> from localization.cluster import MedoidShift
     >>> X = np.array([[0.0], [0.1], [0.2], [5.0], [5.1], [5.2]])
     >>> ms = MedoidShift(bandwidth=0.5).fit(X)
     >>> ms.labels_.tolist(), ms.medoid_indices_.tolist()
@@ -215,7 +206,7 @@ class MedoidShift(ClusterMixin, BaseEstimator):
         X = np.ascontiguousarray(X)
         h = check_scalar_bandwidth(self.bandwidth)
         name = _profile_name(self.kernel)
-        n_jobs = _check_n_jobs(self.n_jobs)
+        n_jobs = check_n_jobs(self.n_jobs)
         max_iter = check_positive_int(self.max_iter, "max_iter")
         n = X.shape[0]
         k = None
@@ -329,7 +320,7 @@ class QuickShift(ClusterMixin, BaseEstimator):
     Examples
     --------
     >>> import numpy as np
-    >>> from localization.modes import QuickShift
+    >>> from localization.cluster import QuickShift
     >>> X = np.array([[0.0], [0.1], [0.2], [5.0], [5.1]])
     >>> QuickShift(bandwidth=0.5).fit(X).labels_.tolist()
     [0, 0, 0, 1, 1]
@@ -355,7 +346,7 @@ class QuickShift(ClusterMixin, BaseEstimator):
         """
         X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C")
         X = np.ascontiguousarray(X)
-        n_jobs = _check_n_jobs(self.n_jobs)
+        n_jobs = check_n_jobs(self.n_jobs)
         w = check_sample_weight(sample_weight, X.shape[0], X.dtype)
         if self.max_dist is None:
             if isinstance(self.bandwidth, (bool, np.bool_)) or not isinstance(self.bandwidth, numbers.Real):
@@ -366,7 +357,7 @@ class QuickShift(ClusterMixin, BaseEstimator):
         threshold = max_dist if self.threshold is None else self._check_distance(self.threshold, "threshold")
         window = self._window(X.shape[1])
         if window is None:
-            bk = bind(self.kernel, self.bandwidth, X, _knn_k(self.kernel, self.n_neighbors), w, consumer="QuickShift")
+            bk = bind(self.kernel, self.bandwidth, X, knn_k(self.kernel, self.n_neighbors), w, consumer="QuickShift")
             _, den, log_scale, _, _ = bk.sums(X, None, w, algorithm=self.algorithm, n_jobs=n_jobs)
         else:
             if not isinstance(self.bandwidth, numbers.Real) or isinstance(self.bandwidth, (bool, np.bool_)):
@@ -416,52 +407,6 @@ class QuickShift(ClusterMixin, BaseEstimator):
 # PC-Shift: subspace-constrained mean shift with the local-covariance projector.
 
 
-def _local_frames(bk, Q, sample_weight, n_components, algorithm="auto", n_jobs=None):
-    """Local mean offset, covariance eigen-pairs and a validity mask at each query.
-
-    One engine pass with degree-1 design moments gives S₀ = Σ K w, Σ K w δ and Σ K w δδᵀ with
-    δ = xᵢ − x*; then m(x*) − x* = Σ K w δ / S₀ and the local covariance about the local mean
-    is C = Σ K w δδᵀ / S₀ − (m − x*)(m − x*)ᵀ (centring at m makes it independent of x*).
-
-    Returns (offset (m, d), eigenvalues (m, q) descending, eigenvectors (m, q, d) as rows,
-    valid (m,)). Coordinates are the caller's (per-feature bandwidths are undone).
-    """
-    _, den, _, mom, _ = bk.sums(Q, None, sample_weight, degree=1, algorithm=algorithm, n_jobs=n_jobs)
-    mom = mom.astype(np.float64)
-    s0 = mom[:, 0, 0]
-    valid = s0 > 0
-    d = Q.shape[1]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        mu = mom[:, 0, 1:] / s0[:, None]
-        cov = mom[:, 1:, 1:] / s0[:, None, None] - mu[:, :, None] * mu[:, None, :]
-    if bk.feature_scale is not None:
-        s = bk.feature_scale.astype(np.float64)
-        mu = mu * s
-        cov = cov * s[None, :, None] * s[None, None, :]
-    mu[~valid] = np.nan
-    vals = np.full((len(Q), n_components), np.nan)
-    vecs = np.full((len(Q), n_components, d), np.nan)
-    if n_components and np.any(valid):
-        cv = cov[valid]
-        cv = 0.5 * (cv + np.transpose(cv, (0, 2, 1)))
-        ev, V = np.linalg.eigh(cv)  # ascending
-        ev = ev[:, ::-1][:, :n_components]
-        V = np.transpose(V[:, :, ::-1][:, :, :n_components], (0, 2, 1))
-        # Sign convention of scikit-learn's PCA: the largest-|.| entry of each axis is positive.
-        big = np.take_along_axis(V, np.argmax(np.abs(V), axis=2)[:, :, None], axis=2)
-        V = V * np.where(big < 0, -1.0, 1.0)
-        vals[valid] = np.maximum(ev, 0.0)
-        vecs[valid] = V
-    return mu, vals, vecs, valid
-
-
-def _check_components(q, d, allow_zero):
-    q = check_positive_int(q, "n_components", minimum=0 if allow_zero else 1)
-    if q > d:
-        raise ValueError(f"`n_components`={q} exceeds the {d} features")
-    return q
-
-
 def _step(bk, Y, w, q, algorithm, n_jobs):
     """PC-Shift step (I − P)(m(y) − y) at each row of Y, and the validity mask."""
     if q == 0:
@@ -470,7 +415,7 @@ def _step(bk, Y, w, q, algorithm, n_jobs):
         with np.errstate(invalid="ignore", divide="ignore"):
             step = num.astype(np.float64) / den.astype(np.float64)[:, None] - Y
         return step, valid
-    mu, _, V, valid = _local_frames(bk, Y, w, q, algorithm, n_jobs)
+    mu, _, V, valid = local_frames(bk, Y, w, q, algorithm, n_jobs)
     step = mu - np.einsum("mqd,mq->md", V, np.einsum("mqd,md->mq", V, mu))
     return step, valid
 
@@ -484,7 +429,7 @@ def pc_shift_step(X_query, X, n_components=1, *, kernel="gaussian", bandwidth=1.
     Examples
     --------
     >>> import numpy as np
-    >>> from localization.modes import pc_shift_step
+    >>> from localization.cluster import pc_shift_step
     >>> X = np.array([[-1.0, 0.1], [-1.0, -0.1], [1.0, 0.1], [1.0, -0.1]])
     >>> step = pc_shift_step([[0.0, 0.5]], X, 1, bandwidth=10.0)  # moves across the line only
     >>> (step.round(3) + 0.0).tolist()
@@ -494,9 +439,9 @@ def pc_shift_step(X_query, X, n_components=1, *, kernel="gaussian", bandwidth=1.
     Q = as_float_array(X_query, "X_query", dtype=X.dtype)
     if Q.shape[1] != X.shape[1]:
         raise ValueError(f"`X_query` has {Q.shape[1]} features, but X has {X.shape[1]}")
-    q = _check_components(n_components, X.shape[1], allow_zero=True)
+    q = check_n_components(n_components, X.shape[1], allow_zero=True)
     w = check_sample_weight(sample_weight, X.shape[0], X.dtype)
-    step, valid = _step(bind(kernel, bandwidth, X, _knn_k(kernel, None), w, consumer="pc_shift_step"), Q, w, q, algorithm, n_jobs)
+    step, valid = _step(bind(kernel, bandwidth, X, knn_k(kernel, None), w, consumer="pc_shift_step"), Q, w, q, algorithm, n_jobs)
     step[~valid] = np.nan
     return step
 
@@ -583,7 +528,7 @@ class PCShift(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     Examples
     --------
     >>> import numpy as np
-    >>> from localization.modes import PCShift
+    >>> from localization.cluster import PCShift
     >>> t = np.linspace(-2, 2, 41)
     >>> X = np.c_[t, 0.1 * np.sin(7 * t)]
     >>> Y = PCShift(n_components=1, bandwidth=0.5).fit_transform(X)
@@ -606,11 +551,11 @@ class PCShift(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         self.verbose = verbose
 
     def _check_params(self, d):
-        q = _check_components(self.n_components, d, allow_zero=True)
+        q = check_n_components(self.n_components, d, allow_zero=True)
         max_iter = check_positive_int(self.max_iter, "max_iter")
         if isinstance(self.tol, (bool, np.bool_)) or not isinstance(self.tol, numbers.Real) or not self.tol > 0:
             raise ValueError(f"`tol` must be a positive number, got {self.tol!r}")
-        _check_n_jobs(self.n_jobs)
+        check_n_jobs(self.n_jobs)
         return q, max_iter, float(self.tol)
 
     @keeps_state_on_error
@@ -626,7 +571,7 @@ class PCShift(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         return self
 
     def _bound(self):
-        return bind(self.kernel, self.bandwidth, self.X_fit_, _knn_k(self.kernel, self.n_neighbors), self.sample_weight_,
+        return bind(self.kernel, self.bandwidth, self.X_fit_, knn_k(self.kernel, self.n_neighbors), self.sample_weight_,
                     consumer="PCShift")
 
     def fit_transform(self, X, y=None, sample_weight=None):
@@ -655,7 +600,7 @@ def pc_shift(X, n_components=1, *, kernel="gaussian", bandwidth=1.0, max_iter=30
     Examples
     --------
     >>> import numpy as np
-    >>> from localization.modes import pc_shift
+    >>> from localization.cluster import pc_shift
     >>> pc_shift(np.array([[0.0, 0.0], [0.2, 0.0]]), 0, bandwidth=1.0).round(3).tolist()
     [[0.1, 0.0], [0.1, 0.0]]
     """
@@ -668,7 +613,7 @@ def medoid_shift(X, *, bandwidth=1.0, kernel="gaussian", metric="euclidean", n_n
 
     Examples
     --------
-    >>> from localization.modes import medoid_shift
+    >>> from localization.cluster import medoid_shift
     >>> labels, medoids, _ = medoid_shift([[0.0], [0.1], [0.2], [4.0], [4.1], [4.2]], bandwidth=0.5)
     >>> labels.tolist(), medoids.tolist()
     ([0, 0, 0, 1, 1, 1], [1, 4])
@@ -682,7 +627,7 @@ def quick_shift(X, *, bandwidth=1.0, kernel="gaussian", max_dist=None, threshold
 
     Examples
     --------
-    >>> from localization.modes import quick_shift
+    >>> from localization.cluster import quick_shift
     >>> labels, parents, _ = quick_shift([[0.0], [0.1], [0.2], [4.0], [4.1]], bandwidth=0.5)
     >>> labels.tolist(), parents.tolist()
     ([0, 0, 0, 1, 1], [1, 1, 1, 3, 3])

@@ -9,13 +9,63 @@ from __future__ import annotations
 import numbers
 import os
 import warnings
+from numbers import Integral, Real
 
 import numpy as np
 import scipy.sparse as sp
+from sklearn.base import _fit_context
+from sklearn.utils._param_validation import Interval as _Interval
+from sklearn.utils._param_validation import InvalidParameterError, StrOptions, validate_params
 from sklearn.utils.validation import check_array
 from sklearn.utils.validation import validate_data as _sklearn_validate_data
 
 FLOAT_DTYPES = (np.float64, np.float32)
+
+
+# -- Declarative parameter constraints ------------------------------------------------------
+# Every estimator states its hyper-parameters' domains in scikit-learn's `_parameter_constraints`
+# and checks them once, at the start of `fit` (`sklearn.base._fit_context`): a bad value raises
+# scikit-learn's InvalidParameterError (a ValueError and a TypeError) naming the parameter, the
+# estimator, the domain and the value. scikit-learn >= 1.6 (the floor) has this machinery; it is
+# private there but stable since 1.3 and used by the peers the estimators are checked against.
+# This module is the only one importing it: the estimators take these names from here.
+
+fit_context = _fit_context(prefer_skip_nested_validation=True)
+"""Decorator of ``fit``: validates ``_parameter_constraints`` once, before any work."""
+
+
+class Interval(_Interval):
+    """scikit-learn's ``Interval``, refusing booleans: Python counts ``True`` as the integer 1,
+    but a flag passed as a bandwidth, a count or a tolerance is a mistake, not the number 1.
+    An unbounded side excludes infinity (``Interval(Real, 0, None, closed="neither")`` is a
+    finite positive number)."""
+
+    def is_satisfied_by(self, val):
+        return not isinstance(val, (bool, np.bool_)) and super().is_satisfied_by(val)
+
+
+#: A finite number > 0: a scalar bandwidth, a step.
+POSITIVE = Interval(Real, 0, None, closed="neither")
+#: A finite number >= 0: a tolerance, a merge radius.
+NON_NEGATIVE = Interval(Real, 0, None, closed="left")
+#: A distance >= 0 where ``np.inf`` means "no limit".
+DISTANCE = Interval(Real, 0, np.inf, closed="both")
+#: An integer >= 1.
+COUNT = Interval(Integral, 1, None, closed="left")
+#: An integer >= 0.
+COUNT_OR_ZERO = Interval(Integral, 0, None, closed="left")
+#: Threads: None (the library default), -1 (all cores) or any non-zero integer.
+N_JOBS = [Interval(Integral, None, -1, closed="right"), COUNT, None]
+
+
+def check_bandwidth(h, name="bandwidth"):
+    """The one check of "h is a finite positive number" outside ``_parameter_constraints``
+    (functions, kernel objects, values computed at fit): the same constraint the estimators
+    declare (:data:`POSITIVE`). Returns ``float(h)``; raises scikit-learn's
+    ``InvalidParameterError`` (a ``ValueError`` and a ``TypeError``) naming ``name``."""
+    if not POSITIVE.is_satisfied_by(h):
+        raise InvalidParameterError(f"`{name}` must be a finite positive number, got {h!r}")
+    return float(h)
 
 
 def _ready(A, dtype):

@@ -18,7 +18,6 @@ Part of the mode-seeking family :mod:`localization.cluster` (also importable fro
 
 from __future__ import annotations
 
-import numbers
 import operator
 import warnings
 
@@ -29,17 +28,22 @@ from sklearn.utils.validation import check_is_fitted
 from .. import _core
 from .._base import keeps_state_on_error, knn_k, local_frames
 from .._validation import (
+    COUNT,
+    COUNT_OR_ZERO,
+    DISTANCE,
     FLOAT_DTYPES,
+    N_JOBS,
+    POSITIVE,
     LocalizationWarning,
+    StrOptions,
     as_float_array,
     check_n_components,
-    check_n_jobs,
-    check_positive_int,
     check_sample_weight,
+    fit_context,
     validate_data,
 )
 from ..engine import bind
-from ..kernels import SPECIAL, canonical_name, check_scalar_bandwidth
+from ..kernels import BANDWIDTH, SPECIAL, Kernel, canonical_name
 
 __all__ = ["MedoidShift", "QuickShift", "PCShift", "medoid_shift", "quick_shift", "pc_shift", "pc_shift_step"]
 
@@ -194,24 +198,29 @@ class MedoidShift(ClusterMixin, BaseEstimator):
         self.max_iter = max_iter
         self.n_jobs = n_jobs
 
+    _parameter_constraints = {
+        "bandwidth": [POSITIVE],
+        "kernel": [str],
+        "metric": [StrOptions({"euclidean", "precomputed"})],
+        "n_neighbors": [COUNT, None],
+        "max_iter": [COUNT],
+        "n_jobs": N_JOBS,
+    }
+
     @keeps_state_on_error
+    @fit_context
     def fit(self, X, y=None, sample_weight=None):
         """Compute the forest. Returns self.
 
         ``sample_weight`` multiplies K(x_i, x_k) (an integer weight is a duplicated sample).
         """
-        if self.metric not in ("euclidean", "precomputed"):
-            raise ValueError(f"`metric` must be 'euclidean' or 'precomputed', got {self.metric!r}")
         X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C")
         X = np.ascontiguousarray(X)
-        h = check_scalar_bandwidth(self.bandwidth)
+        h = float(self.bandwidth)
         name = _profile_name(self.kernel)
-        n_jobs = check_n_jobs(self.n_jobs)
-        max_iter = check_positive_int(self.max_iter, "max_iter")
+        n_jobs, max_iter, k = self.n_jobs, self.max_iter, self.n_neighbors
         n = X.shape[0]
-        k = None
-        if self.n_neighbors is not None:
-            k = check_positive_int(self.n_neighbors, "n_neighbors")
+        if k is not None:
             if k > n:
                 raise ValueError(f"`n_neighbors`={k} exceeds the {n} samples (k = n_samples is the dense definition)")
         pre = self.metric == "precomputed"
@@ -338,7 +347,20 @@ class QuickShift(ClusterMixin, BaseEstimator):
         self.algorithm = algorithm
         self.n_jobs = n_jobs
 
+    _parameter_constraints = {
+        "bandwidth": BANDWIDTH,
+        "kernel": [str, Kernel],
+        "n_neighbors": [COUNT, None],
+        "max_dist": [DISTANCE, None],
+        "threshold": [DISTANCE, None],
+        "window": [DISTANCE, None],
+        "window_features": ["array-like", None],
+        "algorithm": [StrOptions({"auto", "brute", "kd_tree", "expansion"})],
+        "n_jobs": N_JOBS,
+    }
+
     @keeps_state_on_error
+    @fit_context
     def fit(self, X, y=None, sample_weight=None):
         """Estimate the densities, link and cut. Returns self.
 
@@ -346,23 +368,24 @@ class QuickShift(ClusterMixin, BaseEstimator):
         """
         X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C")
         X = np.ascontiguousarray(X)
-        n_jobs = check_n_jobs(self.n_jobs)
+        n_jobs = self.n_jobs
         w = check_sample_weight(sample_weight, X.shape[0], X.dtype)
+        scalar_h = POSITIVE.is_satisfied_by(self.bandwidth)
         if self.max_dist is None:
-            if isinstance(self.bandwidth, (bool, np.bool_)) or not isinstance(self.bandwidth, numbers.Real):
+            if not scalar_h:
                 raise ValueError("`max_dist` must be given when `bandwidth` is not a number")
-            max_dist = 3.0 * check_scalar_bandwidth(self.bandwidth)
+            max_dist = 3.0 * float(self.bandwidth)
         else:
-            max_dist = self._check_distance(self.max_dist, "max_dist")
-        threshold = max_dist if self.threshold is None else self._check_distance(self.threshold, "threshold")
+            max_dist = float(self.max_dist)
+        threshold = max_dist if self.threshold is None else float(self.threshold)
         window = self._window(X.shape[1])
         if window is None:
             bk = bind(self.kernel, self.bandwidth, X, knn_k(self.kernel, self.n_neighbors), w, consumer="QuickShift")
             _, den, log_scale, _, _ = bk.sums(X, None, w, algorithm=self.algorithm, n_jobs=n_jobs)
         else:
-            if not isinstance(self.bandwidth, numbers.Real) or isinstance(self.bandwidth, (bool, np.bool_)):
+            if not scalar_h:
                 raise ValueError("`window` needs a scalar `bandwidth`")
-            den = _core.quickshift_density(X, window[0], window[1], _profile_name(self.kernel), check_scalar_bandwidth(self.bandwidth),
+            den = _core.quickshift_density(X, window[0], window[1], _profile_name(self.kernel), float(self.bandwidth),
                                            None if w is None else w.astype(np.float64), n_jobs=n_jobs)
             log_scale = np.zeros(len(X))
         with np.errstate(divide="ignore"):
@@ -386,7 +409,7 @@ class QuickShift(ClusterMixin, BaseEstimator):
             if self.window_features is not None:
                 raise ValueError("`window_features` needs `window`")
             return None
-        half = self._check_distance(self.window, "window")
+        half = float(self.window)
         feats = range(d) if self.window_features is None else self.window_features
         try:
             idx = [int(operator.index(k)) for k in feats]
@@ -395,12 +418,6 @@ class QuickShift(ClusterMixin, BaseEstimator):
         if not idx or any(not -d <= k < d for k in idx):
             raise ValueError(f"`window_features` must be indices of the {d} features, got {self.window_features!r}")
         return sorted({k % d for k in idx}), half
-
-    @staticmethod
-    def _check_distance(v, name):
-        if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real) or np.isnan(v) or v < 0:
-            raise ValueError(f"`{name}` must be a non-negative number (np.inf allowed), got {v!r}")
-        return float(v)
 
 
 # --------------------------------------------------------------------------------------
@@ -550,15 +567,23 @@ class PCShift(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         self.n_jobs = n_jobs
         self.verbose = verbose
 
+    _parameter_constraints = {
+        "n_components": [COUNT_OR_ZERO],
+        "bandwidth": BANDWIDTH,
+        "kernel": [str, Kernel],
+        "n_neighbors": [COUNT, None],
+        "max_iter": [COUNT],
+        "tol": [POSITIVE],
+        "algorithm": [StrOptions({"auto", "brute", "kd_tree", "expansion"})],
+        "n_jobs": N_JOBS,
+        "verbose": ["verbose"],
+    }
+
     def _check_params(self, d):
-        q = check_n_components(self.n_components, d, allow_zero=True)
-        max_iter = check_positive_int(self.max_iter, "max_iter")
-        if isinstance(self.tol, (bool, np.bool_)) or not isinstance(self.tol, numbers.Real) or not self.tol > 0:
-            raise ValueError(f"`tol` must be a positive number, got {self.tol!r}")
-        check_n_jobs(self.n_jobs)
-        return q, max_iter, float(self.tol)
+        return check_n_components(self.n_components, d, allow_zero=True), self.max_iter, float(self.tol)
 
     @keeps_state_on_error
+    @fit_context
     def fit(self, X, y=None, sample_weight=None):
         """Move the training points onto the ridges. Returns self."""
         X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C")

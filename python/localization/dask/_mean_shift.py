@@ -14,7 +14,7 @@ from sklearn.utils import check_random_state
 from .. import _core, cluster
 from .._base import keeps_state_on_error
 from .._sums import LocalSums, tree_reduce
-from .._validation import as_float_array, check_positive_int
+from .._validation import as_float_array, check_positive_int, fit_context
 from .._base import progress_bar
 from ..cluster._mean_shift import _BANDWIDTH_SAMPLE, bin_counts, bin_seeds
 from ._common import Shards, as_dask, client, each, is_dask, put, task_threads
@@ -155,6 +155,7 @@ class MeanShift(cluster.MeanShift):
     """
 
     @keeps_state_on_error
+    @fit_context
     def fit(self, X, y=None, sample_weight=None):
         """Find the modes and label the points (``labels_`` is a dask array).
 

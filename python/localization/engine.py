@@ -16,6 +16,7 @@ from scipy.spatial.distance import cdist
 
 from . import _core
 from ._validation import (
+    StrOptions,
     as_float_array,
     check_bandwidth,
     check_positive_int,
@@ -36,6 +37,8 @@ from .kernels import (
 )
 
 _ALGORITHMS = ("auto", "brute", "kd_tree", "expansion")
+#: The `_parameter_constraints` entry of an estimator's engine `algorithm`.
+ALGORITHM = [StrOptions(set(_ALGORITHMS))]
 
 
 def check_algorithm(algorithm):

@@ -11,7 +11,6 @@ importable from here.
 
 from __future__ import annotations
 
-import numbers
 import warnings
 
 import numpy as np
@@ -21,16 +20,12 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
 from ._base import LocalEstimator, keeps_state_on_error
-from ._validation import FLOAT_DTYPES, check_positive_int, validate_data
+from ._validation import COUNT, FLOAT_DTYPES, N_JOBS, NON_NEGATIVE, fit_context, validate_data
 from .cluster import LocalModeClustering
+from .engine import ALGORITHM
+from .kernels import BANDWIDTH
 
 __all__ = ["LabelPropagation", "LocalModeClustering"]
-
-
-def _check_tol(tol):
-    if isinstance(tol, (bool, np.bool_)) or not isinstance(tol, numbers.Real) or not tol >= 0 or not np.isfinite(tol):
-        raise ValueError(f"`tol` must be a finite non-negative number, got {tol!r}")
-    return float(tol)
 
 
 def _normalise_rows(P):
@@ -93,6 +88,15 @@ class LabelPropagation(ClassifierMixin, LocalEstimator):
         self.algorithm = algorithm
         self.n_jobs = n_jobs
 
+    _parameter_constraints = {
+        "bandwidth": BANDWIDTH,
+        "n_neighbors": [COUNT, None],
+        "max_iter": [COUNT],
+        "tol": [NON_NEGATIVE],
+        "algorithm": ALGORITHM,
+        "n_jobs": N_JOBS,
+    }
+
     def _kernel(self):
         from .kernels import as_kernel
 
@@ -102,12 +106,12 @@ class LabelPropagation(ClassifierMixin, LocalEstimator):
         return as_kernel(self.kernel, self.bandwidth, k)
 
     @keeps_state_on_error
+    @fit_context
     def fit(self, X, y):
         """Propagate the known labels (``-1`` = unlabelled) to every sample. Returns self."""
         X, y = validate_data(self, X, y, dtype=FLOAT_DTYPES, order="C", densify=True)
         check_classification_targets(y)
-        max_iter = check_positive_int(self.max_iter, "max_iter")
-        tol = _check_tol(self.tol)
+        max_iter, tol = self.max_iter, float(self.tol)
         self._store(X, None)
         unlabelled = y == -1 if y.dtype.kind in "iuf" else np.zeros(len(y), dtype=bool)
         classes = np.unique(y[~unlabelled])

@@ -16,7 +16,9 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 
 from .._base import LocalEstimator, keeps_state_on_error
-from .._validation import FLOAT_DTYPES, check_positive_int, validate_data
+from .._validation import COUNT, FLOAT_DTYPES, N_JOBS, StrOptions, fit_context, validate_data
+from ..engine import ALGORITHM
+from ..kernels import BANDWIDTH
 
 
 class LocalModeClustering(ClusterMixin, LocalEstimator):
@@ -79,12 +81,22 @@ class LocalModeClustering(ClusterMixin, LocalEstimator):
         self.random_state = random_state
         self.n_jobs = n_jobs
 
+    _parameter_constraints = {
+        "bandwidth": BANDWIDTH,
+        "n_neighbors": [COUNT, None],
+        "n_init_clusters": [COUNT],
+        "init": [StrOptions({"kmeans"}), "array-like"],
+        "exclude_self": ["boolean"],
+        "max_iter": [COUNT],
+        "algorithm": ALGORITHM,
+        "random_state": ["random_state"],
+        "n_jobs": N_JOBS,
+    }
+
     def _initial_labels(self, X):
         n = X.shape[0]
         if isinstance(self.init, str):
-            if self.init != "kmeans":
-                raise ValueError(f"`init` must be 'kmeans' or an array of initial labels, got {self.init!r}")
-            k = min(check_positive_int(self.n_init_clusters, "n_init_clusters"), n)
+            k = min(self.n_init_clusters, n)
             from sklearn.cluster import KMeans
 
             with warnings.catch_warnings():
@@ -97,10 +109,11 @@ class LocalModeClustering(ClusterMixin, LocalEstimator):
         return np.unique(init, return_inverse=True)[1]
 
     @keeps_state_on_error
+    @fit_context
     def fit(self, X, y=None):
         """Cluster X by iterating the local mode of the labels. Returns self."""
         X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C", densify=True)
-        max_iter = check_positive_int(self.max_iter, "max_iter")
+        max_iter = self.max_iter
         self._store(X, None)
         codes = self._initial_labels(X)
         bk = self._bound()

@@ -42,7 +42,7 @@ from .._validation import (
     fit_context,
     validate_data,
 )
-from ..engine import bind
+from ..engine import ALGORITHM, bind
 from ..kernels import BANDWIDTH, SPECIAL, Kernel, canonical_name
 
 __all__ = ["MedoidShift", "QuickShift", "PCShift", "medoid_shift", "quick_shift", "pc_shift", "pc_shift_step"]
@@ -355,7 +355,7 @@ class QuickShift(ClusterMixin, BaseEstimator):
         "threshold": [DISTANCE, None],
         "window": [DISTANCE, None],
         "window_features": ["array-like", None],
-        "algorithm": [StrOptions({"auto", "brute", "kd_tree", "expansion"})],
+        "algorithm": ALGORITHM,
         "n_jobs": N_JOBS,
     }
 
@@ -574,7 +574,7 @@ class PCShift(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         "n_neighbors": [COUNT, None],
         "max_iter": [COUNT],
         "tol": [POSITIVE],
-        "algorithm": [StrOptions({"auto", "brute", "kd_tree", "expansion"})],
+        "algorithm": ALGORITHM,
         "n_jobs": N_JOBS,
         "verbose": ["verbose"],
     }

@@ -44,6 +44,8 @@ class Interval(_Interval):
         return not isinstance(val, (bool, np.bool_)) and super().is_satisfied_by(val)
 
 
+#: A finite number.
+FINITE = Interval(Real, None, None, closed="neither")
 #: A finite number > 0: a scalar bandwidth, a step.
 POSITIVE = Interval(Real, 0, None, closed="neither")
 #: A finite number >= 0: a tolerance, a merge radius.
@@ -58,14 +60,15 @@ COUNT_OR_ZERO = Interval(Integral, 0, None, closed="left")
 N_JOBS = [Interval(Integral, None, -1, closed="right"), COUNT, None]
 
 
-def check_bandwidth(h, name="bandwidth"):
-    """The one check of "h is a finite positive number" outside ``_parameter_constraints``
-    (functions, kernel objects, values computed at fit): the same constraint the estimators
-    declare (:data:`POSITIVE`). Returns ``float(h)``; raises scikit-learn's
-    ``InvalidParameterError`` (a ``ValueError`` and a ``TypeError``) naming ``name``."""
-    if not POSITIVE.is_satisfied_by(h):
-        raise InvalidParameterError(f"`{name}` must be a finite positive number, got {h!r}")
-    return float(h)
+def check_number(value, name, within=POSITIVE):
+    """The one check of a scalar parameter outside ``_parameter_constraints`` (functions, kernel
+    objects, values computed at fit), by the constraints the estimators declare: by default
+    "a finite positive number" (:data:`POSITIVE`: a bandwidth, a noise level, a step).
+    Returns ``float(value)``; raises scikit-learn's ``InvalidParameterError`` (a ``ValueError``
+    and a ``TypeError``) naming ``name``."""
+    if not within.is_satisfied_by(value):
+        raise InvalidParameterError(f"`{name}` must be {within}, got {value!r}")
+    return float(value)
 
 
 def _ready(A, dtype):

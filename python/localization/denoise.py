@@ -14,7 +14,6 @@ engine and iterates it to a fixed point.
 from __future__ import annotations
 
 import math
-import numbers
 import warnings
 
 import numpy as np
@@ -23,7 +22,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from . import _core
 from ._base import keeps_state_on_error
-from ._validation import FLOAT_DTYPES, LocalizationWarning, check_allocation, check_positive_int, validate_data
+from ._validation import FINITE, FLOAT_DTYPES, NON_NEGATIVE, LocalizationWarning, check_allocation, check_number, check_positive_int, validate_data
 from .engine import bind, ratio
 from .kernels import SPECIAL
 
@@ -71,14 +70,6 @@ def _as_image(image, name="image"):
         raise ValueError(f"`{name}` contains NaN or infinity")
     was_2d = arr.ndim == 2
     return np.ascontiguousarray(arr if not was_2d else arr[:, :, None]), was_2d
-
-
-def _positive(value, name, allow_zero=False):
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real) or not np.isfinite(value):
-        raise ValueError(f"`{name}` must be a finite number, got {value!r}")
-    if value < 0 or (value == 0 and not allow_zero):
-        raise ValueError(f"`{name}` must be {'non-negative' if allow_zero else 'positive'}, got {value!r}")
-    return float(value)
 
 
 def _gaussian_window(radius, sigma, dtype):
@@ -143,11 +134,11 @@ def bilateral(image, spatial_bandwidth=1.0, range_bandwidth=None, *, window_size
     True
     """
     img, was_2d = _as_image(image)
-    hx = _positive(spatial_bandwidth, "spatial_bandwidth")
-    hy = float(img.std()) if range_bandwidth is None else _positive(range_bandwidth, "range_bandwidth")
+    hx = check_number(spatial_bandwidth, "spatial_bandwidth")
+    hy = float(img.std()) if range_bandwidth is None else check_number(range_bandwidth, "range_bandwidth")
     if mode not in _MODES:
         raise ValueError(f"`mode` must be one of {_MODES}, got {mode!r}")
-    cval = _positive(abs(cval), "cval", allow_zero=True) and float(cval)
+    cval = check_number(cval, "cval", FINITE)
     size_name = "window_size"
     if window_size is None:
         window_size = max(5, 2 * int(math.ceil(3 * hx)) + 1)
@@ -254,8 +245,8 @@ def nl_means(image, patch_size=7, patch_distance=11, h=0.1, sigma=0.0, *, exact=
     s = _patch_side(patch_size, img.shape, img.itemsize)
     # The search window is clipped to the image: a larger distance searches the same pixels.
     d = min(check_positive_int(patch_distance, "patch_distance", minimum=0), max(img.shape[:2]))
-    h = _positive(h, "h")
-    sigma = _positive(sigma, "sigma", allow_zero=True)
+    h = check_number(h, "h")
+    sigma = check_number(sigma, "sigma", NON_NEGATIVE)
     offset = s // 2
     # Reflect padding as scikit-image's slow mode; planar layout so that neighbouring candidate
     # patches are contiguous in memory for every channel.
@@ -315,8 +306,8 @@ class NonLocalMeans(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             raise ValueError(f"`image_shape` {self.image_shape!r} does not hold the {X.shape[1]} features of a row")
         _patch_side(self.patch_size, shape if len(shape) == 3 else shape + (1,), X.itemsize)
         check_positive_int(self.patch_distance, "patch_distance", minimum=0)
-        _positive(self.h, "h")
-        _positive(self.sigma, "sigma", allow_zero=True)
+        check_number(self.h, "h")
+        check_number(self.sigma, "sigma", NON_NEGATIVE)
         self.image_shape_ = shape
         return self
 
@@ -480,7 +471,7 @@ class SelfLocalMean(MultiOutputMixin, RegressorMixin, BaseEstimator):
         hx = _check_bandwidths(self.spatial_bandwidth, "spatial_bandwidth", d)
         hy = _check_bandwidths(self.range_bandwidth, "range_bandwidth", p)
         max_iter = check_positive_int(self.max_iter, "max_iter")
-        tol = _positive(self.tol, "tol", allow_zero=True)
+        tol = check_number(self.tol, "tol", NON_NEGATIVE)
         return hx, hy, max_iter, tol
 
     @keeps_state_on_error

@@ -22,7 +22,6 @@ dot-product kernel.
 
 from __future__ import annotations
 
-import numbers
 import warnings
 
 import numpy as np
@@ -39,10 +38,12 @@ from . import _core
 from ._base import keeps_state_on_error, knn_k, local_frames, progress_bar
 from ._validation import (
     FLOAT_DTYPES,
+    NON_NEGATIVE,
     LocalizationWarning,
     as_float_array,
     check_n_components,
     check_n_jobs,
+    check_number,
     check_positive_int,
     check_sample_weight,
     validate_data,
@@ -208,13 +209,6 @@ def _check_n_components(q, n_samples):
     if q >= n_samples:
         raise ValueError(f"`n_components`={q} must be below n_samples = {n_samples}")
     return q
-
-
-def _check_positive(value, name, *, allow_zero=False):
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real) or not np.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
-        bound = ">= 0" if allow_zero else "> 0"
-        raise ValueError(f"`{name}` must be a finite number {bound}, got {value!r}")
-    return float(value)
 
 
 def _progress(verbose, desc):
@@ -395,10 +389,10 @@ class LocallyLinearEmbedding(TransformerMixin, BaseEstimator):
         q = _check_n_components(self.n_components, n)
         if q > d:
             raise ValueError(f"`n_components`={q} exceeds the {d} features")
-        reg = _check_positive(self.reg, "reg", allow_zero=True)
+        reg = check_number(self.reg, "reg", NON_NEGATIVE)
         if self.eigen_solver not in ("auto", "arpack", "dense"):
             raise ValueError(f"`eigen_solver` must be 'auto', 'arpack' or 'dense', got {self.eigen_solver!r}")
-        tol = _check_positive(self.tol, "tol", allow_zero=True)
+        tol = check_number(self.tol, "tol", NON_NEGATIVE)
         max_iter = check_positive_int(self.max_iter, "max_iter")
         check_n_jobs(self.n_jobs)
         ind, w = _core.lle_weights(X, k, reg, algorithm=self.algorithm, n_jobs=self.n_jobs)
@@ -491,7 +485,7 @@ def triplet_loss(Y, triplets, weights=None, *, loss="trimap", alpha=1.0, n_jobs=
     if loss not in _TRIPLET_LOSSES:
         raise ValueError(f"`loss` must be one of {_TRIPLET_LOSSES}, got {loss!r}")
     check_n_jobs(n_jobs)
-    return _core.triplet_loss_grad(Y, T, w, loss=loss, alpha=_check_positive(alpha, "alpha"), n_jobs=n_jobs)
+    return _core.triplet_loss_grad(Y, T, w, loss=loss, alpha=check_number(alpha, "alpha"), n_jobs=n_jobs)
 
 
 # Eigendecompositions up to this size run on one BLAS thread (see _pca).
@@ -622,8 +616,8 @@ class TripletEmbedding(TransformerMixin, BaseEstimator):
         n, d = X.shape
         n_in, n_out, n_rand = self._sizes(n)
         q = _check_n_components(self.n_components, n)
-        lr = _check_positive(self.learning_rate, "learning_rate")
-        temp = _check_positive(self.weight_temp, "weight_temp", allow_zero=True)
+        lr = check_number(self.learning_rate, "learning_rate")
+        temp = check_number(self.weight_temp, "weight_temp", NON_NEGATIVE)
         max_iter = check_positive_int(self.max_iter, "max_iter", minimum=0)
         p = check_positive_int(self.pca_components, "pca_components")
         check_n_jobs(self.n_jobs)
@@ -754,10 +748,10 @@ class OrdinalEmbedding(BaseEstimator):
         q = _check_n_components(self.n_components, n)
         if self.loss not in ("ste", "tste"):
             raise ValueError(f"`loss` must be 'ste' or 'tste', got {self.loss!r}")
-        alpha = max(q - 1.0, 1.0) if self.alpha is None else _check_positive(self.alpha, "alpha")
-        l2 = _check_positive(self.l2, "l2", allow_zero=True)
+        alpha = max(q - 1.0, 1.0) if self.alpha is None else check_number(self.alpha, "alpha")
+        l2 = check_number(self.l2, "l2", NON_NEGATIVE)
         max_iter = check_positive_int(self.max_iter, "max_iter")
-        tol = _check_positive(self.tol, "tol", allow_zero=True)
+        tol = check_number(self.tol, "tol", NON_NEGATIVE)
         check_n_jobs(self.n_jobs)
         w = np.ones(len(T)) if sample_weight is None else check_sample_weight(sample_weight, len(T), np.float64)
         # Triplets sharing (i, j) in runs: the native gradient reuses y_i − y_j within a run.
@@ -1158,7 +1152,7 @@ class AsymmetricMDS(TransformerMixin, BaseEstimator):
         Z2 = 0.1 * rng.standard_normal((n, q))
         if normalizer == "exact":
             H = target.entropy_terms()
-            tol = _check_positive(self.tol, "tol", allow_zero=True)
+            tol = check_number(self.tol, "tol", NON_NEGATIVE)
 
             def fun(theta):
                 Z = theta.reshape(2, n, q)
@@ -1172,7 +1166,7 @@ class AsymmetricMDS(TransformerMixin, BaseEstimator):
             P = sp.csr_matrix(target.P)
             P.sort_indices()
             n_neg = check_positive_int(self.n_negative, "n_negative")
-            lr = _check_positive(self.learning_rate, "learning_rate")
+            lr = check_number(self.learning_rate, "learning_rate")
             col = np.asarray((sp.diags(w) @ P).sum(axis=0)).ravel()
             noise = col**0.75
             noise = 0.95 * noise / noise.sum() + 0.05 / n

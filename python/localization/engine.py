@@ -18,7 +18,7 @@ from . import _core
 from ._validation import (
     StrOptions,
     as_float_array,
-    check_bandwidth,
+    check_number,
     check_positive_int,
     check_query,
     check_sample_weight,
@@ -73,7 +73,7 @@ class BoundKernel:
         elif self.name == "identity":
             pass
         elif self.name == "dot":
-            check_bandwidth(kernel.temperature, "temperature")
+            check_number(kernel.temperature, "temperature")
         elif isinstance(bw, str):
             h = rule_of_thumb(X, bw, sample_weight)
             if np.ndim(h):
@@ -90,7 +90,7 @@ class BoundKernel:
                 raise ValueError("every per-feature `bandwidth` must be finite and strictly positive")
             self.feature_scale = fs
         else:
-            self.h = check_bandwidth(bw)
+            self.h = check_number(bw, "bandwidth")
         self.Xs = self._scale(X)
         if isinstance(bw, SamplePoint) and self.name not in ("knn", "dot", "identity"):
             dist, _ = _core.NeighborIndex(self.Xs).knn(self.Xs, self.adaptive_k + 1)

@@ -51,7 +51,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _core
-from ._validation import POSITIVE, StrOptions, check_bandwidth, check_positive_int
+from ._validation import POSITIVE, StrOptions, check_number, check_positive_int
 
 PROFILES = (
     "gaussian",
@@ -409,6 +409,10 @@ def laplacian(kernel):
     return KernelCombination([Kernel("identity")], [1.0], normalized=True) - K
 
 
+#: The `_parameter_constraints` entry of a `kernel` that :func:`as_kernel` turns into a Kernel.
+KERNEL = [str, Kernel, KernelCombination, callable]
+
+
 def as_kernel(kernel, bandwidth=1.0, n_neighbors=None):
     """Turn an estimator's ``kernel``/``bandwidth``/``n_neighbors`` into a :class:`Kernel`.
 
@@ -424,7 +428,7 @@ def as_kernel(kernel, bandwidth=1.0, n_neighbors=None):
 
 def check_adaptive(rule, n_fit):
     k = check_positive_int(rule.n_neighbors, "bandwidth.n_neighbors")
-    check_bandwidth(rule.scale, "bandwidth.scale")
+    check_number(rule.scale, "bandwidth.scale")
     if k > n_fit:
         raise ValueError(f"`bandwidth.n_neighbors`={k} exceeds the {n_fit} fitted samples")
     return k

@@ -43,7 +43,7 @@ from .._validation import (
     validate_data,
 )
 from ..engine import ALGORITHM, bind
-from ..kernels import BANDWIDTH, SPECIAL, Kernel, canonical_name
+from ..kernels import BANDWIDTH, KERNEL, SPECIAL, canonical_name
 
 __all__ = ["MedoidShift", "QuickShift", "PCShift", "medoid_shift", "quick_shift", "pc_shift", "pc_shift_step"]
 
@@ -349,7 +349,7 @@ class QuickShift(ClusterMixin, BaseEstimator):
 
     _parameter_constraints = {
         "bandwidth": BANDWIDTH,
-        "kernel": [str, Kernel],
+        "kernel": KERNEL,
         "n_neighbors": [COUNT, None],
         "max_dist": [DISTANCE, None],
         "threshold": [DISTANCE, None],
@@ -570,7 +570,7 @@ class PCShift(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     _parameter_constraints = {
         "n_components": [COUNT_OR_ZERO],
         "bandwidth": BANDWIDTH,
-        "kernel": [str, Kernel],
+        "kernel": KERNEL,
         "n_neighbors": [COUNT, None],
         "max_iter": [COUNT],
         "tol": [POSITIVE],

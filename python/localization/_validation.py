@@ -182,11 +182,17 @@ def check_sample_weight(sample_weight, n, dtype, *, require_positive=True):
     w = as_float_array(w, "sample_weight", dtype=dtype, ensure_2d=False)
     if w.ndim != 1 or w.shape[0] != n:
         raise ValueError(f"`sample_weight` must have shape ({n},), got {w.shape}")
-    if np.any(w < 0):
-        raise ValueError("`sample_weight` must be non-negative")
-    if require_positive and not np.any(w > 0):
-        raise ValueError("`sample_weight` is zero everywhere: the total weight must be positive")
+    check_weight_summary(bool(np.any(w < 0)), float(np.sum(w, dtype=np.float64)), require_positive=require_positive)
     return w
+
+
+def check_weight_summary(negative, total, *, require_positive=True):
+    """The rules on finite sample weights of the right shape, from a summary (any negative
+    weight? the total weight) that a sharded sample computes shard by shard."""
+    if negative:
+        raise ValueError("`sample_weight` must be non-negative")
+    if require_positive and not total > 0:
+        raise ValueError("`sample_weight` is zero everywhere: the total weight must be positive")
 
 
 def check_positive_int(value, name, minimum=1):

@@ -11,7 +11,6 @@ from sklearn.cluster import MeanShift as SkMeanShift
 from sklearn.cluster import estimate_bandwidth as sk_estimate_bandwidth
 from sklearn.datasets import make_blobs
 from sklearn.metrics import adjusted_rand_score
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from localization import MeanShift, estimate_bandwidth, local_mean, mean_shift
 from localization import _core
@@ -348,9 +347,6 @@ def test_progress_callback_errors_propagate():
 
 
 # algorithm="grid" is excluded: it refuses more than 4 features, and the checks use 10.
-@parametrize_with_checks([MeanShift(), MeanShift(kernel="gaussian", bandwidth=0.5), MeanShift(kernel="epanechnikov")])
-def test_sklearn_compatible(estimator, check):
-    check(estimator)
 
 
 # --- command line ------------------------------------------------------------------------

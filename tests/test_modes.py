@@ -5,7 +5,6 @@ import pickle
 import numpy as np
 import pytest
 from scipy.spatial.distance import cdist
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from localization import LocalizationWarning, local_mean
 from localization.kernels import profile
@@ -461,28 +460,6 @@ def test_non_contiguous_input():
     np.testing.assert_array_equal(a, b)
     Xs = blobs(160, seed=13)[::2]
     np.testing.assert_array_equal(QuickShift(bandwidth=0.5).fit(Xs).labels_, QuickShift(bandwidth=0.5).fit(Xs.copy()).labels_)
-
-
-def _expected_failures(est):
-    if getattr(est, "metric", None) == "precomputed":
-        # scikit-learn's clustering check feeds (50, 2) feature arrays even to pairwise
-        # estimators; precomputed input is covered by the oracle tests above.
-        return {"check_clustering": "feeds feature arrays, not distance matrices"}
-    return {}
-
-
-@parametrize_with_checks(
-    [
-        MedoidShift(bandwidth=0.5),
-        MedoidShift(bandwidth=0.5, n_neighbors=10, max_iter=3),
-        MedoidShift(bandwidth=0.5, metric="precomputed"),
-        QuickShift(bandwidth=0.3, max_dist=1.0),
-        PCShift(n_components=1, bandwidth=1.0, max_iter=50),
-    ],
-    expected_failed_checks=_expected_failures,
-)
-def test_sklearn_compatible(estimator, check):
-    check(estimator)
 
 
 @pytest.mark.slow

@@ -414,7 +414,7 @@ def test_fitted_estimators_pickle():
             np.testing.assert_allclose(clone.transform(X[:5]), est.transform(X[:5]))
 
 
-# ----------------------------------------------------------------------------- scikit-learn checks
+# ----------------------------------------------------------------------------- docstring examples
 
 
 def test_docstring_examples_run():

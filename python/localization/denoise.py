@@ -22,7 +22,21 @@ from sklearn.utils.validation import check_is_fitted
 
 from . import _core
 from ._base import keeps_state_on_error
-from ._validation import FINITE, FLOAT_DTYPES, NON_NEGATIVE, LocalizationWarning, check_allocation, check_number, check_positive_int, validate_data
+from ._validation import (
+    COUNT,
+    COUNT_OR_ZERO,
+    FINITE,
+    FLOAT_DTYPES,
+    N_JOBS,
+    NON_NEGATIVE,
+    POSITIVE,
+    LocalizationWarning,
+    check_allocation,
+    check_number,
+    check_positive_int,
+    fit_context,
+    validate_data,
+)
 from .engine import bind, ratio
 from .kernels import SPECIAL
 
@@ -291,7 +305,18 @@ class NonLocalMeans(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         self.exact = exact
         self.n_jobs = n_jobs
 
+    _parameter_constraints = {
+        "patch_size": [COUNT],
+        "patch_distance": [COUNT_OR_ZERO],
+        "h": [POSITIVE],
+        "sigma": [NON_NEGATIVE],
+        "image_shape": ["array-like", None],
+        "exact": ["boolean"],
+        "n_jobs": N_JOBS,
+    }
+
     @keeps_state_on_error
+    @fit_context
     def fit(self, X, y=None):
         """Check X and the parameters; non-local means learns nothing. Returns self."""
         X = validate_data(self, X, dtype=FLOAT_DTYPES)
@@ -305,9 +330,6 @@ class NonLocalMeans(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         if len(shape) not in (2, 3) or int(np.prod(shape)) != X.shape[1]:
             raise ValueError(f"`image_shape` {self.image_shape!r} does not hold the {X.shape[1]} features of a row")
         _patch_side(self.patch_size, shape if len(shape) == 3 else shape + (1,), X.itemsize)
-        check_positive_int(self.patch_distance, "patch_distance", minimum=0)
-        check_number(self.h, "h")
-        check_number(self.sigma, "sigma", NON_NEGATIVE)
         self.image_shape_ = shape
         return self
 
@@ -465,16 +487,26 @@ class SelfLocalMean(MultiOutputMixin, RegressorMixin, BaseEstimator):
         self.blurring = blurring
         self.n_jobs = n_jobs
 
+    _parameter_constraints = {
+        "spatial_bandwidth": [POSITIVE, "array-like"],
+        "range_bandwidth": [POSITIVE, "array-like"],
+        "kernel": [str],
+        "max_iter": [COUNT],
+        "tol": [NON_NEGATIVE],
+        "blurring": ["boolean"],
+        "n_jobs": N_JOBS,
+    }
+
     def _params(self, d, p):
-        if not isinstance(self.kernel, str) or self.kernel.lower() in SPECIAL:
+        """The bandwidths per feature (a scalar is repeated), checked against the data's widths."""
+        if self.kernel.lower() in SPECIAL:
             raise ValueError(f"`kernel` must be the name of a radial profile, got {self.kernel!r}")
         hx = _check_bandwidths(self.spatial_bandwidth, "spatial_bandwidth", d)
         hy = _check_bandwidths(self.range_bandwidth, "range_bandwidth", p)
-        max_iter = check_positive_int(self.max_iter, "max_iter")
-        tol = check_number(self.tol, "tol", NON_NEGATIVE)
-        return hx, hy, max_iter, tol
+        return hx, hy, self.max_iter, float(self.tol)
 
     @keeps_state_on_error
+    @fit_context
     def fit(self, X, y):
         """Run the fixed-point iteration on the training sample. Returns self."""
         X, y = validate_data(self, X, y, dtype=FLOAT_DTYPES, order="C", multi_output=True, y_numeric=True)

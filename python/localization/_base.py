@@ -9,12 +9,22 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
-from ._validation import FLOAT_DTYPES, check_sample_weight, validate_data
+from ._validation import COUNT, FLOAT_DTYPES, N_JOBS, check_sample_weight, validate_data
 from .adaptive import LOO_RULES, MultiKernel, is_loo
-from .engine import bind_kernel
-from .kernels import KernelCombination, as_kernel
+from .engine import ALGORITHM, bind_kernel
+from .kernels import BANDWIDTH, KERNEL, KernelCombination, as_kernel
 
 DEFAULT_N_NEIGHBORS = 5
+
+#: The `_parameter_constraints` of the parameters that estimators built on one bound kernel
+#: share; each adds its own.
+KERNEL_CONSTRAINTS = {
+    "kernel": KERNEL,
+    "bandwidth": BANDWIDTH,
+    "n_neighbors": [COUNT, None],
+    "algorithm": ALGORITHM,
+    "n_jobs": N_JOBS,
+}
 
 
 def keeps_state_on_error(method):

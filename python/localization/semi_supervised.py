@@ -19,11 +19,9 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
-from ._base import LocalEstimator, keeps_state_on_error
-from ._validation import COUNT, FLOAT_DTYPES, N_JOBS, NON_NEGATIVE, fit_context, validate_data
+from ._base import KERNEL_CONSTRAINTS, LocalEstimator, keeps_state_on_error
+from ._validation import COUNT, FLOAT_DTYPES, NON_NEGATIVE, fit_context, validate_data
 from .cluster import LocalModeClustering
-from .engine import ALGORITHM
-from .kernels import BANDWIDTH
 
 __all__ = ["LabelPropagation", "LocalModeClustering"]
 
@@ -88,14 +86,7 @@ class LabelPropagation(ClassifierMixin, LocalEstimator):
         self.algorithm = algorithm
         self.n_jobs = n_jobs
 
-    _parameter_constraints = {
-        "bandwidth": BANDWIDTH,
-        "n_neighbors": [COUNT, None],
-        "max_iter": [COUNT],
-        "tol": [NON_NEGATIVE],
-        "algorithm": ALGORITHM,
-        "n_jobs": N_JOBS,
-    }
+    _parameter_constraints = {**KERNEL_CONSTRAINTS, "max_iter": [COUNT], "tol": [NON_NEGATIVE]}
 
     def _kernel(self):
         from .kernels import as_kernel

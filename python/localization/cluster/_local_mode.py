@@ -15,10 +15,8 @@ from sklearn.base import ClusterMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 
-from .._base import LocalEstimator, keeps_state_on_error
-from .._validation import COUNT, FLOAT_DTYPES, N_JOBS, StrOptions, fit_context, validate_data
-from ..engine import ALGORITHM
-from ..kernels import BANDWIDTH
+from .._base import KERNEL_CONSTRAINTS, LocalEstimator, keeps_state_on_error
+from .._validation import COUNT, FLOAT_DTYPES, StrOptions, fit_context, validate_data
 
 
 class LocalModeClustering(ClusterMixin, LocalEstimator):
@@ -82,15 +80,12 @@ class LocalModeClustering(ClusterMixin, LocalEstimator):
         self.n_jobs = n_jobs
 
     _parameter_constraints = {
-        "bandwidth": BANDWIDTH,
-        "n_neighbors": [COUNT, None],
+        **KERNEL_CONSTRAINTS,
         "n_init_clusters": [COUNT],
         "init": [StrOptions({"kmeans"}), "array-like"],
         "exclude_self": ["boolean"],
         "max_iter": [COUNT],
-        "algorithm": ALGORITHM,
         "random_state": ["random_state"],
-        "n_jobs": N_JOBS,
     }
 
     def _initial_labels(self, X):

@@ -26,7 +26,7 @@ from sklearn.base import BaseEstimator, ClusterMixin, OneToOneFeatureMixin, Tran
 from sklearn.utils.validation import check_is_fitted
 
 from .. import _core
-from .._base import keeps_state_on_error, knn_k, local_frames
+from .._base import KERNEL_CONSTRAINTS, keeps_state_on_error, knn_k, local_frames
 from .._validation import (
     COUNT,
     COUNT_OR_ZERO,
@@ -42,8 +42,8 @@ from .._validation import (
     fit_context,
     validate_data,
 )
-from ..engine import ALGORITHM, bind
-from ..kernels import BANDWIDTH, KERNEL, SPECIAL, canonical_name
+from ..engine import bind
+from ..kernels import SPECIAL, canonical_name
 
 __all__ = ["MedoidShift", "QuickShift", "PCShift", "medoid_shift", "quick_shift", "pc_shift", "pc_shift_step"]
 
@@ -348,15 +348,11 @@ class QuickShift(ClusterMixin, BaseEstimator):
         self.n_jobs = n_jobs
 
     _parameter_constraints = {
-        "bandwidth": BANDWIDTH,
-        "kernel": KERNEL,
-        "n_neighbors": [COUNT, None],
+        **KERNEL_CONSTRAINTS,
         "max_dist": [DISTANCE, None],
         "threshold": [DISTANCE, None],
         "window": [DISTANCE, None],
         "window_features": ["array-like", None],
-        "algorithm": ALGORITHM,
-        "n_jobs": N_JOBS,
     }
 
     @keeps_state_on_error
@@ -568,14 +564,10 @@ class PCShift(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         self.verbose = verbose
 
     _parameter_constraints = {
+        **KERNEL_CONSTRAINTS,
         "n_components": [COUNT_OR_ZERO],
-        "bandwidth": BANDWIDTH,
-        "kernel": KERNEL,
-        "n_neighbors": [COUNT, None],
         "max_iter": [COUNT],
         "tol": [POSITIVE],
-        "algorithm": ALGORITHM,
-        "n_jobs": N_JOBS,
         "verbose": ["verbose"],
     }
 

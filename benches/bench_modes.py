@@ -21,7 +21,7 @@ import time
 import numpy as np
 from scipy.spatial.distance import cdist
 
-from localization.modes import MedoidShift, QuickShift
+from localization.cluster import MedoidShift, QuickShift
 
 
 def timed(f, repeat=3):

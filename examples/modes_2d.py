@@ -16,7 +16,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from localization.modes import MedoidShift, PCShift, QuickShift  # noqa: E402
+from localization.cluster import MedoidShift, PCShift, QuickShift  # noqa: E402
 
 
 def draw_forest(ax, X, parent, labels, roots, title):

@@ -10,14 +10,21 @@ from hypothesis.extra.numpy import arrays
 
 from localization import (
     KernelDensity,
+    LocalMeanDenoiser,
     LocalMeanRegressor,
     LocalModeClassifier,
     LocalPolynomialRegressor,
+    MeanShift,
+    MedoidShift,
     NearestNeighbors,
+    NonLocalMeans,
+    QuickShift,
+    SelfLocalMean,
     _core,
     kernel_sum,
     local_mean,
 )
+from localization.denoise import bilateral, nl_means
 
 X = np.random.default_rng(0).random((20, 2))
 y = np.arange(20.0)
@@ -149,6 +156,18 @@ def test_fuzz_public_api_never_panics(n, m, d, data, kernel, h, k, jobs, algorit
         lambda: KernelDensity(kernel=kernel, bandwidth=h).fit(Xf).score_samples(Qf),
         lambda: NearestNeighbors(n_neighbors=k).fit(Xf).kneighbors(Qf),
         lambda: LocalMeanRegressor(bandwidth="loo").fit(Xf, yf),
+        # The mode seekers and the denoisers
+        lambda: MeanShift(kernel=kernel, bandwidth=h, n_jobs=jobs, max_iter=20).fit(Xf).predict(Qf),
+        lambda: MeanShift(kernel=kernel, bandwidth=h, blurring=True, max_iter=5).fit(Xf),
+        lambda: MeanShift(bandwidth=h, algorithm="grid", max_iter=20).fit(Xf),
+        lambda: MedoidShift(kernel=kernel, bandwidth=h, n_neighbors=k, n_jobs=jobs).fit(Xf),
+        lambda: QuickShift(kernel=kernel, bandwidth=h, n_neighbors=k, algorithm=algorithm, n_jobs=jobs).fit(Xf),
+        lambda: QuickShift(kernel=kernel, bandwidth=h, window=h, max_dist=abs(h)).fit(Xf),
+        lambda: SelfLocalMean(spatial_bandwidth=h, range_bandwidth=h, max_iter=5, n_jobs=jobs).fit(Xf, yf).predict(Qf),
+        lambda: LocalMeanDenoiser(sigma=h).fit(Xf).transform(Qf),
+        lambda: bilateral(Xf, spatial_bandwidth=h, range_bandwidth=h, n_jobs=jobs),
+        lambda: nl_means(Xf, patch_size=3, patch_distance=k, h=h, n_jobs=jobs),
+        lambda: NonLocalMeans(patch_size=3, patch_distance=k, h=h, image_shape=(n, d)).fit(Xf.reshape(1, -1)),
     ]
     for call in calls:
         try:
@@ -159,3 +178,74 @@ def test_fuzz_public_api_never_panics(n, m, d, data, kernel, h, k, jobs, algorit
             pass
         except BaseException as e:  # a PanicException derives from BaseException
             raise AssertionError(f"unexpected {type(e).__name__}: {e}") from e
+
+
+# The mode seekers and the denoisers, one bad argument at a time: a clear error naming it.
+_FIT = {
+    "MeanShift": lambda A, **kw: MeanShift(**kw).fit(A),
+    "MedoidShift": lambda A, **kw: MedoidShift(**kw).fit(A),
+    "QuickShift": lambda A, **kw: QuickShift(**kw).fit(A),
+    "SelfLocalMean": lambda A, **kw: SelfLocalMean(**kw).fit(A, np.arange(len(A), dtype=float)),
+    "NonLocalMeans": lambda A, **kw: NonLocalMeans(patch_size=3, patch_distance=2, image_shape=(4, 5), **kw).fit(
+        A.reshape(-1, 20) if getattr(A, "ndim", 0) == 2 and A.size and A.size % 20 == 0 else A
+    ),
+    "LocalMeanDenoiser": lambda A, **kw: LocalMeanDenoiser(**kw).fit(A),
+    "bilateral": lambda A, **kw: bilateral(A, **kw),
+    "nl_means": lambda A, **kw: nl_means(A, patch_size=3, patch_distance=2, **kw),
+}
+_BANDWIDTH = {"MeanShift": "bandwidth", "MedoidShift": "bandwidth", "QuickShift": "bandwidth",
+              "SelfLocalMean": "spatial_bandwidth", "NonLocalMeans": "h", "LocalMeanDenoiser": "sigma",
+              "bilateral": "spatial_bandwidth", "nl_means": "h"}
+_GOOD = np.random.default_rng(3).random((8, 5))
+
+
+def _bad(kind):
+    A = _GOOD.copy()
+    if kind in ("nan", "inf"):
+        A[2, 3] = np.nan if kind == "nan" else np.inf
+        return A, "NaN|infinity"
+    if kind == "empty":
+        return np.zeros((0, 5)), "empty|0 sample|minimum"
+    if kind == "text":
+        return np.full(A.shape, "a"), "dtype|string|convert|text"
+    if kind == "object":
+        return A.astype(object).tolist() + [["x"] * 5], "dtype|string|convert|could not|text"
+    return A.astype(np.complex128), "omplex"
+
+
+@pytest.mark.parametrize("what", list(_FIT))
+@pytest.mark.parametrize("kind", ["nan", "inf", "empty", "text", "object", "complex"])
+def test_mode_seekers_and_denoisers_refuse_bad_data_by_name(what, kind):
+    A, match = _bad(kind)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises((ValueError, TypeError), match=match):
+            _FIT[what](A)
+
+
+@pytest.mark.parametrize("what", list(_FIT))
+@pytest.mark.parametrize("h", [0.0, -1.0, np.nan, np.inf, "wide", True])
+def test_mode_seekers_and_denoisers_refuse_a_bad_bandwidth_by_name(what, h):
+    name = _BANDWIDTH[what]
+    with pytest.raises((ValueError, TypeError), match=name):
+        _FIT[what](_GOOD, **{name: h})
+
+
+@pytest.mark.parametrize("what", list(_FIT))
+def test_mode_seekers_and_denoisers_take_non_contiguous_input(what):
+    """Fortran-ordered and strided views give the result of the contiguous copy."""
+    big = np.random.default_rng(4).random((8, 10))
+    views = [np.asfortranarray(_GOOD), big[:, ::2]]
+    kw = {_BANDWIDTH[what]: 0.5}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        want = _FIT[what](np.ascontiguousarray(_GOOD if what != "bilateral" else _GOOD), **kw)
+        for V in views:
+            got = _FIT[what](V, **kw)
+            ref = want if V is views[0] else _FIT[what](np.ascontiguousarray(V), **kw)
+            for attr in ("labels_", "y_denoised_", "X_fit_"):
+                if hasattr(ref, attr):
+                    np.testing.assert_array_equal(getattr(got, attr), getattr(ref, attr))
+            if isinstance(ref, np.ndarray):
+                np.testing.assert_array_equal(got, ref)
+

@@ -116,7 +116,7 @@ def test_progress_is_reported_on_the_client(blobs, monkeypatch):
         assert enabled and unit == "iteration"
         return (lambda done, total: reports.append((done, total))), (lambda: reports.append("closed"))
 
-    monkeypatch.setattr(_mean_shift, "_progress_bar", bar)
+    monkeypatch.setattr(_mean_shift, "progress_bar", bar)
     ms = LD.MeanShift(bandwidth=1.2, kernel="gaussian", bin_seeding=True, verbose=True).fit(dx(blobs))
     assert reports[0] == (0, 301) and reports[-1] == "closed"
     done = [r[0] for r in reports[:-1]]
@@ -191,7 +191,7 @@ def test_a_worker_killed_mid_fit_changes_nothing(blobs, dask_client, monkeypatch
 
         return update, lambda: None
 
-    monkeypatch.setattr(_mean_shift, "_progress_bar", bar)
+    monkeypatch.setattr(_mean_shift, "progress_bar", bar)
     est.fit(Xd)
     assert killed, "the fit ended before a worker could be killed"
     assert est.n_iter_ > 2

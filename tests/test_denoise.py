@@ -5,7 +5,6 @@ import pickle
 
 import numpy as np
 import pytest
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from localization import LocalizationWarning, _core
 from localization.denoise import NonLocalMeans, SelfLocalMean, bilateral, nl_means, self_local_mean
@@ -330,11 +329,6 @@ def test_non_local_means_estimator():
     assert np.array_equal(c.transform(imgs), out)
     with pytest.raises(ValueError, match="image_shape"):
         NonLocalMeans(image_shape=(5, 5)).fit(imgs)
-
-
-@parametrize_with_checks([SelfLocalMean(), NonLocalMeans(patch_size=3, patch_distance=2, h=0.5)])
-def test_sklearn_compatible(estimator, check):
-    check(estimator)
 
 
 def test_concurrent_calls_from_python_threads():

@@ -5,7 +5,6 @@ import pickle
 import numpy as np
 import pytest
 from sklearn.decomposition import PCA
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from localization import Kernel, LocalizationWarning
 from localization.embedding import LocalPCA
@@ -134,8 +133,3 @@ def test_kernel_object():
     X = plane(100)
     a = LocalPCA(2, kernel=Kernel("biweight", bandwidth=2.0)).fit(X)
     np.testing.assert_allclose(a.reconstruct(X), X, atol=1e-10)
-
-
-@parametrize_with_checks([LocalPCA(n_components=1, bandwidth=1.0)])
-def test_sklearn_compatible(estimator, check):
-    check(estimator)

@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from scipy.spatial import procrustes
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from localization import AsymmetricMDS, Balloon, LocallyLinearEmbedding, OrdinalEmbedding, SamplePoint, TripletEmbedding, _core, kernel_matrix
 from localization.datasets import load_fashion_mnist
@@ -415,31 +414,7 @@ def test_fitted_estimators_pickle():
             np.testing.assert_allclose(clone.transform(X[:5]), est.transform(X[:5]))
 
 
-# ----------------------------------------------------------------------------- scikit-learn checks
-
-
-@parametrize_with_checks(
-    [
-        LocallyLinearEmbedding(n_neighbors=5),
-        AsymmetricMDS(),
-        AsymmetricMDS(kernel="knn", n_neighbors=4),
-        TripletEmbedding(max_iter=30, random_state=0),
-    ]
-)
-def test_sklearn_compatible(estimator, check):
-    import warnings
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
-        check(estimator)
-
-
-@pytest.mark.slow
-@parametrize_with_checks([AsymmetricMDS(loss="softmax")])
-def test_sklearn_compatible_softmax(estimator, check):
-    # Slow: every check refits to L-BFGS convergence (transform must then agree with
-    # fit_transform, which only holds at the optimum).
-    check(estimator)
+# ----------------------------------------------------------------------------- docstring examples
 
 
 def test_docstring_examples_run():

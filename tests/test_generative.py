@@ -5,7 +5,6 @@ import pickle
 import numpy as np
 import pytest
 from scipy.special import logsumexp
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from localization.generative import LocalMeanDenoiser, LocalMeanDiffusion, sigma_schedule
 
@@ -188,13 +187,6 @@ def test_diffusion_on_fashion_mnist_memorises():
     assert S.shape == (3, 784)
     nearest = np.sqrt(((S[:, None] - X[None]) ** 2).sum(-1)).min(axis=1)
     assert nearest.max() < 1e-6
-
-
-@parametrize_with_checks(
-    [LocalMeanDenoiser(), LocalMeanDiffusion(n_steps=5)],
-)
-def test_sklearn_compatible(estimator, check):
-    check(estimator)
 
 
 def test_diffusion_thread_invariance_and_progress(capsys):

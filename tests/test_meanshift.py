@@ -11,7 +11,6 @@ from sklearn.cluster import MeanShift as SkMeanShift
 from sklearn.cluster import estimate_bandwidth as sk_estimate_bandwidth
 from sklearn.datasets import make_blobs
 from sklearn.metrics import adjusted_rand_score
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from localization import MeanShift, estimate_bandwidth, local_mean, mean_shift
 from localization import _core
@@ -348,9 +347,6 @@ def test_progress_callback_errors_propagate():
 
 
 # algorithm="grid" is excluded: it refuses more than 4 features, and the checks use 10.
-@parametrize_with_checks([MeanShift(), MeanShift(kernel="gaussian", bandwidth=0.5), MeanShift(kernel="epanechnikov")])
-def test_sklearn_compatible(estimator, check):
-    check(estimator)
 
 
 # --- command line ------------------------------------------------------------------------
@@ -375,7 +371,7 @@ def test_cli_cluster_on_files(tmp_path, capsys):
     assert main(["cluster", str(npy), "--bandwidth", "wide"]) == 2
     qs_out = tmp_path / "quickshift.csv"
     assert main(["cluster", str(npy), "--method", "quickshift", "--bandwidth", "1.0", "--output", str(qs_out), "--quiet"]) == 0
-    from localization.modes import QuickShift
+    from localization.cluster import QuickShift
 
     np.testing.assert_array_equal(np.loadtxt(qs_out, dtype=int), QuickShift(bandwidth=1.0).fit(X).labels_)
 

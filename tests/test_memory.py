@@ -5,7 +5,6 @@ import pickle
 import numpy as np
 import pytest
 from scipy.special import logsumexp, softmax
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from localization import local_mean
 from localization.kernels import Kernel
@@ -196,15 +195,3 @@ def test_fashion_mnist_retrieval():
     out = ModernHopfield(beta=100.0).fit(unit(P)).recall(unit(noisy))
     idx = np.argmin(((out[:, None] - unit(P)[None]) ** 2).sum(-1), axis=1)
     assert np.mean(idx == np.arange(100)) > 0.95
-
-
-@parametrize_with_checks(
-    [Hopfield(random_state=0), Hopfield(update="synchronous"), ModernHopfield(), ModernHopfield(beta=4.0, max_iter=3)],
-    expected_failed_checks=lambda est: (
-        # Storing patterns is not iterative (n_iter_ would cost a recall of every pattern,
-        # O(P²d)); max_iter bounds the updates of recall().
-        {"check_transformer_n_iter": "fit is not iterative; max_iter bounds recall"} if isinstance(est, ModernHopfield) else {}
-    ),
-)
-def test_sklearn_compatible(estimator, check):
-    check(estimator)

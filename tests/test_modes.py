@@ -5,11 +5,10 @@ import pickle
 import numpy as np
 import pytest
 from scipy.spatial.distance import cdist
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from localization import LocalizationWarning, local_mean
 from localization.kernels import profile
-from localization.modes import MedoidShift, PCShift, QuickShift, pc_shift, pc_shift_step
+from localization.cluster import MedoidShift, PCShift, QuickShift, pc_shift, pc_shift_step
 
 
 def blobs(n=150, seed=0, d=2):
@@ -463,28 +462,6 @@ def test_non_contiguous_input():
     np.testing.assert_array_equal(QuickShift(bandwidth=0.5).fit(Xs).labels_, QuickShift(bandwidth=0.5).fit(Xs.copy()).labels_)
 
 
-def _expected_failures(est):
-    if getattr(est, "metric", None) == "precomputed":
-        # scikit-learn's clustering check feeds (50, 2) feature arrays even to pairwise
-        # estimators; precomputed input is covered by the oracle tests above.
-        return {"check_clustering": "feeds feature arrays, not distance matrices"}
-    return {}
-
-
-@parametrize_with_checks(
-    [
-        MedoidShift(bandwidth=0.5),
-        MedoidShift(bandwidth=0.5, n_neighbors=10, max_iter=3),
-        MedoidShift(bandwidth=0.5, metric="precomputed"),
-        QuickShift(bandwidth=0.3, max_dist=1.0),
-        PCShift(n_components=1, bandwidth=1.0, max_iter=50),
-    ],
-    expected_failed_checks=_expected_failures,
-)
-def test_sklearn_compatible(estimator, check):
-    check(estimator)
-
-
 @pytest.mark.slow
 def test_medoid_shift_larger_agreement():
     """Dense precomputed vs Euclidean fast path on a few thousand points."""
@@ -495,7 +472,7 @@ def test_medoid_shift_larger_agreement():
 
 
 def test_functional_twins():
-    from localization.modes import medoid_shift, quick_shift
+    from localization.cluster import medoid_shift, quick_shift
 
     X = blobs(90, seed=15)
     labels, medoids, nxt = medoid_shift(X, bandwidth=0.7)
@@ -607,3 +584,15 @@ def test_iterated_medoid_shift_merges_spurious_modes():
     np.testing.assert_array_equal(pre.labels_, it.labels_)
     knn = MedoidShift(bandwidth=0.8, max_iter=20, n_neighbors=300).fit(X)
     np.testing.assert_array_equal(knn.labels_, it.labels_)
+
+
+def test_old_import_paths_name_the_cluster_family():
+    """MedoidShift & co. moved into localization.cluster; the old modules re-export them."""
+    import localization.cluster as cluster
+    import localization.modes as modes
+    import localization.semi_supervised as semi_supervised
+
+    for name in modes.__all__:
+        assert getattr(modes, name) is getattr(cluster, name)
+    assert semi_supervised.LocalModeClustering is cluster.LocalModeClustering
+    assert set(modes.__all__) < set(cluster.__all__)

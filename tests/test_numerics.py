@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from localization import KernelDensity, LocalPolynomialRegressor, MeanShift, NearestNeighbors, kernel_matrix, kernel_sum, local_mean
-from localization.modes import MedoidShift, QuickShift
+from localization.cluster import MedoidShift, QuickShift
 
 
 def direct_d2(Q, X):

@@ -122,7 +122,7 @@ LONG_CALLS = """
     import numpy as np
     import localization as L
     from localization.denoise import bilateral, nl_means
-    from localization.modes import MedoidShift, QuickShift
+    from localization.cluster import MedoidShift, QuickShift
 
     rng = np.random.default_rng(0)
 
@@ -508,7 +508,7 @@ OUT_OF_MEMORY = """
     import resource, sys, traceback
     import numpy as np
     import localization as L
-    from localization.modes import MedoidShift
+    from localization.cluster import MedoidShift
 
     rng = np.random.default_rng(0)
 

@@ -9,10 +9,10 @@ from sklearn.datasets import make_blobs, make_moons
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import adjusted_rand_score
 from sklearn.semi_supervised import LabelPropagation as SkLabelPropagation
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from localization import LocalModeClassifier, kernel_matrix, local_mean
-from localization.semi_supervised import LabelPropagation, LocalModeClustering
+from localization.cluster import LocalModeClustering
+from localization.semi_supervised import LabelPropagation
 
 
 def moons_semi(n=300, labelled=0.08, seed=0):
@@ -171,11 +171,6 @@ def test_local_mode_clustering_bad_input():
         LocalModeClustering(n_init_clusters=0).fit(X)
     with pytest.raises(ValueError, match="max_iter"):
         LocalModeClustering(max_iter=0).fit(X)
-
-
-@parametrize_with_checks([LabelPropagation(), LabelPropagation(kernel="knn", n_neighbors=3), LocalModeClustering(n_init_clusters=4, random_state=0)])
-def test_sklearn_compatible(estimator, check):
-    check(estimator)
 
 
 hyp = pytest.importorskip("hypothesis")

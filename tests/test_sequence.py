@@ -11,7 +11,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 from scipy.special import logsumexp
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from localization import LocalizationWarning, _core, attention, attention_backward, local_mean, temporal_local_mean
 from localization.kernels import PROFILES, Kernel, profile
@@ -512,26 +511,6 @@ def test_hierarchical_model_weights_are_checked():
         HierarchicalLocalModel(weights=w, n_heads=2).fit().transform(np.zeros((5, 7)))
     m = HierarchicalLocalModel(weights=w, n_heads=2).fit()
     np.testing.assert_array_equal(pickle.loads(pickle.dumps(m)).transform(np.ones((4, 8))), m.transform(np.ones((4, 8))))
-
-
-def _sequence_failures(estimator):
-    # A 2-D X is one sequence whose rows are time steps, not exchangeable samples: attention
-    # mixes the rows, so the transform of a subset of rows is not the subset of the transform,
-    # and with a position kernel the order of the rows matters.
-    failures = {"check_methods_subset_invariance": "rows are the steps of one sequence"}
-    if estimator.position is not None or estimator.window is not None or estimator.decay is not None:
-        failures["check_methods_sample_order_invariance"] = "a position kernel depends on the order of the steps"
-    if getattr(estimator, "kernel", "dot") != "dot":
-        failures["check_transformer_n_iter"] = "radial kernels fit nothing iteratively (n_iter_ = 0)"
-    return failures
-
-
-@parametrize_with_checks(
-    [TemporalLocalMean(max_iter=5), TemporalLocalMean(kernel="epanechnikov", position="causal"), HierarchicalLocalModel(n_heads=1)],
-    expected_failed_checks=_sequence_failures,
-)
-def test_sklearn_compatible(estimator, check):
-    check(estimator)
 
 
 finite = st.floats(-1e3, 1e3, allow_nan=False, width=64)

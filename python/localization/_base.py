@@ -1,4 +1,5 @@
-"""What every local estimator shares: validated training data and a bound kernel."""
+"""What every local estimator shares: validated training data and a bound kernel; and the helpers
+several families use (the kNN kernel's default k, local covariance frames, progress bars)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,22 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
-from ._validation import FLOAT_DTYPES, check_sample_weight, validate_data
+from ._validation import COUNT, FLOAT_DTYPES, N_JOBS, check_sample_weight, validate_data
 from .adaptive import LOO_RULES, MultiKernel, is_loo
-from .engine import bind_kernel
-from .kernels import KernelCombination, as_kernel
+from .engine import ALGORITHM, bind_kernel
+from .kernels import BANDWIDTH, KERNEL, KernelCombination, as_kernel
 
 DEFAULT_N_NEIGHBORS = 5
+
+#: The `_parameter_constraints` of the parameters that estimators built on one bound kernel
+#: share; each adds its own.
+KERNEL_CONSTRAINTS = {
+    "kernel": KERNEL,
+    "bandwidth": BANDWIDTH,
+    "n_neighbors": [COUNT, None],
+    "algorithm": ALGORITHM,
+    "n_jobs": N_JOBS,
+}
 
 
 def keeps_state_on_error(method):
@@ -48,10 +59,7 @@ class LocalEstimator(BaseEstimator):
             # Equal weights until the LOO weights are learned (adaptive.fit_multikernel).
             return KernelCombination(self.kernel.kernels, [1.0 / len(self.kernel.kernels)] * len(self.kernel.kernels),
                                      normalized=True)
-        k = getattr(self, "n_neighbors", None)
-        if k is None and isinstance(self.kernel, str) and self.kernel.lower() == "knn":
-            k = DEFAULT_N_NEIGHBORS
-        return as_kernel(self.kernel, self._bandwidth(), k)
+        return as_kernel(self.kernel, self._bandwidth(), knn_k(self.kernel, getattr(self, "n_neighbors", None)))
 
     def _bandwidth(self):
         # A leave-one-out rule starts from h = 1; the search then sets kernel_ (adaptive.fit_loo).
@@ -88,3 +96,67 @@ class LocalEstimator(BaseEstimator):
         tags.input_tags.allow_nan = False
         tags.input_tags.sparse = True
         return tags
+
+
+def knn_k(kernel, n_neighbors):
+    """k for kernel="knn": the estimator's n_neighbors, else the library default."""
+    if n_neighbors is None and isinstance(kernel, str) and kernel.lower() == "knn":
+        return DEFAULT_N_NEIGHBORS
+    return n_neighbors
+
+
+def local_frames(bk, Q, sample_weight, n_components, algorithm="auto", n_jobs=None):
+    """Local mean offset, covariance eigen-pairs and a validity mask at each query.
+
+    One engine pass with degree-1 design moments gives S₀ = Σ K w, Σ K w δ and Σ K w δδᵀ with
+    δ = xᵢ − x*; then m(x*) − x* = Σ K w δ / S₀ and the local covariance about the local mean
+    is C = Σ K w δδᵀ / S₀ − (m − x*)(m − x*)ᵀ (centring at m makes it independent of x*).
+
+    Returns (offset (m, d), eigenvalues (m, q) descending, eigenvectors (m, q, d) as rows,
+    valid (m,)). Coordinates are the caller's (per-feature bandwidths are undone).
+    """
+    _, den, _, mom, _ = bk.sums(Q, None, sample_weight, degree=1, algorithm=algorithm, n_jobs=n_jobs)
+    mom = mom.astype(np.float64)
+    s0 = mom[:, 0, 0]
+    valid = s0 > 0
+    d = Q.shape[1]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mu = mom[:, 0, 1:] / s0[:, None]
+        cov = mom[:, 1:, 1:] / s0[:, None, None] - mu[:, :, None] * mu[:, None, :]
+    if bk.feature_scale is not None:
+        s = bk.feature_scale.astype(np.float64)
+        mu = mu * s
+        cov = cov * s[None, :, None] * s[None, None, :]
+    mu[~valid] = np.nan
+    vals = np.full((len(Q), n_components), np.nan)
+    vecs = np.full((len(Q), n_components, d), np.nan)
+    if n_components and np.any(valid):
+        cv = cov[valid]
+        cv = 0.5 * (cv + np.transpose(cv, (0, 2, 1)))
+        ev, V = np.linalg.eigh(cv)  # ascending
+        ev = ev[:, ::-1][:, :n_components]
+        V = np.transpose(V[:, :, ::-1][:, :, :n_components], (0, 2, 1))
+        # Sign convention of scikit-learn's PCA: the largest-|.| entry of each axis is positive.
+        big = np.take_along_axis(V, np.argmax(np.abs(V), axis=2)[:, :, None], axis=2)
+        V = V * np.where(big < 0, -1.0, 1.0)
+        vals[valid] = np.maximum(ev, 0.0)
+        vecs[valid] = V
+    return mu, vals, vecs, valid
+
+
+def progress_bar(enabled, desc, unit="it"):
+    """A (callback, close) pair driving a tqdm bar from the core's (done, total) reports."""
+    if not enabled:
+        return None, lambda: None
+    from tqdm.auto import tqdm
+
+    # A short delay keeps quick fits silent; long ones show the bar.
+    bar = tqdm(desc=desc, total=None, leave=False, delay=0.2, unit=unit)
+
+    def update(done, total):
+        if bar.total != total:
+            bar.total = total
+        bar.n = done
+        bar.refresh()
+
+    return update, bar.close

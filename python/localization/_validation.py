@@ -9,13 +9,66 @@ from __future__ import annotations
 import numbers
 import os
 import warnings
+from numbers import Integral, Real
 
 import numpy as np
 import scipy.sparse as sp
+from sklearn.base import _fit_context
+from sklearn.utils._param_validation import Interval as _Interval
+from sklearn.utils._param_validation import InvalidParameterError, StrOptions, validate_params
 from sklearn.utils.validation import check_array
 from sklearn.utils.validation import validate_data as _sklearn_validate_data
 
 FLOAT_DTYPES = (np.float64, np.float32)
+
+
+# -- Declarative parameter constraints ------------------------------------------------------
+# Every estimator states its hyper-parameters' domains in scikit-learn's `_parameter_constraints`
+# and checks them once, at the start of `fit` (`sklearn.base._fit_context`): a bad value raises
+# scikit-learn's InvalidParameterError (a ValueError and a TypeError) naming the parameter, the
+# estimator, the domain and the value. scikit-learn >= 1.6 (the floor) has this machinery; it is
+# private there but stable since 1.3 and used by the peers the estimators are checked against.
+# This module is the only one importing it: the estimators take these names from here.
+
+fit_context = _fit_context(prefer_skip_nested_validation=True)
+"""Decorator of ``fit``: validates ``_parameter_constraints`` once, before any work."""
+
+
+class Interval(_Interval):
+    """scikit-learn's ``Interval``, refusing booleans: Python counts ``True`` as the integer 1,
+    but a flag passed as a bandwidth, a count or a tolerance is a mistake, not the number 1.
+    An unbounded side excludes infinity (``Interval(Real, 0, None, closed="neither")`` is a
+    finite positive number)."""
+
+    def is_satisfied_by(self, val):
+        return not isinstance(val, (bool, np.bool_)) and super().is_satisfied_by(val)
+
+
+#: A finite number.
+FINITE = Interval(Real, None, None, closed="neither")
+#: A finite number > 0: a scalar bandwidth, a step.
+POSITIVE = Interval(Real, 0, None, closed="neither")
+#: A finite number >= 0: a tolerance, a merge radius.
+NON_NEGATIVE = Interval(Real, 0, None, closed="left")
+#: A distance >= 0 where ``np.inf`` means "no limit".
+DISTANCE = Interval(Real, 0, np.inf, closed="both")
+#: An integer >= 1.
+COUNT = Interval(Integral, 1, None, closed="left")
+#: An integer >= 0.
+COUNT_OR_ZERO = Interval(Integral, 0, None, closed="left")
+#: Threads: None (the library default), -1 (all cores) or any non-zero integer.
+N_JOBS = [Interval(Integral, None, -1, closed="right"), COUNT, None]
+
+
+def check_number(value, name, within=POSITIVE):
+    """The one check of a scalar parameter outside ``_parameter_constraints`` (functions, kernel
+    objects, values computed at fit), by the constraints the estimators declare: by default
+    "a finite positive number" (:data:`POSITIVE`: a bandwidth, a noise level, a step).
+    Returns ``float(value)``; raises scikit-learn's ``InvalidParameterError`` (a ``ValueError``
+    and a ``TypeError``) naming ``name``."""
+    if not within.is_satisfied_by(value):
+        raise InvalidParameterError(f"`{name}` must be {within}, got {value!r}")
+    return float(value)
 
 
 def _ready(A, dtype):
@@ -129,17 +182,42 @@ def check_sample_weight(sample_weight, n, dtype, *, require_positive=True):
     w = as_float_array(w, "sample_weight", dtype=dtype, ensure_2d=False)
     if w.ndim != 1 or w.shape[0] != n:
         raise ValueError(f"`sample_weight` must have shape ({n},), got {w.shape}")
-    if np.any(w < 0):
-        raise ValueError("`sample_weight` must be non-negative")
-    if require_positive and not np.any(w > 0):
-        raise ValueError("`sample_weight` is zero everywhere: the total weight must be positive")
+    check_weight_summary(bool(np.any(w < 0)), float(np.sum(w, dtype=np.float64)), require_positive=require_positive)
     return w
+
+
+def check_weight_summary(negative, total, *, require_positive=True):
+    """The rules on finite sample weights of the right shape, from a summary (any negative
+    weight? the total weight) that a sharded sample computes shard by shard."""
+    if negative:
+        raise ValueError("`sample_weight` must be non-negative")
+    if require_positive and not total > 0:
+        raise ValueError("`sample_weight` is zero everywhere: the total weight must be positive")
 
 
 def check_positive_int(value, name, minimum=1):
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or value < minimum:
         raise ValueError(f"`{name}` must be an integer >= {minimum}, got {value!r}")
     return int(value)
+
+
+def check_n_jobs(n_jobs):
+    """The native layer's rule, checked at ``fit`` before any work (counts above the cores are
+    clamped there)."""
+    if n_jobs is None:
+        return None
+    if isinstance(n_jobs, bool) or not isinstance(n_jobs, numbers.Integral):
+        raise TypeError(f"`n_jobs` must be an integer or None, got {type(n_jobs).__name__} {n_jobs!r}")
+    if n_jobs == 0:
+        raise ValueError("`n_jobs` must be None or a non-zero integer, got 0")
+    return n_jobs
+
+
+def check_n_components(q, d, allow_zero):
+    q = check_positive_int(q, "n_components", minimum=0 if allow_zero else 1)
+    if q > d:
+        raise ValueError(f"`n_components`={q} exceeds the {d} features")
+    return q
 
 
 def _physical_memory():

@@ -28,6 +28,16 @@ def _pyplot():
     return plt
 
 
+def _save(fig, path, dpi=110):
+    """Lay out, write and close a figure; returns the path."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+    return path
+
+
 def _build_demo(p):
     p.add_argument("--output", default="localization_demo.png",
                    help="where to write the figures (PNG; needs matplotlib, the [plot] extra)")
@@ -96,10 +106,7 @@ def demo_local_regression(args):
         ax[1].set_xlabel("sample position xᵢ (unitless)")
         ax[1].set_ylabel("weight ℓᵢ(x*) (unitless, Σᵢ ℓᵢ = 1)")
         ax[1].legend()
-        fig.tight_layout()
-        fig.savefig(args.output, dpi=110)
-        plt.close(fig)
-        print(f"  figure written to {args.output}")
+        print(f"  figure written to {_save(fig, args.output)}")
     return diff
 
 
@@ -128,7 +135,7 @@ def demo_meanshift_trajectories(args):
     print(f"  {len(X)} points, h = {h}: {len(C)} modes in {dt * 1e3:.1f} ms, at most {ms.n_iter_} iterations")
     print(f"  at the modes |m(x) − x| = h²|∇log p̂| ≤ {np.max(np.abs(shift)):.1e} (stationary points of the KDE)")
     print("  modes:", "  ".join(f"({a:.2f}, {b:.2f})" for a, b in C))
-    from .modes import MedoidShift
+    from .cluster import MedoidShift
 
     t0 = time.perf_counter()
     med = MedoidShift(kernel="gaussian", bandwidth=h, max_iter=5).fit(X)
@@ -158,11 +165,7 @@ def demo_meanshift_trajectories(args):
         for a in (ax, bx):
             a.set_xlabel("feature 1 (synthetic, unitless)")
             a.set_ylabel("feature 2 (synthetic, unitless)")
-        fig.tight_layout()
-        out = _figure_path(args, "meanshift")
-        fig.savefig(out, dpi=110)
-        plt.close(fig)
-        print(f"  figure written to {out}")
+        print(f"  figure written to {_save(fig, _figure_path(args, 'meanshift'))}")
     return len(C)
 
 
@@ -215,11 +218,7 @@ def demo_meanshift_segmentation(args):
         for a in ax:
             a.set_xlabel("column (pixels)")
             a.set_ylabel("row (pixels)")
-        fig.tight_layout()
-        out = _figure_path(args, "segmentation")
-        fig.savefig(out, dpi=100)
-        plt.close(fig)
-        print(f"  figure written to {out}")
+        print(f"  figure written to {_save(fig, _figure_path(args, 'segmentation'), dpi=100)}")
     return len(ms.cluster_centers_)
 
 
@@ -266,12 +265,15 @@ def builtin_blobs(n=1_000_000, seed=0):
     return centres[y] + rng.normal(scale=1.0, size=(n, 2)), y
 
 
-def _read_points(path):
+def _read_table(path, purpose, *, missing=False):
+    """A non-empty 2-D float64 table (one row a point) from a .npy file or a CSV whose optional
+    first line is a header; ``missing=True`` reads empty CSV fields as NaN. ``purpose`` says,
+    in errors, what needs real numbers."""
     if path.endswith(".npy"):
         X = np.load(path)
         if X.dtype.kind not in "biuf":
             what = "complex numbers" if X.dtype.kind == "c" else f"dtype {X.dtype}"
-            raise ValueError(f"{path}: holds {what}; clustering needs real numbers (integer or float)")
+            raise ValueError(f"{path}: holds {what}; {purpose} needs real numbers (integer or float)")
     else:
         with open(path) as f:
             first = f.readline()
@@ -280,14 +282,15 @@ def _read_points(path):
             skip = 0
         except ValueError:
             skip = 1  # a header line
-        X = np.loadtxt(path, delimiter=",", skiprows=skip, ndmin=2)
+        if missing:
+            X = np.genfromtxt(path, delimiter=",", skip_header=skip, ndmin=2, filling_values=np.nan)
+        else:
+            X = np.loadtxt(path, delimiter=",", skiprows=skip, ndmin=2)
     X = np.asarray(X, dtype=np.float64)
     if X.ndim == 1:
         X = X[:, None]
-    if X.ndim != 2:
-        raise ValueError(f"{path}: expected a 2-D table of points, got shape {X.shape}")
-    if X.size == 0:
-        raise ValueError(f"{path}: holds no points")
+    if X.ndim != 2 or X.size == 0:
+        raise ValueError(f"{path}: expected a non-empty 2-D table of points, got shape {X.shape}")
     return X
 
 
@@ -316,7 +319,7 @@ def cmd_cluster(args):
         X, _ = builtin_blobs(n)
         source = f"built-in data: {n:,} points, 10 Gaussian blobs in 2-D"
     else:
-        X = _read_points(args.input)
+        X = _read_table(args.input, "clustering")
         source = f"{args.input}: {X.shape[0]:,} points × {X.shape[1]} features"
     print(source)
     if args.bandwidth == "auto":
@@ -342,7 +345,7 @@ def cmd_cluster(args):
         model = MeanShift(bandwidth=h, kernel=args.kernel, algorithm=args.algorithm, bin_seeding=args.bin_seeding,
                           n_jobs=args.n_jobs, verbose=not args.quiet)
     else:
-        from .modes import MedoidShift, QuickShift
+        from .cluster import MedoidShift, QuickShift
 
         if args.method == "medoidshift":
             # Iterated MedoidShift merges the spurious sample-point modes one pass leaves.
@@ -379,10 +382,7 @@ def cmd_cluster(args):
         units = "unitless" if args.input is None else "units of the input"
         ax.set_xlabel(f"feature 1 ({units})")
         ax.set_ylabel(f"feature 2 ({units})" if X.shape[1] > 1 else "(one feature)")
-        fig.tight_layout()
-        fig.savefig(args.plot, dpi=110)
-        plt.close(fig)
-        print(f"plot written to {args.plot}")
+        print(f"plot written to {_save(fig, args.plot)}")
     return 0
 
 
@@ -431,7 +431,7 @@ def cmd_embed(args):
             source = f"Fashion-MNIST, the {len(X):,} shipped test images (point --data or LOCALIZATION_DATA at the IDX files for all 70,000)"
         names = FASHION_MNIST_CLASSES
     else:
-        X = _read_points(args.input)
+        X = _read_table(args.input, "embedding")
         y = _read_labels(args.labels, len(X)) if args.labels else None
         if args.n_samples is not None:
             X = X[: args.n_samples]
@@ -480,10 +480,7 @@ def cmd_embed(args):
         ax.set_xlabel("embedding dimension 1")
         ax.set_ylabel("embedding dimension 2")
         ax.set_title(f"{type(model).__name__} of {len(X):,} points")
-        fig.tight_layout()
-        fig.savefig(args.plot, dpi=110)
-        plt.close(fig)
-        print(f"plot written to {args.plot}")
+        print(f"plot written to {_save(fig, args.plot)}")
     return 0
 
 
@@ -500,31 +497,11 @@ def _build_impute(p):
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
-def _read_table_with_nan(path):
-    if path.endswith(".npy"):
-        X = np.load(path)
-        if X.dtype.kind not in "biuf":
-            raise ValueError(f"{path}: holds dtype {X.dtype}; imputation needs real numbers")
-    else:
-        with open(path) as f:
-            first = f.readline()
-        try:
-            [float(v) if v.strip() else np.nan for v in first.replace(";", ",").split(",")]
-            skip = 0
-        except ValueError:
-            skip = 1  # a header line
-        X = np.genfromtxt(path, delimiter=",", skip_header=skip, ndmin=2, filling_values=np.nan)
-    X = np.asarray(X, dtype=np.float64)
-    if X.ndim != 2 or X.size == 0:
-        raise ValueError(f"{path}: expected a non-empty 2-D table, got shape {X.shape}")
-    return X
-
-
 def cmd_impute(args):
     """Fill the missing values (NaN) of a table or a stack of images with LocalMeanImputer."""
     from .impute import LocalMeanImputer
 
-    X = _read_table_with_nan(args.input)
+    X = _read_table(args.input, "imputation", missing=True)
     missing = int(np.isnan(X).sum())
     print(f"{args.input}: {X.shape[0]:,} rows × {X.shape[1]} columns, {missing:,} missing ({missing / X.size:.1%})")
 
@@ -592,24 +569,15 @@ def cmd_attention(args):
         vocab = result.vocabulary
         fig, ax = plt.subplots(figsize=(8, 7.5))
         language.plot_query_key(qkv, vocab, n_words=40, head=int(np.argmax(qkv.decay())), ax=ax)
-        fig.tight_layout()
-        out = _figure_path(args, "query_key")
-        fig.savefig(out, dpi=120)
-        plt.close(fig)
+        out = _save(fig, _figure_path(args, "query_key"), dpi=120)
         test_words = vocab.decode(result.splits["test"])
         sentence = language.sentence_from(test_words, min_len=10, max_len=16)
         fig, ax = plt.subplots(figsize=(max(9, 0.75 * len(sentence)), 5))
         language.plot_attention_graph(qkv, vocab, sentence, ax=ax)
-        fig.tight_layout()
-        out2 = _figure_path(args, "graph")
-        fig.savefig(out2, dpi=120)
-        plt.close(fig)
+        out2 = _save(fig, _figure_path(args, "graph"), dpi=120)
         fig, ax = plt.subplots(figsize=(7, 4.5))
         language.plot_training(result, ax=ax)
-        fig.tight_layout()
-        out3 = _figure_path(args, "training")
-        fig.savefig(out3, dpi=120)
-        plt.close(fig)
+        out3 = _save(fig, _figure_path(args, "training"), dpi=120)
         print(f"  figures written to {out}, {out2}, {out3}")
     return 0
 

@@ -14,7 +14,6 @@ engine and iterates it to a fixed point.
 from __future__ import annotations
 
 import math
-import numbers
 import warnings
 
 import numpy as np
@@ -23,7 +22,21 @@ from sklearn.utils.validation import check_is_fitted
 
 from . import _core
 from ._base import keeps_state_on_error
-from ._validation import FLOAT_DTYPES, LocalizationWarning, check_allocation, check_positive_int, validate_data
+from ._validation import (
+    COUNT,
+    COUNT_OR_ZERO,
+    FINITE,
+    FLOAT_DTYPES,
+    N_JOBS,
+    NON_NEGATIVE,
+    POSITIVE,
+    LocalizationWarning,
+    check_allocation,
+    check_number,
+    check_positive_int,
+    fit_context,
+    validate_data,
+)
 from .engine import bind, ratio
 from .kernels import SPECIAL
 
@@ -71,14 +84,6 @@ def _as_image(image, name="image"):
         raise ValueError(f"`{name}` contains NaN or infinity")
     was_2d = arr.ndim == 2
     return np.ascontiguousarray(arr if not was_2d else arr[:, :, None]), was_2d
-
-
-def _positive(value, name, allow_zero=False):
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real) or not np.isfinite(value):
-        raise ValueError(f"`{name}` must be a finite number, got {value!r}")
-    if value < 0 or (value == 0 and not allow_zero):
-        raise ValueError(f"`{name}` must be {'non-negative' if allow_zero else 'positive'}, got {value!r}")
-    return float(value)
 
 
 def _gaussian_window(radius, sigma, dtype):
@@ -143,11 +148,11 @@ def bilateral(image, spatial_bandwidth=1.0, range_bandwidth=None, *, window_size
     True
     """
     img, was_2d = _as_image(image)
-    hx = _positive(spatial_bandwidth, "spatial_bandwidth")
-    hy = float(img.std()) if range_bandwidth is None else _positive(range_bandwidth, "range_bandwidth")
+    hx = check_number(spatial_bandwidth, "spatial_bandwidth")
+    hy = float(img.std()) if range_bandwidth is None else check_number(range_bandwidth, "range_bandwidth")
     if mode not in _MODES:
         raise ValueError(f"`mode` must be one of {_MODES}, got {mode!r}")
-    cval = _positive(abs(cval), "cval", allow_zero=True) and float(cval)
+    cval = check_number(cval, "cval", FINITE)
     size_name = "window_size"
     if window_size is None:
         window_size = max(5, 2 * int(math.ceil(3 * hx)) + 1)
@@ -254,8 +259,8 @@ def nl_means(image, patch_size=7, patch_distance=11, h=0.1, sigma=0.0, *, exact=
     s = _patch_side(patch_size, img.shape, img.itemsize)
     # The search window is clipped to the image: a larger distance searches the same pixels.
     d = min(check_positive_int(patch_distance, "patch_distance", minimum=0), max(img.shape[:2]))
-    h = _positive(h, "h")
-    sigma = _positive(sigma, "sigma", allow_zero=True)
+    h = check_number(h, "h")
+    sigma = check_number(sigma, "sigma", NON_NEGATIVE)
     offset = s // 2
     # Reflect padding as scikit-image's slow mode; planar layout so that neighbouring candidate
     # patches are contiguous in memory for every channel.
@@ -300,7 +305,18 @@ class NonLocalMeans(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         self.exact = exact
         self.n_jobs = n_jobs
 
+    _parameter_constraints = {
+        "patch_size": [COUNT],
+        "patch_distance": [COUNT_OR_ZERO],
+        "h": [POSITIVE],
+        "sigma": [NON_NEGATIVE],
+        "image_shape": ["array-like", None],
+        "exact": ["boolean"],
+        "n_jobs": N_JOBS,
+    }
+
     @keeps_state_on_error
+    @fit_context
     def fit(self, X, y=None):
         """Check X and the parameters; non-local means learns nothing. Returns self."""
         X = validate_data(self, X, dtype=FLOAT_DTYPES)
@@ -314,9 +330,6 @@ class NonLocalMeans(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         if len(shape) not in (2, 3) or int(np.prod(shape)) != X.shape[1]:
             raise ValueError(f"`image_shape` {self.image_shape!r} does not hold the {X.shape[1]} features of a row")
         _patch_side(self.patch_size, shape if len(shape) == 3 else shape + (1,), X.itemsize)
-        check_positive_int(self.patch_distance, "patch_distance", minimum=0)
-        _positive(self.h, "h")
-        _positive(self.sigma, "sigma", allow_zero=True)
         self.image_shape_ = shape
         return self
 
@@ -474,16 +487,26 @@ class SelfLocalMean(MultiOutputMixin, RegressorMixin, BaseEstimator):
         self.blurring = blurring
         self.n_jobs = n_jobs
 
+    _parameter_constraints = {
+        "spatial_bandwidth": [POSITIVE, "array-like"],
+        "range_bandwidth": [POSITIVE, "array-like"],
+        "kernel": [str],
+        "max_iter": [COUNT],
+        "tol": [NON_NEGATIVE],
+        "blurring": ["boolean"],
+        "n_jobs": N_JOBS,
+    }
+
     def _params(self, d, p):
-        if not isinstance(self.kernel, str) or self.kernel.lower() in SPECIAL:
+        """The bandwidths per feature (a scalar is repeated), checked against the data's widths."""
+        if self.kernel.lower() in SPECIAL:
             raise ValueError(f"`kernel` must be the name of a radial profile, got {self.kernel!r}")
         hx = _check_bandwidths(self.spatial_bandwidth, "spatial_bandwidth", d)
         hy = _check_bandwidths(self.range_bandwidth, "range_bandwidth", p)
-        max_iter = check_positive_int(self.max_iter, "max_iter")
-        tol = _positive(self.tol, "tol", allow_zero=True)
-        return hx, hy, max_iter, tol
+        return hx, hy, self.max_iter, float(self.tol)
 
     @keeps_state_on_error
+    @fit_context
     def fit(self, X, y):
         """Run the fixed-point iteration on the training sample. Returns self."""
         X, y = validate_data(self, X, y, dtype=FLOAT_DTYPES, order="C", multi_output=True, y_numeric=True)

@@ -22,7 +22,6 @@ dot-product kernel.
 
 from __future__ import annotations
 
-import numbers
 import warnings
 
 import numpy as np
@@ -36,11 +35,15 @@ from sklearn.utils.validation import check_array, check_is_fitted
 from threadpoolctl import threadpool_limits
 
 from . import _core
-from ._base import keeps_state_on_error
+from ._base import keeps_state_on_error, knn_k, local_frames, progress_bar
 from ._validation import (
     FLOAT_DTYPES,
+    NON_NEGATIVE,
     LocalizationWarning,
     as_float_array,
+    check_n_components,
+    check_n_jobs,
+    check_number,
     check_positive_int,
     check_sample_weight,
     validate_data,
@@ -48,7 +51,6 @@ from ._validation import (
 )
 from .engine import BoundKernel, bind
 from .kernels import as_kernel, profile
-from .modes import _check_components, _check_n_jobs, _knn_k, _local_frames
 
 __all__ = [
     "AsymmetricMDS",
@@ -119,8 +121,8 @@ class LocalPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator)
     def fit(self, X, y=None, sample_weight=None):
         """Store the sample (lazy learning). Returns self."""
         X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C")
-        _check_components(self.n_components, X.shape[1], allow_zero=False)
-        _check_n_jobs(self.n_jobs)
+        check_n_components(self.n_components, X.shape[1], allow_zero=False)
+        check_n_jobs(self.n_jobs)
         self.X_fit_ = np.ascontiguousarray(X)
         self.sample_weight_ = check_sample_weight(sample_weight, X.shape[0], X.dtype)
         self._bound()  # validates kernel and bandwidth now
@@ -132,7 +134,7 @@ class LocalPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator)
         return self.n_components
 
     def _bound(self):
-        return bind(self.kernel, self.bandwidth, self.X_fit_, _knn_k(self.kernel, self.n_neighbors), self.sample_weight_,
+        return bind(self.kernel, self.bandwidth, self.X_fit_, knn_k(self.kernel, self.n_neighbors), self.sample_weight_,
                     consumer="LocalPCA")
 
     def _query(self, X):
@@ -158,8 +160,8 @@ class LocalPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator)
         return self._frames(Q)
 
     def _frames(self, Q):
-        q = _check_components(self.n_components, Q.shape[1], allow_zero=False)
-        off, vals, vecs, valid = _local_frames(self._bound(), Q, self.sample_weight_, q, self.algorithm, self.n_jobs)
+        q = check_n_components(self.n_components, Q.shape[1], allow_zero=False)
+        off, vals, vecs, valid = local_frames(self._bound(), Q, self.sample_weight_, q, self.algorithm, self.n_jobs)
         warn_zero_weight(~valid, "local PCA")
         return Q.astype(np.float64) + off, vecs, vals
 
@@ -209,17 +211,8 @@ def _check_n_components(q, n_samples):
     return q
 
 
-def _check_positive(value, name, *, allow_zero=False):
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real) or not np.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
-        bound = ">= 0" if allow_zero else "> 0"
-        raise ValueError(f"`{name}` must be a finite number {bound}, got {value!r}")
-    return float(value)
-
-
 def _progress(verbose, desc):
-    from .cluster import _progress_bar
-
-    return _progress_bar(verbose, desc, "iteration")
+    return progress_bar(verbose, desc, "iteration")
 
 
 def _lbfgs(fun, x0, max_iter, tol, verbose, desc):
@@ -396,12 +389,12 @@ class LocallyLinearEmbedding(TransformerMixin, BaseEstimator):
         q = _check_n_components(self.n_components, n)
         if q > d:
             raise ValueError(f"`n_components`={q} exceeds the {d} features")
-        reg = _check_positive(self.reg, "reg", allow_zero=True)
+        reg = check_number(self.reg, "reg", NON_NEGATIVE)
         if self.eigen_solver not in ("auto", "arpack", "dense"):
             raise ValueError(f"`eigen_solver` must be 'auto', 'arpack' or 'dense', got {self.eigen_solver!r}")
-        tol = _check_positive(self.tol, "tol", allow_zero=True)
+        tol = check_number(self.tol, "tol", NON_NEGATIVE)
         max_iter = check_positive_int(self.max_iter, "max_iter")
-        _check_n_jobs(self.n_jobs)
+        check_n_jobs(self.n_jobs)
         ind, w = _core.lle_weights(X, k, reg, algorithm=self.algorithm, n_jobs=self.n_jobs)
         self.weights_ = sp.csr_matrix((w.ravel(), ind.ravel(), np.arange(0, n * k + 1, k)), shape=(n, n))
         self.weights_.sort_indices()
@@ -491,8 +484,8 @@ def triplet_loss(Y, triplets, weights=None, *, loss="trimap", alpha=1.0, n_jobs=
         raise ValueError(f"`weights` must have shape ({len(T)},), got {w.shape}")
     if loss not in _TRIPLET_LOSSES:
         raise ValueError(f"`loss` must be one of {_TRIPLET_LOSSES}, got {loss!r}")
-    _check_n_jobs(n_jobs)
-    return _core.triplet_loss_grad(Y, T, w, loss=loss, alpha=_check_positive(alpha, "alpha"), n_jobs=n_jobs)
+    check_n_jobs(n_jobs)
+    return _core.triplet_loss_grad(Y, T, w, loss=loss, alpha=check_number(alpha, "alpha"), n_jobs=n_jobs)
 
 
 # Eigendecompositions up to this size run on one BLAS thread (see _pca).
@@ -623,11 +616,11 @@ class TripletEmbedding(TransformerMixin, BaseEstimator):
         n, d = X.shape
         n_in, n_out, n_rand = self._sizes(n)
         q = _check_n_components(self.n_components, n)
-        lr = _check_positive(self.learning_rate, "learning_rate")
-        temp = _check_positive(self.weight_temp, "weight_temp", allow_zero=True)
+        lr = check_number(self.learning_rate, "learning_rate")
+        temp = check_number(self.weight_temp, "weight_temp", NON_NEGATIVE)
         max_iter = check_positive_int(self.max_iter, "max_iter", minimum=0)
         p = check_positive_int(self.pca_components, "pca_components")
-        _check_n_jobs(self.n_jobs)
+        check_n_jobs(self.n_jobs)
         seed = _seed(self.random_state)
         # TriMap's preprocessing: principal coordinates of wide data, else a global rescaling.
         if d > p:
@@ -755,11 +748,11 @@ class OrdinalEmbedding(BaseEstimator):
         q = _check_n_components(self.n_components, n)
         if self.loss not in ("ste", "tste"):
             raise ValueError(f"`loss` must be 'ste' or 'tste', got {self.loss!r}")
-        alpha = max(q - 1.0, 1.0) if self.alpha is None else _check_positive(self.alpha, "alpha")
-        l2 = _check_positive(self.l2, "l2", allow_zero=True)
+        alpha = max(q - 1.0, 1.0) if self.alpha is None else check_number(self.alpha, "alpha")
+        l2 = check_number(self.l2, "l2", NON_NEGATIVE)
         max_iter = check_positive_int(self.max_iter, "max_iter")
-        tol = _check_positive(self.tol, "tol", allow_zero=True)
-        _check_n_jobs(self.n_jobs)
+        tol = check_number(self.tol, "tol", NON_NEGATIVE)
+        check_n_jobs(self.n_jobs)
         w = np.ones(len(T)) if sample_weight is None else check_sample_weight(sample_weight, len(T), np.float64)
         # Triplets sharing (i, j) in runs: the native gradient reuses y_i − y_j within a run.
         order = np.lexsort((T[:, 1], T[:, 0]))
@@ -1088,7 +1081,7 @@ class AsymmetricMDS(TransformerMixin, BaseEstimator):
             raise ValueError(f"`affinity` must be 'kernel' or 'precomputed', got {self.affinity!r}")
         X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C", ensure_min_samples=2)
         self.X_fit_ = X
-        kernel = as_kernel(self.kernel, self.bandwidth, _knn_k(self.kernel, self.n_neighbors))
+        kernel = as_kernel(self.kernel, self.bandwidth, knn_k(self.kernel, self.n_neighbors))
         self.kernel_ = kernel
         if kernel.name == "knn":
             return _knn_affinity(X, kernel, self.n_jobs), None
@@ -1099,7 +1092,7 @@ class AsymmetricMDS(TransformerMixin, BaseEstimator):
         """Fit the query and key coordinates. Returns self."""
         if self.loss not in ("frobenius", "softmax"):
             raise ValueError(f"`loss` must be 'frobenius' or 'softmax', got {self.loss!r}")
-        _check_n_jobs(self.n_jobs)
+        check_n_jobs(self.n_jobs)
         A, aff = self._affinity(X)
         if self.affinity == "precomputed":
             self.n_features_in_ = A.shape[1]
@@ -1159,7 +1152,7 @@ class AsymmetricMDS(TransformerMixin, BaseEstimator):
         Z2 = 0.1 * rng.standard_normal((n, q))
         if normalizer == "exact":
             H = target.entropy_terms()
-            tol = _check_positive(self.tol, "tol", allow_zero=True)
+            tol = check_number(self.tol, "tol", NON_NEGATIVE)
 
             def fun(theta):
                 Z = theta.reshape(2, n, q)
@@ -1173,7 +1166,7 @@ class AsymmetricMDS(TransformerMixin, BaseEstimator):
             P = sp.csr_matrix(target.P)
             P.sort_indices()
             n_neg = check_positive_int(self.n_negative, "n_negative")
-            lr = _check_positive(self.learning_rate, "learning_rate")
+            lr = check_number(self.learning_rate, "learning_rate")
             col = np.asarray((sp.diags(w) @ P).sum(axis=0)).ravel()
             noise = col**0.75
             noise = 0.95 * noise / noise.sum() + 0.05 / n

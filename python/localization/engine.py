@@ -16,7 +16,9 @@ from scipy.spatial.distance import cdist
 
 from . import _core
 from ._validation import (
+    StrOptions,
     as_float_array,
+    check_number,
     check_positive_int,
     check_query,
     check_sample_weight,
@@ -31,11 +33,12 @@ from .kernels import (
     SamplePoint,
     as_kernel,
     check_adaptive,
-    check_scalar_bandwidth,
     rule_of_thumb,
 )
 
 _ALGORITHMS = ("auto", "brute", "kd_tree", "expansion")
+#: The `_parameter_constraints` entry of an estimator's engine `algorithm`.
+ALGORITHM = [StrOptions(set(_ALGORITHMS))]
 
 
 def check_algorithm(algorithm):
@@ -70,7 +73,7 @@ class BoundKernel:
         elif self.name == "identity":
             pass
         elif self.name == "dot":
-            check_scalar_bandwidth(kernel.temperature, "temperature")
+            check_number(kernel.temperature, "temperature")
         elif isinstance(bw, str):
             h = rule_of_thumb(X, bw, sample_weight)
             if np.ndim(h):
@@ -87,7 +90,7 @@ class BoundKernel:
                 raise ValueError("every per-feature `bandwidth` must be finite and strictly positive")
             self.feature_scale = fs
         else:
-            self.h = check_scalar_bandwidth(bw)
+            self.h = check_number(bw, "bandwidth")
         self.Xs = self._scale(X)
         if isinstance(bw, SamplePoint) and self.name not in ("knn", "dot", "identity"):
             dist, _ = _core.NeighborIndex(self.Xs).knn(self.Xs, self.adaptive_k + 1)

@@ -13,7 +13,6 @@ is that ideal one needs no training at all — at the price of memorising the tr
 
 from __future__ import annotations
 
-import numbers
 
 import numpy as np
 from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
@@ -21,21 +20,12 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from ._base import keeps_state_on_error
-from ._validation import FLOAT_DTYPES, check_allocation, check_positive_int, check_sample_weight, validate_data
+from ._validation import FLOAT_DTYPES, check_allocation, check_number, check_positive_int, check_sample_weight, validate_data
 from .engine import BoundKernel, ratio
 from .kernels import Kernel
 
 _SCHEDULES = ("geometric", "karras")
 _SAMPLERS = ("euler", "ddim", "heun", "ancestral", "langevin")
-
-
-def _check_sigma(sigma, name="sigma"):
-    if isinstance(sigma, (bool, np.bool_)) or not isinstance(sigma, numbers.Real):
-        raise TypeError(f"`{name}` must be a positive number, got {sigma!r}")
-    sigma = float(sigma)
-    if not np.isfinite(sigma) or sigma <= 0:
-        raise ValueError(f"`{name}` must be finite and strictly positive, got {sigma}")
-    return sigma
 
 
 class _LocalMeanPrior(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
@@ -120,13 +110,13 @@ class LocalMeanDenoiser(_LocalMeanPrior):
     @keeps_state_on_error
     def fit(self, X, y=None, sample_weight=None):
         """Store the training set (the empirical prior). Returns self."""
-        _check_sigma(self.sigma)
+        check_number(self.sigma, "sigma")
         self._fit(X, sample_weight)
         return self
 
     def denoise(self, X):
         """The posterior mean E[z | x] = m_σ(x) for each row of the noisy ``X``."""
-        return self._denoise(self._query(X), _check_sigma(self.sigma))
+        return self._denoise(self._query(X), check_number(self.sigma, "sigma"))
 
     def transform(self, X):
         """Same as :meth:`denoise` (so the denoiser can sit in a Pipeline)."""
@@ -135,7 +125,7 @@ class LocalMeanDenoiser(_LocalMeanPrior):
     def score_function(self, X):
         """∇ log p̂_σ(x) = (m_σ(x) − x) / σ² (Tweedie), shape (n, n_features)."""
         Q = self._query(X)
-        sigma = _check_sigma(self.sigma)
+        sigma = check_number(self.sigma, "sigma")
         return (self._denoise(Q, sigma) - Q) / sigma**2
 
 
@@ -151,8 +141,8 @@ def sigma_schedule(sigma_max, sigma_min, n_steps, schedule="geometric", rho=7.0)
     >>> sigma_schedule(10.0, 0.1, 3).round(6).tolist()
     [10.0, 1.0, 0.1]
     """
-    sigma_max = _check_sigma(sigma_max, "sigma_max")
-    sigma_min = _check_sigma(sigma_min, "sigma_min")
+    sigma_max = check_number(sigma_max, "sigma_max")
+    sigma_min = check_number(sigma_min, "sigma_min")
     n_steps = check_positive_int(n_steps, "n_steps", minimum=2)
     check_allocation(8 * n_steps, "n_steps", f"{n_steps} noise levels")
     if sigma_min >= sigma_max:
@@ -160,7 +150,7 @@ def sigma_schedule(sigma_max, sigma_min, n_steps, schedule="geometric", rho=7.0)
     if schedule == "geometric":
         return np.geomspace(sigma_max, sigma_min, n_steps)
     if schedule == "karras":
-        rho = _check_sigma(rho, "rho")
+        rho = check_number(rho, "rho")
         t = np.linspace(0.0, 1.0, n_steps)
         s = (sigma_max ** (1 / rho) + t * (sigma_min ** (1 / rho) - sigma_max ** (1 / rho))) ** rho
         s[0], s[-1] = sigma_max, sigma_min
@@ -261,8 +251,8 @@ class LocalMeanDiffusion(_LocalMeanPrior):
         if self.sampler not in _SAMPLERS:
             raise ValueError(f"`sampler` must be one of {_SAMPLERS}, got {self.sampler!r}")
         check_positive_int(self.n_langevin, "n_langevin")
-        _check_sigma(self.rho, "rho")  # used by the karras schedule, checked whichever is chosen
-        eta = _check_sigma(self.langevin_step, "langevin_step")
+        check_number(self.rho, "rho")  # used by the karras schedule, checked whichever is chosen
+        eta = check_number(self.langevin_step, "langevin_step")
         if eta >= 2:
             raise ValueError(f"`langevin_step` must be in (0, 2), got {eta}")
         w = None if self.sample_weight_ is None else self.sample_weight_.astype(np.float64)
@@ -273,17 +263,17 @@ class LocalMeanDiffusion(_LocalMeanPrior):
             spread = float(np.sqrt(np.max(np.sum((support - self.mean_) ** 2, axis=1))))
             smax = 2.0 * spread if spread > 0 else 1.0
         else:
-            smax = _check_sigma(self.sigma_max, "sigma_max")
+            smax = check_number(self.sigma_max, "sigma_max")
         if isinstance(self.sigma_min, str) and self.sigma_min == "auto":
             smin = smax * 1e-3
         else:
-            smin = _check_sigma(self.sigma_min, "sigma_min")
+            smin = check_number(self.sigma_min, "sigma_min")
         self.sigmas_ = sigma_schedule(smax, smin, self.n_steps, self.schedule, self.rho)
         return self
 
     def denoise(self, X, sigma):
         """The ideal denoiser D(x; σ) = m_σ(x) of the training set."""
-        return self._denoise(self._query(X), _check_sigma(sigma))
+        return self._denoise(self._query(X), check_number(sigma, "sigma"))
 
     def transform(self, X):
         """Denoise ``X`` at σ_min (projects points onto the training set's neighbourhood)."""

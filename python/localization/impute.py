@@ -21,7 +21,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._base import keeps_state_on_error
-from ._validation import LocalizationWarning, check_positive_int
+from ._validation import LocalizationWarning, check_number, check_positive_int
 from .adaptive import check_grid, search
 
 _FLOATS = (np.float64, np.float32)
@@ -34,9 +34,7 @@ def _check_bandwidth(value, name):
         if value != "loo":
             raise ValueError(f"`{name}` must be a positive number or 'loo', got {value!r}")
         return value
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real) or not np.isfinite(value) or value <= 0:
-        raise ValueError(f"`{name}` must be a positive number or 'loo', got {value!r}")
-    return float(value)
+    return check_number(value, name)
 
 
 class LocalMeanImputer(TransformerMixin, BaseEstimator):

@@ -51,7 +51,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _core
-from ._validation import check_positive_int
+from ._validation import POSITIVE, StrOptions, check_number, check_positive_int
 
 PROFILES = (
     "gaussian",
@@ -144,6 +144,10 @@ class SamplePoint:
 
 
 RULES = ("scott", "silverman", "scott_scaled", "silverman_scaled")
+
+#: The `_parameter_constraints` entry of a bandwidth that may also be per-feature, a rule of
+#: thumb or an adaptive rule (values inside an array are checked when the kernel is bound).
+BANDWIDTH = [POSITIVE, "array-like", StrOptions(set(RULES)), Balloon, SamplePoint]
 
 
 def rule_of_thumb(X, rule="scott", sample_weight=None):
@@ -405,6 +409,10 @@ def laplacian(kernel):
     return KernelCombination([Kernel("identity")], [1.0], normalized=True) - K
 
 
+#: The `_parameter_constraints` entry of a `kernel` that :func:`as_kernel` turns into a Kernel.
+KERNEL = [str, Kernel, KernelCombination, callable]
+
+
 def as_kernel(kernel, bandwidth=1.0, n_neighbors=None):
     """Turn an estimator's ``kernel``/``bandwidth``/``n_neighbors`` into a :class:`Kernel`.
 
@@ -418,18 +426,9 @@ def as_kernel(kernel, bandwidth=1.0, n_neighbors=None):
     return Kernel(canonical_name(kernel), bandwidth, n_neighbors=n_neighbors)
 
 
-def check_scalar_bandwidth(h, name="bandwidth"):
-    if isinstance(h, (bool, np.bool_)) or not isinstance(h, numbers.Real):
-        raise TypeError(f"`{name}` must be a number, an array of per-feature values or a rule name, got {h!r}")
-    h = float(h)
-    if not np.isfinite(h) or h <= 0:
-        raise ValueError(f"`{name}` must be finite and strictly positive, got {h}")
-    return h
-
-
 def check_adaptive(rule, n_fit):
     k = check_positive_int(rule.n_neighbors, "bandwidth.n_neighbors")
-    check_scalar_bandwidth(rule.scale, "bandwidth.scale")
+    check_number(rule.scale, "bandwidth.scale")
     if k > n_fit:
         raise ValueError(f"`bandwidth.n_neighbors`={k} exceeds the {n_fit} fitted samples")
     return k

@@ -17,7 +17,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from ._base import keeps_state_on_error
-from ._validation import FLOAT_DTYPES, check_positive_int, validate_data
+from ._validation import FINITE, FLOAT_DTYPES, check_number, check_positive_int, validate_data
 from .engine import BoundKernel, ratio
 from .kernels import Kernel
 
@@ -87,8 +87,7 @@ class Hopfield(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         if self.update not in _UPDATES:
             raise ValueError(f"`update` must be one of {_UPDATES}, got {self.update!r}")
         check_positive_int(self.max_iter, "max_iter")
-        if not isinstance(self.threshold, numbers.Real) or not np.isfinite(self.threshold):
-            raise ValueError(f"`threshold` must be a finite number, got {self.threshold!r}")
+        check_number(self.threshold, "threshold", FINITE)
         X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C")
         self.patterns_ = _bipolar(X, self.threshold)
         # Integer Hebbian counts (exact in float64): the dynamics only need signs of fields,
@@ -206,10 +205,7 @@ class ModernHopfield(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         self.n_jobs = n_jobs
 
     def _beta(self):
-        b = self.beta
-        if isinstance(b, (bool, np.bool_)) or not isinstance(b, numbers.Real) or not np.isfinite(b) or b <= 0:
-            raise ValueError(f"`beta` must be a finite positive number, got {b!r}")
-        return float(b)
+        return check_number(self.beta, "beta")
 
     @keeps_state_on_error
     def fit(self, X, y=None):

@@ -11,8 +11,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_array
 
 from . import _core
-from ._validation import FLOAT_DTYPES, check_positive_int
-from .modes import _check_n_jobs
+from ._validation import FLOAT_DTYPES, check_n_jobs, check_positive_int
 
 __all__ = ["knn_accuracy", "trustworthiness"]
 
@@ -72,7 +71,7 @@ def trustworthiness(X, X_embedded, *, n_neighbors=5, sample_size=None, random_st
     k = check_positive_int(n_neighbors, "n_neighbors")
     if k >= n / 2:
         raise ValueError(f"`n_neighbors` ({k}) should be less than n_samples / 2 ({n / 2})")
-    _check_n_jobs(n_jobs)
+    check_n_jobs(n_jobs)
     if sample_size is None:
         anchors = np.arange(n, dtype=np.int64)
     else:
@@ -106,7 +105,7 @@ def knn_accuracy(X_embedded, y, *, n_neighbors=10, n_jobs=None):
     k = check_positive_int(n_neighbors, "n_neighbors")
     if k >= len(Y):
         raise ValueError(f"`n_neighbors`={k} must be below n_samples = {len(Y)}")
-    _check_n_jobs(n_jobs)
+    check_n_jobs(n_jobs)
     classes, codes = np.unique(labels, return_inverse=True)
     E = _embedded_neighbors(Y, k, n_jobs)
     votes = np.zeros((len(Y), len(classes)), dtype=np.int64)

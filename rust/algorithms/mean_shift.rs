@@ -476,7 +476,8 @@ impl GridSpec {
             return Err(LocalizationError::param("X", "the grid needs finite bounds with lo <= hi"));
         }
         let side = h / cells_per_bandwidth as f64;
-        let extent: Vec<u64> = (0..d).map(|k| ((hi[k] - lo[k]) / side).floor() as u64 + 1).collect();
+        // Saturating: a spread beyond u64 cells must fail the count check below, not wrap to 0.
+        let extent: Vec<u64> = (0..d).map(|k| (((hi[k] - lo[k]) / side).floor() as u64).saturating_add(1)).collect();
         let n_cells = extent.iter().try_fold(1u64, |a, &e| a.checked_mul(e)).filter(|&t| t < (1u64 << 62)).ok_or_else(|| {
             LocalizationError::param("bandwidth", "too small for the spread of the data on a grid; use algorithm='exact'")
         })?;
@@ -1027,5 +1028,13 @@ mod tests {
         let g = shift_seeds(x.view(), None, x.view(), &params(Profile::Gaussian), &mon).unwrap();
         let iterations = g.n_iter.iter().max().unwrap() + 1;
         assert_eq!(mon.progress(), (iterations, 301));
+    }
+
+    #[test]
+    fn a_grid_wider_than_u64_cells_is_an_error_not_a_panic() {
+        // 2.3e18 / (1/8) cells is beyond u64: the extent once wrapped to 0 and a clamp panicked.
+        assert!(GridSpec::new(&[0.0], &[2.305_843_01e18], 1.0, 8).is_err());
+        assert!(GridSpec::new(&[0.0, 0.0], &[1e300, 1.0], 1.0, 4).is_err());
+        assert!(GridSpec::new(&[0.0], &[1.0], 1.0, 8).is_ok());
     }
 }

@@ -14,7 +14,7 @@ from sklearn.utils.validation import check_is_fitted
 from .. import density, neighbors, regression
 from .._base import keeps_state_on_error
 from .._sums import tree_reduce
-from .._validation import check_positive_int
+from .._validation import check_positive_int, check_weight_summary
 from ..engine import BoundKernel, check_algorithm
 from ..kernels import SPECIAL, log_normalization
 from ._common import Shards, Spec, aligned, as_dask, assemble, check_features, float_dtype, is_dask, sharded_kernel, task_threads
@@ -44,11 +44,8 @@ def fit_sample(est, X, y=None, sample_weight=None):
     for name in ("X", "y", "sample_weight"):
         if not all(s[name] for s in stats):
             raise ValueError(f"`{name}` contains NaN or infinity")
-    if any(s["negative"] for s in stats):
-        raise ValueError("`sample_weight` must be non-negative")
     total = float(sum(s["total"] for s in stats)) if w is not None else float(X.shape[0])
-    if not total > 0:
-        raise ValueError("`sample_weight` is zero everywhere: the total weight must be positive")
+    check_weight_summary(any(s["negative"] for s in stats), total)
     # The sample's bounding box (in its dtype), for bins and grids.
     shards.lo = np.min([s["lo"] for s in stats], axis=0)
     shards.hi = np.max([s["hi"] for s in stats], axis=0)

@@ -14,8 +14,9 @@ from sklearn.utils import check_random_state
 from .. import _core, cluster
 from .._base import keeps_state_on_error
 from .._sums import LocalSums, tree_reduce
-from .._validation import as_float_array, check_positive_int
-from ..cluster import _progress_bar, bin_counts, bin_seeds
+from .._validation import as_float_array, check_positive_int, fit_context
+from .._base import progress_bar
+from ..cluster._mean_shift import _BANDWIDTH_SAMPLE, bin_counts, bin_seeds
 from ._common import Shards, as_dask, client, each, is_dask, put, task_threads
 from ._estimators import fit_sample
 
@@ -40,7 +41,7 @@ def estimate_bandwidth(X, *, quantile=0.3, n_samples=None, random_state=0, n_job
     n = X.shape[0]
     if n == 0:
         raise ValueError("`X` is empty: at least one sample is required")
-    s = check_positive_int(min(n, cluster._BANDWIDTH_SAMPLE) if n_samples is None else n_samples, "n_samples")
+    s = check_positive_int(min(n, _BANDWIDTH_SAMPLE) if n_samples is None else n_samples, "n_samples")
     idx = check_random_state(random_state).permutation(n)[:s]
     order = np.argsort(idx)
     rows = np.empty_like(order)
@@ -154,6 +155,7 @@ class MeanShift(cluster.MeanShift):
     """
 
     @keeps_state_on_error
+    @fit_context
     def fit(self, X, y=None, sample_weight=None):
         """Find the modes and label the points (``labels_`` is a dask array).
 
@@ -182,7 +184,7 @@ class MeanShift(cluster.MeanShift):
         self._shards, self._X, self._w = shards, shards.X, shards.weights
         self._threads = task_threads(self.n_jobs)
         self._window_futures = None
-        progress, close = _progress_bar(self.verbose, "MeanShift", "iteration")
+        progress, close = progress_bar(self.verbose, "MeanShift", "iteration")
         try:
             seeds, point_seed = self._seed(shards, h, algorithm, res)
             modes, support, n_iter, converged, valid, paths = self._climb(seeds, progress)

@@ -13,34 +13,34 @@ in their last window and greedily merged within ``h``.
 
 from __future__ import annotations
 
-import numbers
 import warnings
+from numbers import Real
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from . import _core
-from ._base import keeps_state_on_error
-from ._validation import FLOAT_DTYPES, as_float_array, check_positive_int, check_sample_weight, validate_data
-from .kernels import SPECIAL, canonical_name
-from .modes import MedoidShift, PCShift, QuickShift, medoid_shift, pc_shift, quick_shift
-from .semi_supervised import LocalModeClustering
+from .. import _core
+from .._base import keeps_state_on_error, progress_bar
+from .._validation import (
+    COUNT,
+    COUNT_OR_ZERO,
+    FLOAT_DTYPES,
+    N_JOBS,
+    NON_NEGATIVE,
+    POSITIVE,
+    Interval,
+    StrOptions,
+    as_float_array,
+    check_sample_weight,
+    fit_context,
+    validate_data,
+    validate_params,
+)
+from ..kernels import SPECIAL, canonical_name
 
-__all__ = [
-    "LocalModeClustering",
-    "MeanShift",
-    "MedoidShift",
-    "PCShift",
-    "QuickShift",
-    "estimate_bandwidth",
-    "get_bin_seeds",
-    "mean_shift",
-    "medoid_shift",
-    "pc_shift",
-    "quick_shift",
-]
+__all__ = ["MeanShift", "estimate_bandwidth", "get_bin_seeds", "mean_shift"]
 
 # Above this many points an unspecified `n_samples` subsamples (scikit-learn uses all points,
 # which is quadratic in n).
@@ -51,6 +51,16 @@ _GRID_MAX_DIM = _core.GRID_MAX_FEATURES
 _GRID_RESOLUTION = {1: 8, 2: 4, 3: 2, 4: 1}
 
 
+@validate_params(
+    {
+        "X": ["array-like"],
+        "quantile": [Interval(Real, 0, 1, closed="both")],
+        "n_samples": [COUNT, None],
+        "random_state": ["random_state"],
+        "n_jobs": N_JOBS,
+    },
+    prefer_skip_nested_validation=True,
+)
 def estimate_bandwidth(X, *, quantile=0.3, n_samples=None, random_state=0, n_jobs=None):
     """Estimate a MeanShift bandwidth: the mean distance from a point to its ⌊quantile·s⌋-th neighbour.
 
@@ -84,13 +94,10 @@ def estimate_bandwidth(X, *, quantile=0.3, n_samples=None, random_state=0, n_job
     np.float64(1.6191)
     """
     X = as_float_array(X, "X")
-    if isinstance(quantile, (bool, np.bool_)) or not isinstance(quantile, numbers.Real) or not 0 <= quantile <= 1:
-        raise ValueError(f"`quantile` must be a number in [0, 1], got {quantile!r}")
     n = X.shape[0]
     rng = check_random_state(random_state)
     if n_samples is None:
         n_samples = min(n, _BANDWIDTH_SAMPLE)
-    n_samples = check_positive_int(n_samples, "n_samples")
     # The same draw as scikit-learn for the same seed, so both see the same subsample.
     idx = rng.permutation(n)[:n_samples]
     Xs = np.ascontiguousarray(X[idx])
@@ -157,24 +164,6 @@ def bin_seeds(bins, counts, bin_size, min_bin_freq, n):
     if np.isfinite(b32) and b32 >= np.finfo(np.float32).tiny and np.all(np.isfinite(out)):
         return out
     return seeds * bin_size
-
-
-def _progress_bar(enabled, desc, unit="it"):
-    """A (callback, close) pair driving a tqdm bar from the core's (done, total) reports."""
-    if not enabled:
-        return None, lambda: None
-    from tqdm.auto import tqdm
-
-    # A short delay keeps quick fits silent; long ones show the bar.
-    bar = tqdm(desc=desc, total=None, leave=False, delay=0.2, unit=unit)
-
-    def update(done, total):
-        if bar.total != total:
-            bar.total = total
-        bar.n = done
-        bar.refresh()
-
-    return update, bar.close
 
 
 def _reject_text(X):
@@ -365,37 +354,37 @@ class MeanShift(ClusterMixin, BaseEstimator):
 
     # -- validation ---------------------------------------------------------------------
 
+    _parameter_constraints = {
+        "bandwidth": [POSITIVE, None],
+        "kernel": [str],
+        "seeds": ["array-like", None],
+        "bin_seeding": ["boolean"],
+        "min_bin_freq": [COUNT],
+        "cluster_all": ["boolean"],
+        "max_iter": [COUNT_OR_ZERO],
+        "tol": [NON_NEGATIVE],
+        "step": [POSITIVE],
+        "merge_radius": [NON_NEGATIVE, None],
+        "blurring": ["boolean"],
+        "fixed_kernel": ["boolean"],
+        "algorithm": [StrOptions({"auto", "exact", "grid"})],
+        "grid_resolution": [COUNT, None],
+        "label_assignment": [StrOptions({"auto", "trajectory", "nearest"})],
+        "return_trajectories": ["boolean"],
+        "n_jobs": N_JOBS,
+        "verbose": ["verbose"],
+    }
+
     def _check_params(self, X):
-        if not isinstance(self.kernel, str):
-            raise TypeError(f"MeanShift's `kernel` is a profile name such as 'flat' or 'gaussian', got {self.kernel!r}")
+        """What the declared constraints cannot say: choices that depend on each other and on X."""
         kernel = canonical_name(self.kernel)
         if kernel in SPECIAL:
             raise ValueError(f"`kernel` must be a radial profile for MeanShift, got {self.kernel!r}")
-        check_positive_int(self.min_bin_freq, "min_bin_freq")
-        check_positive_int(self.max_iter, "max_iter", minimum=0)
-        for name in ("tol", "step"):
-            v = getattr(self, name)
-            if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real) or not np.isfinite(v) or v < 0:
-                raise ValueError(f"`{name}` must be a finite non-negative number, got {v!r}")
-        if not self.step > 0:
-            raise ValueError(f"`step` must be strictly positive, got {self.step!r}")
         if self.blurring and self.fixed_kernel:
             raise ValueError("`blurring` and `fixed_kernel` are different methods; set at most one")
-        if self.algorithm not in ("auto", "exact", "grid"):
-            raise ValueError(f"`algorithm` must be 'auto', 'exact' or 'grid', got {self.algorithm!r}")
-        if self.label_assignment not in ("auto", "trajectory", "nearest"):
-            raise ValueError(f"`label_assignment` must be 'auto', 'trajectory' or 'nearest', got {self.label_assignment!r}")
-        if self.bandwidth is None:
-            # May be 0 (most points coincide with their neighbours): the radius-0 window.
-            h = estimate_bandwidth(X, n_jobs=self.n_jobs)
-        else:
-            h = self.bandwidth
-            if isinstance(h, (bool, np.bool_)) or not isinstance(h, numbers.Real) or not np.isfinite(h) or h <= 0:
-                raise ValueError(f"`bandwidth` must be a finite positive number or None, got {h!r}")
-        h = float(h)
+        # An estimate may be 0 (most points coincide with their neighbours): the radius-0 window.
+        h = float(estimate_bandwidth(X, n_jobs=self.n_jobs) if self.bandwidth is None else self.bandwidth)
         r = h if self.merge_radius is None else self.merge_radius
-        if isinstance(r, (bool, np.bool_)) or not isinstance(r, numbers.Real) or not np.isfinite(r) or r < 0:
-            raise ValueError(f"`merge_radius` must be a finite non-negative number, got {r!r}")
         d = X.shape[1]
         algorithm = self.algorithm
         if h == 0:
@@ -416,15 +405,13 @@ class MeanShift(ClusterMixin, BaseEstimator):
             everyone = self.seeds is None and not self.bin_seeding
             low_d = d <= _GRID_MAX_DIM and X.shape[0] >= _GRID_AUTO_MIN
             algorithm = "grid" if kernel == "tophat" and everyone and low_d else "exact"
-        res = self.grid_resolution
-        if res is None:
-            res = _GRID_RESOLUTION.get(d, 1)
-        res = check_positive_int(res, "grid_resolution")
+        res = _GRID_RESOLUTION.get(d, 1) if self.grid_resolution is None else int(self.grid_resolution)
         return kernel, h, float(r), algorithm, res
 
     # -- fitting ------------------------------------------------------------------------
 
     @keeps_state_on_error
+    @fit_context
     def fit(self, X, y=None, sample_weight=None):
         """Find the modes and label the points.
 
@@ -451,7 +438,7 @@ class MeanShift(ClusterMixin, BaseEstimator):
         by_iteration = algorithm in ("blurring", "fixed_kernel") or (
             algorithm == "exact" and kernel != "tophat" and (_core.profile_info(kernel)[1] is None or X.shape[1] >= _core.GEMM_MIN_DIM)
         )
-        progress, close = _progress_bar(self.verbose, "MeanShift", "iteration" if by_iteration else "seed")
+        progress, close = progress_bar(self.verbose, "MeanShift", "iteration" if by_iteration else "seed")
         try:
             seeds, point_seed = self._fit_seeds(X, w, kernel, h, algorithm, res, progress)
         finally:

@@ -12,12 +12,12 @@ All three are thin layers over the local-mean engine:
   the projector on the top principal axes of the kernel-weighted local covariance, which the
   engine returns as design moments in the same pass as the local mean.
 
-These estimators are re-exported from :mod:`localization.cluster`.
+Part of the mode-seeking family :mod:`localization.cluster` (also importable from
+:mod:`localization.modes`).
 """
 
 from __future__ import annotations
 
-import numbers
 import operator
 import warnings
 
@@ -25,11 +25,25 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin, OneToOneFeatureMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
-from . import _core
-from ._validation import FLOAT_DTYPES, LocalizationWarning, as_float_array, check_positive_int, check_sample_weight, validate_data
-from ._base import DEFAULT_N_NEIGHBORS, keeps_state_on_error
-from .engine import bind
-from .kernels import SPECIAL, canonical_name, check_scalar_bandwidth
+from .. import _core
+from .._base import KERNEL_CONSTRAINTS, keeps_state_on_error, knn_k, local_frames
+from .._validation import (
+    COUNT,
+    COUNT_OR_ZERO,
+    DISTANCE,
+    FLOAT_DTYPES,
+    N_JOBS,
+    POSITIVE,
+    LocalizationWarning,
+    StrOptions,
+    as_float_array,
+    check_n_components,
+    check_sample_weight,
+    fit_context,
+    validate_data,
+)
+from ..engine import bind
+from ..kernels import SPECIAL, canonical_name
 
 __all__ = ["MedoidShift", "QuickShift", "PCShift", "medoid_shift", "quick_shift", "pc_shift", "pc_shift_step"]
 
@@ -42,25 +56,6 @@ def _profile_name(kernel):
     if name in SPECIAL:
         raise ValueError(f"`kernel` must be a radial profile, not {name!r}")
     return name
-
-
-def _knn_k(kernel, n_neighbors):
-    """k for kernel="knn": the estimator's n_neighbors, else the library default."""
-    if n_neighbors is None and isinstance(kernel, str) and kernel.lower() == "knn":
-        return DEFAULT_N_NEIGHBORS
-    return n_neighbors
-
-
-def _check_n_jobs(n_jobs):
-    """The native layer's rule, checked at ``fit`` before any work (counts above the cores are
-    clamped there)."""
-    if n_jobs is None:
-        return None
-    if isinstance(n_jobs, bool) or not isinstance(n_jobs, numbers.Integral):
-        raise TypeError(f"`n_jobs` must be an integer or None, got {type(n_jobs).__name__} {n_jobs!r}")
-    if n_jobs == 0:
-        raise ValueError("`n_jobs` must be None or a non-zero integer, got 0")
-    return n_jobs
 
 
 def _forest(next_):
@@ -188,7 +183,7 @@ class MedoidShift(ClusterMixin, BaseEstimator):
     Examples
     --------
     >>> import numpy as np
-    >>> from localization.modes import MedoidShift
+    >>> from localization.cluster import MedoidShift
     >>> X = np.array([[0.0], [0.1], [0.2], [5.0], [5.1], [5.2]])
     >>> ms = MedoidShift(bandwidth=0.5).fit(X)
     >>> ms.labels_.tolist(), ms.medoid_indices_.tolist()
@@ -203,24 +198,29 @@ class MedoidShift(ClusterMixin, BaseEstimator):
         self.max_iter = max_iter
         self.n_jobs = n_jobs
 
+    _parameter_constraints = {
+        "bandwidth": [POSITIVE],
+        "kernel": [str],
+        "metric": [StrOptions({"euclidean", "precomputed"})],
+        "n_neighbors": [COUNT, None],
+        "max_iter": [COUNT],
+        "n_jobs": N_JOBS,
+    }
+
     @keeps_state_on_error
+    @fit_context
     def fit(self, X, y=None, sample_weight=None):
         """Compute the forest. Returns self.
 
         ``sample_weight`` multiplies K(x_i, x_k) (an integer weight is a duplicated sample).
         """
-        if self.metric not in ("euclidean", "precomputed"):
-            raise ValueError(f"`metric` must be 'euclidean' or 'precomputed', got {self.metric!r}")
         X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C")
         X = np.ascontiguousarray(X)
-        h = check_scalar_bandwidth(self.bandwidth)
+        h = float(self.bandwidth)
         name = _profile_name(self.kernel)
-        n_jobs = _check_n_jobs(self.n_jobs)
-        max_iter = check_positive_int(self.max_iter, "max_iter")
+        n_jobs, max_iter, k = self.n_jobs, self.max_iter, self.n_neighbors
         n = X.shape[0]
-        k = None
-        if self.n_neighbors is not None:
-            k = check_positive_int(self.n_neighbors, "n_neighbors")
+        if k is not None:
             if k > n:
                 raise ValueError(f"`n_neighbors`={k} exceeds the {n} samples (k = n_samples is the dense definition)")
         pre = self.metric == "precomputed"
@@ -329,7 +329,7 @@ class QuickShift(ClusterMixin, BaseEstimator):
     Examples
     --------
     >>> import numpy as np
-    >>> from localization.modes import QuickShift
+    >>> from localization.cluster import QuickShift
     >>> X = np.array([[0.0], [0.1], [0.2], [5.0], [5.1]])
     >>> QuickShift(bandwidth=0.5).fit(X).labels_.tolist()
     [0, 0, 0, 1, 1]
@@ -347,7 +347,16 @@ class QuickShift(ClusterMixin, BaseEstimator):
         self.algorithm = algorithm
         self.n_jobs = n_jobs
 
+    _parameter_constraints = {
+        **KERNEL_CONSTRAINTS,
+        "max_dist": [DISTANCE, None],
+        "threshold": [DISTANCE, None],
+        "window": [DISTANCE, None],
+        "window_features": ["array-like", None],
+    }
+
     @keeps_state_on_error
+    @fit_context
     def fit(self, X, y=None, sample_weight=None):
         """Estimate the densities, link and cut. Returns self.
 
@@ -355,23 +364,24 @@ class QuickShift(ClusterMixin, BaseEstimator):
         """
         X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C")
         X = np.ascontiguousarray(X)
-        n_jobs = _check_n_jobs(self.n_jobs)
+        n_jobs = self.n_jobs
         w = check_sample_weight(sample_weight, X.shape[0], X.dtype)
+        scalar_h = POSITIVE.is_satisfied_by(self.bandwidth)
         if self.max_dist is None:
-            if isinstance(self.bandwidth, (bool, np.bool_)) or not isinstance(self.bandwidth, numbers.Real):
+            if not scalar_h:
                 raise ValueError("`max_dist` must be given when `bandwidth` is not a number")
-            max_dist = 3.0 * check_scalar_bandwidth(self.bandwidth)
+            max_dist = 3.0 * float(self.bandwidth)
         else:
-            max_dist = self._check_distance(self.max_dist, "max_dist")
-        threshold = max_dist if self.threshold is None else self._check_distance(self.threshold, "threshold")
+            max_dist = float(self.max_dist)
+        threshold = max_dist if self.threshold is None else float(self.threshold)
         window = self._window(X.shape[1])
         if window is None:
-            bk = bind(self.kernel, self.bandwidth, X, _knn_k(self.kernel, self.n_neighbors), w, consumer="QuickShift")
+            bk = bind(self.kernel, self.bandwidth, X, knn_k(self.kernel, self.n_neighbors), w, consumer="QuickShift")
             _, den, log_scale, _, _ = bk.sums(X, None, w, algorithm=self.algorithm, n_jobs=n_jobs)
         else:
-            if not isinstance(self.bandwidth, numbers.Real) or isinstance(self.bandwidth, (bool, np.bool_)):
+            if not scalar_h:
                 raise ValueError("`window` needs a scalar `bandwidth`")
-            den = _core.quickshift_density(X, window[0], window[1], _profile_name(self.kernel), check_scalar_bandwidth(self.bandwidth),
+            den = _core.quickshift_density(X, window[0], window[1], _profile_name(self.kernel), float(self.bandwidth),
                                            None if w is None else w.astype(np.float64), n_jobs=n_jobs)
             log_scale = np.zeros(len(X))
         with np.errstate(divide="ignore"):
@@ -395,7 +405,7 @@ class QuickShift(ClusterMixin, BaseEstimator):
             if self.window_features is not None:
                 raise ValueError("`window_features` needs `window`")
             return None
-        half = self._check_distance(self.window, "window")
+        half = float(self.window)
         feats = range(d) if self.window_features is None else self.window_features
         try:
             idx = [int(operator.index(k)) for k in feats]
@@ -405,61 +415,9 @@ class QuickShift(ClusterMixin, BaseEstimator):
             raise ValueError(f"`window_features` must be indices of the {d} features, got {self.window_features!r}")
         return sorted({k % d for k in idx}), half
 
-    @staticmethod
-    def _check_distance(v, name):
-        if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real) or np.isnan(v) or v < 0:
-            raise ValueError(f"`{name}` must be a non-negative number (np.inf allowed), got {v!r}")
-        return float(v)
-
 
 # --------------------------------------------------------------------------------------
 # PC-Shift: subspace-constrained mean shift with the local-covariance projector.
-
-
-def _local_frames(bk, Q, sample_weight, n_components, algorithm="auto", n_jobs=None):
-    """Local mean offset, covariance eigen-pairs and a validity mask at each query.
-
-    One engine pass with degree-1 design moments gives S₀ = Σ K w, Σ K w δ and Σ K w δδᵀ with
-    δ = xᵢ − x*; then m(x*) − x* = Σ K w δ / S₀ and the local covariance about the local mean
-    is C = Σ K w δδᵀ / S₀ − (m − x*)(m − x*)ᵀ (centring at m makes it independent of x*).
-
-    Returns (offset (m, d), eigenvalues (m, q) descending, eigenvectors (m, q, d) as rows,
-    valid (m,)). Coordinates are the caller's (per-feature bandwidths are undone).
-    """
-    _, den, _, mom, _ = bk.sums(Q, None, sample_weight, degree=1, algorithm=algorithm, n_jobs=n_jobs)
-    mom = mom.astype(np.float64)
-    s0 = mom[:, 0, 0]
-    valid = s0 > 0
-    d = Q.shape[1]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        mu = mom[:, 0, 1:] / s0[:, None]
-        cov = mom[:, 1:, 1:] / s0[:, None, None] - mu[:, :, None] * mu[:, None, :]
-    if bk.feature_scale is not None:
-        s = bk.feature_scale.astype(np.float64)
-        mu = mu * s
-        cov = cov * s[None, :, None] * s[None, None, :]
-    mu[~valid] = np.nan
-    vals = np.full((len(Q), n_components), np.nan)
-    vecs = np.full((len(Q), n_components, d), np.nan)
-    if n_components and np.any(valid):
-        cv = cov[valid]
-        cv = 0.5 * (cv + np.transpose(cv, (0, 2, 1)))
-        ev, V = np.linalg.eigh(cv)  # ascending
-        ev = ev[:, ::-1][:, :n_components]
-        V = np.transpose(V[:, :, ::-1][:, :, :n_components], (0, 2, 1))
-        # Sign convention of scikit-learn's PCA: the largest-|.| entry of each axis is positive.
-        big = np.take_along_axis(V, np.argmax(np.abs(V), axis=2)[:, :, None], axis=2)
-        V = V * np.where(big < 0, -1.0, 1.0)
-        vals[valid] = np.maximum(ev, 0.0)
-        vecs[valid] = V
-    return mu, vals, vecs, valid
-
-
-def _check_components(q, d, allow_zero):
-    q = check_positive_int(q, "n_components", minimum=0 if allow_zero else 1)
-    if q > d:
-        raise ValueError(f"`n_components`={q} exceeds the {d} features")
-    return q
 
 
 def _step(bk, Y, w, q, algorithm, n_jobs):
@@ -470,7 +428,7 @@ def _step(bk, Y, w, q, algorithm, n_jobs):
         with np.errstate(invalid="ignore", divide="ignore"):
             step = num.astype(np.float64) / den.astype(np.float64)[:, None] - Y
         return step, valid
-    mu, _, V, valid = _local_frames(bk, Y, w, q, algorithm, n_jobs)
+    mu, _, V, valid = local_frames(bk, Y, w, q, algorithm, n_jobs)
     step = mu - np.einsum("mqd,mq->md", V, np.einsum("mqd,md->mq", V, mu))
     return step, valid
 
@@ -484,7 +442,7 @@ def pc_shift_step(X_query, X, n_components=1, *, kernel="gaussian", bandwidth=1.
     Examples
     --------
     >>> import numpy as np
-    >>> from localization.modes import pc_shift_step
+    >>> from localization.cluster import pc_shift_step
     >>> X = np.array([[-1.0, 0.1], [-1.0, -0.1], [1.0, 0.1], [1.0, -0.1]])
     >>> step = pc_shift_step([[0.0, 0.5]], X, 1, bandwidth=10.0)  # moves across the line only
     >>> (step.round(3) + 0.0).tolist()
@@ -494,9 +452,9 @@ def pc_shift_step(X_query, X, n_components=1, *, kernel="gaussian", bandwidth=1.
     Q = as_float_array(X_query, "X_query", dtype=X.dtype)
     if Q.shape[1] != X.shape[1]:
         raise ValueError(f"`X_query` has {Q.shape[1]} features, but X has {X.shape[1]}")
-    q = _check_components(n_components, X.shape[1], allow_zero=True)
+    q = check_n_components(n_components, X.shape[1], allow_zero=True)
     w = check_sample_weight(sample_weight, X.shape[0], X.dtype)
-    step, valid = _step(bind(kernel, bandwidth, X, _knn_k(kernel, None), w, consumer="pc_shift_step"), Q, w, q, algorithm, n_jobs)
+    step, valid = _step(bind(kernel, bandwidth, X, knn_k(kernel, None), w, consumer="pc_shift_step"), Q, w, q, algorithm, n_jobs)
     step[~valid] = np.nan
     return step
 
@@ -583,7 +541,7 @@ class PCShift(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     Examples
     --------
     >>> import numpy as np
-    >>> from localization.modes import PCShift
+    >>> from localization.cluster import PCShift
     >>> t = np.linspace(-2, 2, 41)
     >>> X = np.c_[t, 0.1 * np.sin(7 * t)]
     >>> Y = PCShift(n_components=1, bandwidth=0.5).fit_transform(X)
@@ -605,15 +563,19 @@ class PCShift(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         self.n_jobs = n_jobs
         self.verbose = verbose
 
+    _parameter_constraints = {
+        **KERNEL_CONSTRAINTS,
+        "n_components": [COUNT_OR_ZERO],
+        "max_iter": [COUNT],
+        "tol": [POSITIVE],
+        "verbose": ["verbose"],
+    }
+
     def _check_params(self, d):
-        q = _check_components(self.n_components, d, allow_zero=True)
-        max_iter = check_positive_int(self.max_iter, "max_iter")
-        if isinstance(self.tol, (bool, np.bool_)) or not isinstance(self.tol, numbers.Real) or not self.tol > 0:
-            raise ValueError(f"`tol` must be a positive number, got {self.tol!r}")
-        _check_n_jobs(self.n_jobs)
-        return q, max_iter, float(self.tol)
+        return check_n_components(self.n_components, d, allow_zero=True), self.max_iter, float(self.tol)
 
     @keeps_state_on_error
+    @fit_context
     def fit(self, X, y=None, sample_weight=None):
         """Move the training points onto the ridges. Returns self."""
         X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C")
@@ -626,7 +588,7 @@ class PCShift(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         return self
 
     def _bound(self):
-        return bind(self.kernel, self.bandwidth, self.X_fit_, _knn_k(self.kernel, self.n_neighbors), self.sample_weight_,
+        return bind(self.kernel, self.bandwidth, self.X_fit_, knn_k(self.kernel, self.n_neighbors), self.sample_weight_,
                     consumer="PCShift")
 
     def fit_transform(self, X, y=None, sample_weight=None):
@@ -655,7 +617,7 @@ def pc_shift(X, n_components=1, *, kernel="gaussian", bandwidth=1.0, max_iter=30
     Examples
     --------
     >>> import numpy as np
-    >>> from localization.modes import pc_shift
+    >>> from localization.cluster import pc_shift
     >>> pc_shift(np.array([[0.0, 0.0], [0.2, 0.0]]), 0, bandwidth=1.0).round(3).tolist()
     [[0.1, 0.0], [0.1, 0.0]]
     """
@@ -668,7 +630,7 @@ def medoid_shift(X, *, bandwidth=1.0, kernel="gaussian", metric="euclidean", n_n
 
     Examples
     --------
-    >>> from localization.modes import medoid_shift
+    >>> from localization.cluster import medoid_shift
     >>> labels, medoids, _ = medoid_shift([[0.0], [0.1], [0.2], [4.0], [4.1], [4.2]], bandwidth=0.5)
     >>> labels.tolist(), medoids.tolist()
     ([0, 0, 0, 1, 1, 1], [1, 4])
@@ -682,7 +644,7 @@ def quick_shift(X, *, bandwidth=1.0, kernel="gaussian", max_dist=None, threshold
 
     Examples
     --------
-    >>> from localization.modes import quick_shift
+    >>> from localization.cluster import quick_shift
     >>> labels, parents, _ = quick_shift([[0.0], [0.1], [0.2], [4.0], [4.1]], bandwidth=0.5)
     >>> labels.tolist(), parents.tolist()
     ([0, 0, 0, 1, 1], [1, 1, 1, 3, 3])

@@ -16,7 +16,7 @@
 
 pub mod packed;
 
-use crate::kernel::Real;
+use crate::real::Real;
 use ndarray::{linalg::general_mat_mul, Array2, ArrayView2, ArrayViewMut2, CowArray, Ix2};
 
 /// Dimension above which tiles of squared distances come from a matrix product.

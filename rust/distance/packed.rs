@@ -11,7 +11,7 @@
 //! of [`super::product_error`] allows for: it holds for any summation order, fused or not.
 
 use crate::error::Result;
-use crate::kernel::{madd, Real};
+use crate::real::{madd, Real};
 use crate::memory;
 use ndarray::ArrayView2;
 use std::ops::Range;

@@ -14,6 +14,8 @@
 //! two into the range where nothing does, and distances back the same way: only the
 //! exponent changes.
 
+pub mod packed;
+
 use crate::real::Real;
 use ndarray::{linalg::general_mat_mul, Array2, ArrayView2, ArrayViewMut2, CowArray, Ix2};
 

@@ -11,7 +11,8 @@
 
 pub mod kdtree;
 
-use crate::distance::{centred, column_means, product_error, row_sq_norms, sq_dist_tile_gemm, sq_euclidean, sq_euclidean_wide, Scale, GEMM_MIN_DIM};
+use crate::distance::packed::{minus_two_dots, Panels};
+use crate::distance::{column_means, product_error, sq_euclidean, sq_euclidean_wide, Scale, GEMM_MIN_DIM};
 use crate::error::{LocalizationError, Result};
 use crate::real::Real;
 use crate::rows::Rows;
@@ -69,14 +70,20 @@ enum Inner<F: Real> {
 }
 
 /// The brute-force index: the rows, and for the product path (d ≥ `GEMM_MIN_DIM`) the rows
-/// centred on their mean, their squared norms and their part c·‖x̂‖² of the product's
-/// rounding bound (`distance::product_error`).
+/// centred on their mean, packed for the product, with per row its squared norm ‖x̂‖² minus
+/// and plus its part c·‖x̂‖² of the product's rounding bound (`distance::product_error`):
+/// the terms the screen adds to a product entry for a lower and an upper bound of a squared
+/// distance.
 struct Brute<F> {
     x: Array2<F>,
+    product: Option<Product<F>>,
+}
+
+struct Product<F> {
     centre: Vec<F>,
-    centred: Option<Array2<F>>,
-    norms: Vec<F>,
-    bounds: Vec<F>,
+    packed: Panels<F>,
+    lower: Vec<F>,
+    upper: Vec<F>,
 }
 
 impl<F: Real> Index<F> {
@@ -95,17 +102,17 @@ impl<F: Real> Index<F> {
             Inner::Tree(KdTree::build(x.view(), leaf_size, mon)?)
         } else {
             let x = x.as_standard_layout().into_owned();
-            let (centre, centred, norms) = if x.ncols() >= GEMM_MIN_DIM {
+            let product = if x.ncols() >= GEMM_MIN_DIM {
                 let centre = column_means(x.view());
-                let c = centred(x.view(), &centre);
-                let norms = row_sq_norms(c.view());
-                (centre, Some(c), norms)
+                let packed = Panels::references(x.view(), &centre)?;
+                let c = product_error::<F>(x.ncols());
+                let lower = packed.norms().iter().map(|&v| v - c * v).collect();
+                let upper = packed.norms().iter().map(|&v| v + c * v).collect();
+                Some(Product { centre, packed, lower, upper })
             } else {
-                (Vec::new(), None, Vec::new())
+                None
             };
-            let c = product_error::<F>(x.ncols());
-            let bounds = norms.iter().map(|&v| c * v).collect();
-            Inner::Brute(Brute { x, centre, centred, norms, bounds })
+            Inner::Brute(Brute { x, product })
         };
         Ok(Index { lengths, inner })
     }
@@ -288,89 +295,118 @@ fn by_distance_then_index<F: Real>(a: &(F, usize), b: &(F, usize)) -> std::cmp::
 /// windows, QuickShift, the kNN kernel and MeanShift's seed lookups from Python).
 pub const LEAF_SIZE: usize = 32;
 
-const QUERY_BLOCK: usize = 64;
+/// Queries per block: large, so that each sample tile streamed into cache serves many
+/// queries, yet at least four blocks per thread when there are few queries.
+const QUERY_BLOCK: usize = 256;
 const REF_TILE: usize = 512;
+/// Product entries screened per step: a step without a candidate (the common case once the
+/// k-th distance has settled) is one vectorised pass and one branch.
+const SCREEN_CHUNK: usize = 16;
 
-/// Tiled brute-force kNN into the m × k outputs. In high dimensions the squared distances of
-/// a query block against a reference tile come from one matrix product on centred rows; an
-/// entry is a candidate when its lower bound (the product minus its rounding bound) is within
-/// the query's current k-th distance, and candidates are ranked by direct differences. So the
-/// result is the one direct differences give, at the cost of the product plus about k direct
-/// differences per query. Polls `mon` per tile (the caller checks it afterwards).
+fn query_block(m: usize) -> usize {
+    (m.div_ceil(4 * rayon::current_num_threads()).next_multiple_of(8)).clamp(8, QUERY_BLOCK)
+}
+
+/// Tiled brute-force kNN into the m × k outputs. In high dimensions the products −2 q̂·x̂ of a
+/// block of centred queries against a tile of centred references come from one matrix
+/// product; adding the norms minus (plus) the rounding bound gives a lower (upper) bound of
+/// each squared distance. An entry is a candidate when its lower bound is within the query's
+/// current k-th distance, candidates whose lower bound lies above the k-th smallest upper
+/// bound are dropped, and the rest are ranked by direct differences. So the result is the one
+/// direct differences give, at the cost of the product plus about k direct differences per
+/// query. Polls `mon` per tile (the caller checks it afterwards).
 fn brute_knn<F: Real>(q: ArrayView2<F>, b: &Brute<F>, k: usize, indices: &mut [usize], distances: &mut [F], mon: &Monitor) {
     let (n, d) = b.x.dim();
     let x = b.x.view();
+    let row_of = |j: usize| x.row(j).to_slice().expect("row-major (made standard on build)");
     let c = product_error::<F>(d);
-    indices.par_chunks_mut(QUERY_BLOCK * k).zip(distances.par_chunks_mut(QUERY_BLOCK * k)).enumerate().for_each(|(blk, (ind, dist))| {
-            let b0 = blk * QUERY_BLOCK;
-            let b1 = (b0 + QUERY_BLOCK).min(q.nrows());
-            let qb = q.slice(s![b0..b1, ..]);
-            let qc = b.centred.as_ref().map(|_| centred(qb, &b.centre));
-            let qn = qc.as_ref().map_or_else(Vec::new, |qc| row_sq_norms(qc.view()));
-            let mut best: Vec<Best<F>> = (0..b1 - b0).map(|_| Best::new(k)).collect();
-            let mut tile = Array2::<F>::zeros((b1 - b0, REF_TILE));
-            let mut pending: Vec<(F, F, usize)> = Vec::with_capacity(REF_TILE);
-            let mut scratch: Vec<F> = Vec::with_capacity(REF_TILE + k);
-            for t0 in (0..n).step_by(REF_TILE) {
-                if mon.stopped() {
-                    return;
+    let block = query_block(q.nrows());
+    indices.par_chunks_mut(block * k).zip(distances.par_chunks_mut(block * k)).enumerate().for_each(|(blk, (ind, dist))| {
+        let b0 = blk * block;
+        let b1 = (b0 + block).min(q.nrows());
+        let qb = q.slice(s![b0..b1, ..]);
+        let mut qp = Panels::queries(d);
+        // Per query: ‖q̂‖² minus and plus its part of the rounding bound.
+        let (mut q_lower, mut q_upper) = (Vec::new(), Vec::new());
+        if let Some(p) = &b.product {
+            qp.pack_queries(qb, &p.centre);
+            (q_lower, q_upper) = qp.norms().iter().map(|&v| (v - c * v, v + c * v)).unzip();
+        }
+        let mut best: Vec<Best<F>> = (0..b1 - b0).map(|_| Best::new(k)).collect();
+        let rows = if b.product.is_some() { qp.padded_rows() } else { b1 - b0 };
+        let mut tile = Array2::<F>::zeros((rows, REF_TILE));
+        let mut pending: Vec<(F, F, usize)> = Vec::with_capacity(REF_TILE);
+        let mut scratch: Vec<F> = Vec::with_capacity(REF_TILE + k);
+        for t0 in (0..n).step_by(REF_TILE) {
+            if mon.stopped() {
+                return;
+            }
+            let t1 = (t0 + REF_TILE).min(n);
+            match &b.product {
+                Some(p) => {
+                    let w = p.packed.width();
+                    let tile = tile.as_slice_mut().expect("contiguous scratch");
+                    minus_two_dots(&qp, &p.packed, t0 / w..t1.div_ceil(w), tile, REF_TILE);
                 }
-                let t1 = (t0 + REF_TILE).min(n);
-                let mut tv = tile.slice_mut(s![.., 0..t1 - t0]);
-                match (&qc, &b.centred) {
-                    (Some(qc), Some(xc)) => sq_dist_tile_gemm(qc.view(), &qn, xc.slice(s![t0..t1, ..]), &b.norms[t0..t1], tv.view_mut()),
-                    _ => {
-                        for (i, mut row) in tv.rows_mut().into_iter().enumerate() {
-                            let qs = qb.row(i);
-                            let qs = qs.as_slice().expect("row-major (checked on entry)");
-                            for (j, v) in row.iter_mut().enumerate() {
-                                *v = sq_euclidean(qs, x.row(t0 + j).as_slice().expect("row-major (checked on entry)"));
-                            }
+                None => {
+                    for (i, mut row) in tile.rows_mut().into_iter().enumerate() {
+                        let qs = qb.row(i);
+                        let qs = qs.as_slice().expect("row-major (checked on entry)");
+                        for (j, v) in row.iter_mut().take(t1 - t0).enumerate() {
+                            *v = sq_euclidean(qs, row_of(t0 + j));
                         }
                     }
                 }
-                for (i, best) in best.iter_mut().enumerate() {
-                    let qs = qb.row(i);
-                    let qs = qs.as_slice().expect("row-major (checked on entry)");
-                    pending.clear();
-                    // (lower bound, upper bound, index); the direct path's entries are exact.
-                    let row = tv.row(i);
-                    let row = row.as_slice().expect("contiguous scratch");
-                    if qc.is_some() {
-                        let (qe, bx) = (c * qn[i], &b.bounds[t0..t1]);
-                        let w = best.worst() + qe;
-                        for (j, (&v, &e)) in row.iter().zip(bx).enumerate() {
-                            if v - e <= w {
-                                pending.push((v - e - qe, v + e + qe, t0 + j));
+            }
+            let tv = tile.slice(s![.., 0..t1 - t0]);
+            for (i, best) in best.iter_mut().enumerate() {
+                pending.clear();
+                let row = tv.row(i);
+                let row = row.to_slice().expect("contiguous scratch");
+                if let Some(p) = &b.product {
+                    // (lower bound, upper bound, index) of each candidate.
+                    let (ql, qu, w) = (q_lower[i], q_upper[i], best.worst());
+                    let (lower, upper) = (&p.lower[t0..t1], &p.upper[t0..t1]);
+                    for (ci, (vs, ls)) in row.chunks(SCREEN_CHUNK).zip(lower.chunks(SCREEN_CHUNK)).enumerate() {
+                        if vs.iter().zip(ls).fold(false, |hit, (&v, &l)| hit | ((v + l) + ql <= w)) {
+                            for (jj, (&v, &l)) in vs.iter().zip(ls).enumerate() {
+                                let j = ci * SCREEN_CHUNK + jj;
+                                if (v + l) + ql <= w {
+                                    pending.push(((v + l) + ql, (v + upper[j]) + qu, t0 + j));
+                                }
                             }
                         }
-                    } else {
-                        let w = best.worst();
-                        pending.extend(row.iter().enumerate().filter(|(_, &v)| v <= w).map(|(j, &v)| (v, v, t0 + j)));
                     }
-                    if qc.is_some() && pending.len() > k {
-                        // At least k candidates lie at or below the k-th smallest upper bound:
-                        // whatever lies wholly above it cannot be among the k nearest.
-                        scratch.clear();
-                        scratch.extend(best.dist2());
-                        scratch.extend(pending.iter().map(|p| p.1));
-                        scratch.select_nth_unstable_by(k - 1, |a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
-                        let cut = scratch[k - 1];
-                        pending.retain(|p| p.0 <= cut);
-                    }
-                    for &(lo, _, j) in &pending {
-                        let d2 = if qc.is_some() { sq_euclidean_wide(qs, x.row(j).as_slice().expect("row-major (checked on entry)")) } else { lo };
-                        best.offer(d2, j);
-                    }
+                } else {
+                    // The direct path's entries are exact.
+                    let w = best.worst();
+                    pending.extend(row.iter().enumerate().filter(|(_, &v)| v <= w).map(|(j, &v)| (v, v, t0 + j)));
+                }
+                if b.product.is_some() && pending.len() > k {
+                    // At least k candidates lie at or below the k-th smallest upper bound:
+                    // whatever lies wholly above it cannot be among the k nearest.
+                    scratch.clear();
+                    scratch.extend(best.dist2());
+                    scratch.extend(pending.iter().map(|p| p.1));
+                    scratch.select_nth_unstable_by(k - 1, |a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+                    let cut = scratch[k - 1];
+                    pending.retain(|p| p.0 <= cut);
+                }
+                let qs = qb.row(i);
+                let qs = qs.as_slice().expect("row-major (checked on entry)");
+                for &(lo, _, j) in &pending {
+                    let d2 = if b.product.is_some() { sq_euclidean_wide(qs, row_of(j)) } else { lo };
+                    best.offer(d2, j);
                 }
             }
-            for (i, best) in best.into_iter().enumerate() {
-                for (j, (d2, idx)) in best.into_sorted().into_iter().enumerate() {
-                    ind[i * k + j] = idx;
-                    dist[i * k + j] = d2.sqrt();
-                }
+        }
+        for (i, best) in best.into_iter().enumerate() {
+            for (j, (d2, idx)) in best.into_sorted().into_iter().enumerate() {
+                ind[i * k + j] = idx;
+                dist[i * k + j] = d2.sqrt();
             }
-        });
+        }
+    });
 }
 
 /// The k best (squared distance, index) pairs seen so far, ties broken by index.
@@ -497,7 +533,8 @@ mod tests {
     fn brute_force_is_exact_on_offset_data_and_far_clusters() {
         // Distances tiny against the norms: the product screens, direct differences decide.
         let mut rng = StdRng::seed_from_u64(9);
-        for &d in &[16usize, 50] {
+        // 300: the product sums over several feature slices (`distance::packed`).
+        for &d in &[16usize, 50, 300] {
             for case in 0..3 {
                 let at = |i: usize, k: usize| match case {
                     0 => 1e5,

@@ -82,8 +82,8 @@ _EPS = float(np.finfo(np.float64).eps)
 class BinnedSums:
     """Result of :func:`binned_sums`: float64 sums and their uniform absolute bounds.
 
-    ``num`` (m, p) or None, ``den`` (m,), ``num_bound`` (p,), ``den_bound`` (float): for every
-    query, |num − exact| ≤ num_bound and |den − exact| ≤ den_bound (before rounding to the
+    ``num`` (m, p) or None, ``den`` (m,), ``num_bound`` (m, p) or None, ``den_bound`` (m,): for
+    every query, |num − exact| ≤ num_bound and |den − exact| ≤ den_bound (before rounding to the
     caller's dtype, which :meth:`rounding` adds).
     """
 
@@ -104,7 +104,7 @@ class BinnedSums:
         """
         with np.errstate(divide="ignore", invalid="ignore"):
             margin = self.den - self.den_bound
-            out = (self.num_bound[None, :] + np.abs(mean) * self.den_bound) / margin[:, None]
+            out = (self.num_bound + np.abs(mean) * self.den_bound[:, None]) / margin[:, None]
         out[~(margin > 0)] = np.inf
         return out
 
@@ -158,41 +158,14 @@ def _grid(Xs, Qs, h, grid_size):
     return lo, hi, sizes, delta
 
 
-def _corners(P, lo, sizes, delta):
-    """Multilinear weights: yields (flat index, weight) for each of the 2ᵈ cell corners."""
-    n, d = P.shape
-    base = np.zeros(n, dtype=np.int64)
-    frac = np.zeros((n, d))
-    strides = np.ones(d, dtype=np.int64)
-    for k in range(d - 2, -1, -1):
-        strides[k] = strides[k + 1] * sizes[k + 1]
-    for k in range(d):
-        if sizes[k] == 1:
-            continue
-        t = (P[:, k].astype(np.float64) - lo[k]) / delta[k]
-        i0 = np.clip(np.floor(t), 0, sizes[k] - 2)
-        frac[:, k] = np.clip(t - i0, 0.0, 1.0)
-        base += i0.astype(np.int64) * strides[k]
-    for corner in range(1 << d):
-        bits = [(corner >> (d - 1 - k)) & 1 for k in range(d)]
-        if any(b and sizes[k] == 1 for k, b in enumerate(bits)):
-            continue
-        weight = np.ones(n)
-        offset = 0
-        for k, b in enumerate(bits):
-            if sizes[k] == 1:
-                continue
-            weight *= frac[:, k] if b else 1.0 - frac[:, k]
-            offset += b * strides[k]
-        yield base + offset, weight
-
-
-def binned_sums(bk, Qs, values=None, sample_weight=None, *, exclude_self=False, grid_size=None, n_jobs=None):
-    """Binned Σ K w v and Σ K w at the (scaled) queries ``Qs`` with uniform error bounds.
+def binned_sums(bk, Qs, values=None, sample_weight=None, *, exclude_self=False, grid_size=None, local_bound=True,
+                 n_jobs=None):
+    """Binned Σ K w v and Σ K w at the (scaled) queries ``Qs`` with their error bounds.
 
     ``bk`` is a :class:`~localization.engine.BoundKernel` with a radial profile and a fixed
-    bandwidth; ``Qs`` is already divided by a per-feature bandwidth. Returns
-    :class:`BinnedSums` in float64.
+    bandwidth; ``Qs`` is already divided by a per-feature bandwidth. ``local_bound=False``
+    skips the per-query bound (one FFT convolution less) and reports the uniform one.
+    Returns :class:`BinnedSums` in float64.
     """
     reason = unsupported_reason(bk, Qs)
     if reason is not None:
@@ -202,69 +175,92 @@ def binned_sums(bk, Qs, values=None, sample_weight=None, *, exclude_self=False, 
     grid_size = check_grid_size(grid_size, d)
     workers = _core.effective_n_jobs(n_jobs)
     lo, hi, sizes, delta = _grid(Xs, Qs, h, grid_size)
+    geometry = (lo.tolist(), delta.tolist(), sizes.tolist())
     n_nodes = int(np.prod(sizes))
 
-    w = np.ones(n) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
-    columns = [w] if values is None else [w] + [w * values[:, j].astype(np.float64) for j in range(values.shape[1])]
-    # 1. linear binning: one bincount per column over all 2ᵈ corners (sequential, so the
-    #    grid does not depend on the thread count).
-    idx, wts = zip(*_corners(Xs, lo, sizes, delta))
-    idx, wts = np.concatenate(idx), np.concatenate(wts)
-    grids = np.stack([np.bincount(idx, weights=wts * np.tile(c, len(wts) // n), minlength=n_nodes) for c in columns])
-    del idx, wts
+    # 1. linear binning (native, one sequential pass: the grid does not depend on n_jobs)
+    grids = _core.bin_linear(Xs, *geometry, weights=sample_weight, values=values, n_jobs=n_jobs)
+    cols = grids.shape[0]
+    signed = values is not None or (sample_weight is not None and np.any(sample_weight < 0))
+    abs_grids = _core.bin_linear(Xs, *geometry, weights=None if sample_weight is None else np.abs(sample_weight),
+                                 values=None if values is None else np.abs(values), n_jobs=n_jobs) if signed else grids
 
-    # 2. the kernel at the grid offsets, up to the truncation radius, and the FFT convolution
+    # 2. the kernel at the grid offsets up to the truncation radius R·h (plus 4 cells, so that a
+    #    pair with any dropped corner is at least R·h apart at every corner and at its points)
     m1, m2 = _SMOOTHNESS[name]
     r = delta / h
     binning = min(1.0, m1 * float(r.sum())) if math.isfinite(m1) else 1.0
     if m2 is not None:
         binning = min(binning, m2 / 4.0 * float((r * r).sum()))
     support = _core.profile_info(name)[1]
-    if support is None:
-        level = max(1e-3 * binning, 1e-18)
-        radius = _TAIL_RADIUS[name](level)
-    else:
-        radius = float(support)
+    radius = _TAIL_RADIUS[name](max(1e-3 * binning, 1e-18)) if support is None else float(support)
     with np.errstate(divide="ignore", invalid="ignore"):
-        reach = np.where(delta > 0, np.ceil(radius * h / np.where(delta > 0, delta, 1.0)), 0)
+        reach = np.where(delta > 0, np.ceil(radius * h / np.where(delta > 0, delta, 1.0)) + 4, 0)
     half = np.minimum(sizes - 1, reach.astype(np.int64))
-    truncated = bool(np.any(half < sizes - 1)) and support is None
+    truncated = support is None and bool(np.any(half < sizes - 1))
     truncation = float(_core.profile_values(name, np.array([radius]))[0]) if truncated else 0.0
     shape = tuple(int(sfft.next_fast_len(int(g + L), real=True)) for g, L in zip(sizes, half))
-    axes = [np.arange(-L, L + 1) for L in half]
-    mesh = np.meshgrid(*[a * dk for a, dk in zip(axes, delta)], indexing="ij")
-    u = np.sqrt(sum(c * c for c in mesh)) / h
-    kern_small = _core.profile_values(name, np.ascontiguousarray(u.ravel())).reshape(u.shape)
-    kern = np.zeros(shape)
-    kern[np.ix_(*[a % s for a, s in zip(axes, shape)])] = kern_small
+    offsets = [np.arange(-L, L + 1) for L in half]
+    mesh = np.meshgrid(*[a * dk for a, dk in zip(offsets, delta)], indexing="ij")
+    dist = np.sqrt(sum(c * c for c in mesh))
+    kern = _core.profile_values(name, np.ascontiguousarray(dist.ravel() / h)).reshape(dist.shape)
+    place = np.ix_(*[a % s for a, s in zip(offsets, shape)])
     fft_axes = tuple(range(1, d + 1))
-    spectrum = sfft.rfftn(grids.reshape((len(columns),) + tuple(sizes)), s=shape, axes=fft_axes, workers=workers)
-    spectrum *= sfft.rfftn(kern, s=shape, workers=workers)[None]
-    conv = sfft.irfftn(spectrum, s=shape, axes=fft_axes, workers=workers)
-    del spectrum
-    conv = conv[(slice(None),) + tuple(slice(0, int(g)) for g in sizes)].reshape(len(columns), n_nodes)
+    crop = (slice(None),) + tuple(slice(0, int(g)) for g in sizes)
 
-    # 3. multilinear interpolation at the queries
-    out = np.zeros((len(columns), Qs.shape[0]))
-    for qi, qw in _corners(Qs, lo, sizes, delta):
-        out += conv[:, qi] * qw
+    def convolve(spectrum, small):
+        full = np.zeros(shape)
+        full[place] = small
+        out = sfft.irfftn(spectrum * sfft.rfftn(full, workers=workers)[None], s=shape, axes=fft_axes, workers=workers)
+        return np.ascontiguousarray(out[crop].reshape(spectrum.shape[0], n_nodes))
+
+    spectrum = sfft.rfftn(grids.reshape((cols,) + tuple(sizes)), s=shape, axes=fft_axes, workers=workers)
+    conv = convolve(spectrum, kern)
+    del spectrum
+
+    # 3. multilinear interpolation at the queries (native, parallel over queries)
+    out = _core.interpolate_grid(conv, Qs, *geometry, n_jobs=n_jobs).T
     if exclude_self:
         # The hollow kernel: take each point's own (exact) term out of the binned full sum.
-        out -= float(_core.profile_values(name, np.zeros(1))[0]) * np.stack(columns)
+        own = float(_core.profile_values(name, np.zeros(1))[0])
+        w = np.ones(n) if sample_weight is None else sample_weight.astype(np.float64)
+        out[0] -= own * w
+        if values is not None:
+            out[1:] -= own * (w[:, None] * values.astype(np.float64)).T
 
-    # 4. the bounds, per column
-    absolute = np.array([np.abs(c).sum() for c in columns])
-    scale = np.maximum(np.abs(lo), np.abs(hi)).max() / h
+    # 4. the bounds. Uniform: every pair errs by at most `binning` (times |w v|).
+    absolute = abs_grids.sum(axis=1)
+    scale = float(np.max(np.maximum(np.abs(lo), np.abs(hi)))) / h
     rounding = _EPS * ((n + d + 2) + (2 * d + 2) * (1 + binning) + 8 * (1 + (m1 * (radius + scale) if math.isfinite(m1) else 0)))
     alpha = 10 * _EPS * math.log2(max(int(np.prod(shape)), 2))
-    k1, k2 = float(np.abs(kern_small).sum()), float(np.sqrt((kern_small * kern_small).sum()))
-    c2 = np.sqrt(np.einsum("ij,ij->i", grids, grids))
-    fft = (2 * alpha + 3 * _EPS) * c2 * k1 + alpha * np.abs(grids).sum(axis=1) * k2
-    bound = absolute * (binning + truncation + rounding) + fft
+
+    def fft_error(small):
+        k1, k2 = float(np.abs(small).sum()), float(np.sqrt((small * small).sum()))
+        c1, c2 = np.abs(abs_grids).sum(axis=1), np.sqrt(np.einsum("ij,ij->i", abs_grids, abs_grids))
+        return (2 * alpha + 3 * _EPS) * c2 * k1 + alpha * c1 * k2
+
+    extra = absolute * (truncation + rounding) + fft_error(kern)
+    bound = absolute * binning + extra
+    local = None
+    if local_bound:
+        # Per query: Σ |wᵢvᵢ| E(offset), E = min(binning, oscillation of k over every offset
+        # within 4 cells per feature of the grid offset) ≥ the error of each pair whose corners
+        # include that offset; binned and interpolated like the sums themselves.
+        spread = 4.0 * float(np.sqrt((delta * delta).sum()))
+        near = _core.profile_values(name, np.ascontiguousarray(np.maximum(dist.ravel() - spread, 0.0) * (1 - 1e-12) / h))
+        far = _core.profile_values(name, np.ascontiguousarray((dist.ravel() + spread) * (1 + 1e-12) / h))
+        envelope = np.minimum(binning, near - far).reshape(dist.shape)
+        abs_spectrum = sfft.rfftn(abs_grids.reshape((cols,) + tuple(sizes)), s=shape, axes=fft_axes, workers=workers)
+        env = convolve(abs_spectrum, envelope)
+        del abs_spectrum
+        local = _core.interpolate_grid(env, Qs, *geometry, n_jobs=n_jobs).T + (extra + fft_error(envelope))[:, None]
+        local = np.minimum(local, bound[:, None])
     den = out[0]
     np.maximum(den, 0.0, out=den)  # every profile is ≥ 0, so is the exact sum: clipping only moves toward it
     num = out[1:].T if values is not None else None
-    return BinnedSums(num, den, bound[1:], float(bound[0]), tuple(int(g) for g in sizes))
+    den_bound = bound[0] if local is None else local[0]
+    num_bound = None if values is None else (np.broadcast_to(bound[1:], num.shape) if local is None else local[1:].T)
+    return BinnedSums(num, den, num_bound, np.broadcast_to(den_bound, den.shape), tuple(int(g) for g in sizes))
 
 
 def worthwhile(bk, Qs, grid_size=None):
@@ -306,3 +302,28 @@ def log_bound(value, bound):
         out = -np.log1p(-bound / value)
     out[~(value > bound)] = np.inf
     return out
+
+
+def local_mean_or_none(bk, Q, V, w, *, algorithm, grid_size, atol, rtol, exclude_self=False, n_jobs=None):
+    """The binned local mean (mean in Q's dtype, total weight, bound) when the binned path is
+    chosen and, under ``"auto"``, its bound meets the tolerance; else None (use an exact path)."""
+    from .engine import ratio
+
+    if not select(bk, Q, algorithm=algorithm, grid_size=grid_size, atol=atol, rtol=rtol):
+        return None
+    b = bk.binned(Q, V, w, exclude_self=exclude_self, grid_size=grid_size, n_jobs=n_jobs)
+    mean64 = ratio(b.num, b.den, warn=False)
+    bound = b.mean_bound(mean64) + b.rounding(mean64, Q.dtype)
+    if algorithm != "binned" and not tolerance_met(mean64, bound, atol, rtol):
+        return None
+    return ratio(b.num, b.den).astype(Q.dtype), b.den, bound
+
+
+def check_params(est, d):
+    """Validate an estimator's ``algorithm``, ``grid_size``, ``atol`` and ``rtol`` at fit."""
+    from .engine import check_algorithm
+
+    check_algorithm(est.algorithm)
+    check_grid_size(est.grid_size, d)
+    check_tolerance(est.atol, "atol")
+    check_tolerance(est.rtol, "rtol")

@@ -401,14 +401,11 @@ def local_mean(
         V, one_d = check_values(values, X.shape[0], X.dtype)
     w = check_sample_weight(sample_weight, X.shape[0], X.dtype)
     bk = bind(kernel, bandwidth, X, n_neighbors, w, allow_signed=True, consumer="local_mean")
-    mean = bound = None
-    if _binned.select(bk, Q, algorithm=algorithm, grid_size=grid_size, atol=atol, rtol=rtol):
-        b = bk.binned(Q, V, w, exclude_self=exclude_self, grid_size=grid_size, n_jobs=n_jobs)
-        mean64 = ratio(b.num, b.den, warn=False)
-        bound = b.mean_bound(mean64) + b.rounding(mean64, Q.dtype)
-        if algorithm == "binned" or _binned.tolerance_met(mean64, bound, atol, rtol):
-            mean, weight = ratio(b.num, b.den).astype(Q.dtype), b.den
-    if mean is None:
+    binned = _binned.local_mean_or_none(bk, Q, V, w, algorithm=algorithm, grid_size=grid_size, atol=atol, rtol=rtol,
+                                        exclude_self=exclude_self, n_jobs=n_jobs)
+    if binned is not None:
+        mean, weight, bound = binned
+    else:
         num, den, log_scale, _, _ = bk.sums(Q, V, w, exclude_self=exclude_self, algorithm=algorithm, n_jobs=n_jobs)
         mean, bound = ratio(num, den), np.zeros(num.shape)
         weight = den * np.exp(log_scale.astype(np.float64))
@@ -464,7 +461,7 @@ def kernel_sum(
         raise ValueError("`log=True` is for the kernel sum itself; drop `values` (weighted sums can be negative)")
     if _binned.select(bk, Q, algorithm=algorithm, grid_size=grid_size, atol=atol, rtol=rtol):
         b = bk.binned(Q, V, w, exclude_self=exclude_self, grid_size=grid_size, n_jobs=n_jobs)
-        total, bound = (b.den, np.full(len(Q), b.den_bound)) if V is None else (b.num, np.broadcast_to(b.num_bound, b.num.shape))
+        total, bound = (b.den, b.den_bound) if V is None else (b.num, b.num_bound)
         bound = bound + b.rounding(total, np.float64)
         if log:
             with np.errstate(divide="ignore"):

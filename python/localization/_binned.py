@@ -72,10 +72,10 @@ _TAIL_RADIUS = {
     "exponential": lambda t: -math.log(t),
     "cauchy": lambda t: math.sqrt(1.0 / t - 1.0),
 }
-# Default grid: this many cells per bandwidth, capped per number of features (memory of the
-# padded grid: the 3-D cap is 2·10⁶ nodes).
+# Default grid: this many cells per bandwidth, capped per number of features (the kernel table
+# and the padded grid take up to (2G)ᵈ float64 each: 2·10⁶ in 3-D).
 _CELLS_PER_BANDWIDTH = 32
-_MAX_DEFAULT_GRID = {1: 1 << 16, 2: 1024, 3: 128}
+_MAX_DEFAULT_GRID = {1: 1 << 16, 2: 1024, 3: 64}
 _EPS = float(np.finfo(np.float64).eps)
 
 
@@ -304,14 +304,15 @@ def log_bound(value, bound):
     return out
 
 
-def local_mean_or_none(bk, Q, V, w, *, algorithm, grid_size, atol, rtol, exclude_self=False, n_jobs=None):
+def local_mean_or_none(bk, Q, V, w, *, algorithm, grid_size, atol, rtol, exclude_self=False, n_jobs=None, local_bound=True):
     """The binned local mean (mean in Q's dtype, total weight, bound) when the binned path is
     chosen and, under ``"auto"``, its bound meets the tolerance; else None (use an exact path)."""
     from .engine import ratio
 
     if not select(bk, Q, algorithm=algorithm, grid_size=grid_size, atol=atol, rtol=rtol):
         return None
-    b = bk.binned(Q, V, w, exclude_self=exclude_self, grid_size=grid_size, n_jobs=n_jobs)
+    b = bk.binned(Q, V, w, exclude_self=exclude_self, grid_size=grid_size, n_jobs=n_jobs,
+                  local_bound=local_bound or atol is not None or rtol is not None)
     mean64 = ratio(b.num, b.den, warn=False)
     bound = b.mean_bound(mean64) + b.rounding(mean64, Q.dtype)
     if algorithm != "binned" and not tolerance_met(mean64, bound, atol, rtol):

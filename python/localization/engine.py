@@ -138,7 +138,7 @@ class BoundKernel:
         Qs = self._scale(Q)
         if algorithm == "binned":
             b = self.binned(Q, values, sample_weight, degree=degree, exclude_self=exclude_self, grid_size=grid_size,
-                            n_jobs=n_jobs)
+                            n_jobs=n_jobs, local_bound=False)
             num = None if b.num is None else b.num.astype(Q.dtype)
             return num, b.den.astype(Q.dtype), np.zeros(len(Q), dtype=Q.dtype), None, None
         if self.callable or self.name == "identity":
@@ -154,12 +154,13 @@ class BoundKernel:
             algorithm=algorithm, n_jobs=n_jobs, **kw,
         )
 
-    def binned(self, Q, values=None, sample_weight=None, *, degree=None, exclude_self=False, grid_size=None, n_jobs=None):
+    def binned(self, Q, values=None, sample_weight=None, *, degree=None, exclude_self=False, grid_size=None, n_jobs=None,
+               local_bound=True):
         """Binned sums with their error bounds (:class:`~localization._binned.BinnedSums`)."""
         Qs = self._scale(Q)
         _binned.select(self, Q, algorithm="binned", grid_size=grid_size, atol=None, rtol=None, degree=degree)
         return _binned.binned_sums(self, Qs, values, sample_weight, exclude_self=exclude_self, grid_size=grid_size,
-                                   n_jobs=n_jobs)
+                                   local_bound=local_bound, n_jobs=n_jobs)
 
     def matrix(self, Q, n_jobs=None):
         Qs = self._scale(Q)
@@ -366,7 +367,7 @@ def local_mean(
         Threads (None: ``LOCALIZATION_NUM_THREADS`` or all cores). Results do not depend on it.
     grid_size : int or sequence of int, optional
         Grid nodes per feature for ``"binned"`` (at least 2). Default: 32 per bandwidth over
-        the range of samples and queries, at most 65536, 1024 and 128 per feature in 1, 2
+        the range of samples and queries, at most 65536, 1024 and 64 per feature in 1, 2
         and 3 features.
     atol, rtol : float, optional
         Tolerances that let ``algorithm="auto"`` use the binned path: it is used only where
@@ -402,7 +403,7 @@ def local_mean(
     w = check_sample_weight(sample_weight, X.shape[0], X.dtype)
     bk = bind(kernel, bandwidth, X, n_neighbors, w, allow_signed=True, consumer="local_mean")
     binned = _binned.local_mean_or_none(bk, Q, V, w, algorithm=algorithm, grid_size=grid_size, atol=atol, rtol=rtol,
-                                        exclude_self=exclude_self, n_jobs=n_jobs)
+                                        exclude_self=exclude_self, n_jobs=n_jobs, local_bound=return_error_bound)
     if binned is not None:
         mean, weight, bound = binned
     else:
@@ -460,7 +461,8 @@ def kernel_sum(
     if log and V is not None:
         raise ValueError("`log=True` is for the kernel sum itself; drop `values` (weighted sums can be negative)")
     if _binned.select(bk, Q, algorithm=algorithm, grid_size=grid_size, atol=atol, rtol=rtol):
-        b = bk.binned(Q, V, w, exclude_self=exclude_self, grid_size=grid_size, n_jobs=n_jobs)
+        b = bk.binned(Q, V, w, exclude_self=exclude_self, grid_size=grid_size, n_jobs=n_jobs,
+                      local_bound=return_error_bound or atol is not None or rtol is not None)
         total, bound = (b.den, b.den_bound) if V is None else (b.num, b.num_bound)
         bound = bound + b.rounding(total, np.float64)
         if log:

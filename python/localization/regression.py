@@ -159,7 +159,7 @@ class LocalMeanRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator):
             Q = self.X_fit_ if X is None else self._query(X)
             binned = _binned.local_mean_or_none(
                 self._bound(), Q, self.y_fit_, self.sample_weight_, algorithm=self.algorithm, grid_size=self.grid_size,
-                atol=self.atol, rtol=self.rtol, exclude_self=X is None, n_jobs=self.n_jobs)
+                atol=self.atol, rtol=self.rtol, exclude_self=X is None, n_jobs=self.n_jobs, local_bound=return_error_bound)
             if binned is not None:
                 pred, _, bound = binned
                 return (_out(self, pred), _out(self, bound)) if return_error_bound else _out(self, pred)

@@ -158,6 +158,15 @@ def _grid(Xs, Qs, h, grid_size):
     return lo, hi, sizes, delta
 
 
+def _gaussian_curvature_sup(a, b):
+    """sup over u in [a, b] of max(|k″(u)|, |k′(u)|/u) for k = exp(−u²/2), which is
+    exp(−u²/2)·max(1, |u² − 1|): decreasing on [0, √2], increasing on [√2, √3], decreasing after."""
+    D = lambda u: np.exp(-0.5 * u * u) * np.maximum(1.0, np.abs(u * u - 1.0))  # noqa: E731
+    top = np.maximum(D(a), D(b))
+    peak = (a <= math.sqrt(3.0)) & (b >= math.sqrt(3.0))
+    return np.where(peak, np.maximum(top, 2.0 * math.exp(-1.5)), top)
+
+
 def binned_sums(bk, Qs, values=None, sample_weight=None, *, exclude_self=False, grid_size=None, local_bound=True,
                  n_jobs=None):
     """Binned Σ K w v and Σ K w at the (scaled) queries ``Qs`` with their error bounds.
@@ -249,7 +258,12 @@ def binned_sums(bk, Qs, values=None, sample_weight=None, *, exclude_self=False, 
         spread = 4.0 * float(np.sqrt((delta * delta).sum()))
         near = _core.profile_values(name, np.ascontiguousarray(np.maximum(dist.ravel() - spread, 0.0) * (1 - 1e-12) / h))
         far = _core.profile_values(name, np.ascontiguousarray((dist.ravel() + spread) * (1 + 1e-12) / h))
-        envelope = np.minimum(binning, near - far).reshape(dist.shape)
+        envelope = np.minimum(binning, near - far)
+        if name == "gaussian":
+            # the second-order bound with the sup of |second derivatives| over the shell itself
+            lo_r = np.maximum(dist.ravel() - spread, 0.0) * (1 - 1e-12) / h
+            envelope = np.minimum(envelope, float((r * r).sum()) / 4.0 * _gaussian_curvature_sup(lo_r, lo_r + 2 * spread / h * (1 + 1e-12) + 2e-12 * dist.ravel() / h))
+        envelope = envelope.reshape(dist.shape)
         abs_spectrum = sfft.rfftn(abs_grids.reshape((cols,) + tuple(sizes)), s=shape, axes=fft_axes, workers=workers)
         env = convolve(abs_spectrum, envelope)
         del abs_spectrum

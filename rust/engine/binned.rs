@@ -25,7 +25,8 @@ const POLL: usize = 1 << 16;
 #[derive(Clone, Debug)]
 pub struct RegularGrid {
     lo: Vec<f64>,
-    delta: Vec<f64>,
+    /// 1 / spacing per feature (0 for a one-node feature).
+    inv: Vec<f64>,
     sizes: Vec<usize>,
     strides: Vec<usize>,
     nodes: usize,
@@ -53,7 +54,8 @@ impl RegularGrid {
                 .ok_or_else(|| LocalizationError::param("grid_size", "too many grid nodes"))?;
         }
         let nodes = strides[0].checked_mul(sizes[0]).ok_or_else(|| LocalizationError::param("grid_size", "too many grid nodes"))?;
-        Ok(RegularGrid { lo: lo.to_vec(), delta: delta.to_vec(), sizes: sizes.to_vec(), strides, nodes })
+        let inv = delta.iter().map(|&dk| if dk > 0.0 { 1.0 / dk } else { 0.0 }).collect();
+        Ok(RegularGrid { lo: lo.to_vec(), inv, sizes: sizes.to_vec(), strides, nodes })
     }
 
     pub fn nodes(&self) -> usize {
@@ -62,14 +64,14 @@ impl RegularGrid {
 
     /// The 2ᵈ (flat node index, weight) pairs of point `p`; corners along a one-node feature
     /// are left out (their weight is 0). Points outside the grid are clamped onto its border.
-    #[inline]
+    #[inline(always)]
     fn corners<T: Real>(&self, p: ArrayView1<T>, out: &mut [(usize, f64); 1 << MAX_DIM]) -> usize {
         let d = self.sizes.len();
         let mut base = 0usize;
         let mut frac = [0.0f64; MAX_DIM];
         for k in 0..d {
             if self.sizes[k] > 1 {
-                let t = (p[k].to_f64().unwrap_or(0.0) - self.lo[k]) / self.delta[k];
+                let t = (p[k].to_f64().unwrap_or(0.0) - self.lo[k]) * self.inv[k];
                 let top = (self.sizes[k] - 2) as f64;
                 let i0 = t.floor().clamp(0.0, top);
                 frac[k] = (t - i0).clamp(0.0, 1.0);
@@ -101,8 +103,17 @@ impl RegularGrid {
     }
 }
 
+/// Points per binning chunk, and at most this many chunks (each has its own grid, so the
+/// chunk count, never the thread count, fixes the order of every node's sum).
+const CHUNK: usize = 1 << 16;
+const MAX_CHUNKS: usize = 8;
+/// The chunks' private grids stay under this many bytes (large grids bin in fewer chunks).
+const CHUNK_BYTES: usize = 1 << 28;
+
 /// Linear binning: row 0 of the result is Σ wᵢ·Lⱼ(xᵢ) per node j (wᵢ = 1 without weights), row
-/// 1 + c is Σ wᵢ vᵢ_c Lⱼ(xᵢ); sums in f64, in point order.
+/// 1 + c is Σ wᵢ vᵢ_c Lⱼ(xᵢ); sums in f64. The points are split into a number of consecutive
+/// chunks that depends on n and the grid only; each chunk is binned in point order into its own
+/// grid (in parallel), and the grids are added in chunk order: bit-identical for any thread count.
 pub fn bin_linear<T: Real>(
     grid: &RegularGrid, x: ArrayView2<T>, weights: Option<ArrayView1<T>>, values: Option<ArrayView2<T>>, mon: &Monitor,
 ) -> Result<Array2<f64>> {
@@ -121,27 +132,62 @@ pub fn bin_linear<T: Real>(
             return Err(LocalizationError::shape("values", format!("{n} rows"), v.nrows()));
         }
     }
-    let mut out = memory::try_array("binned grid", (1 + p, grid.nodes), 0.0f64)?;
+    let cols = 1 + p;
+    let per_grid = cols.saturating_mul(grid.nodes).saturating_mul(8).max(1);
+    let chunks = n.div_ceil(CHUNK).clamp(1, MAX_CHUNKS).min((CHUNK_BYTES / per_grid).max(1));
+    let step = n.div_ceil(chunks).max(1);
+    let mut grids = Vec::with_capacity(chunks);
+    for _ in 0..chunks {
+        grids.push(memory::try_array("binned grid", (cols, grid.nodes), 0.0f64)?);
+    }
+    grids.par_iter_mut().enumerate().try_for_each(|(c, g)| {
+        let (a, b) = ((c * step).min(n), ((c + 1) * step).min(n));
+        bin_range(grid, x, weights, values, a, b, g, mon)
+    })?;
+    let mut rest = grids.into_iter();
+    let mut out = rest.next().expect("at least one chunk");
+    let rest: Vec<Array2<f64>> = rest.collect();
+    if !rest.is_empty() {
+        let flat = out.as_slice_mut().expect("a new array is contiguous");
+        flat.par_chunks_mut(1 << 14).enumerate().for_each(|(k, part)| {
+            let at = k << 14;
+            for g in &rest {
+                let src = &g.as_slice().expect("a new array is contiguous")[at..at + part.len()];
+                part.iter_mut().zip(src).for_each(|(o, s)| *o += s);
+            }
+        });
+    }
+    Ok(out)
+}
+
+/// Bin points a..b into `out` (columns × nodes), in point order.
+#[allow(clippy::too_many_arguments)]
+fn bin_range<T: Real>(
+    grid: &RegularGrid, x: ArrayView2<T>, weights: Option<ArrayView1<T>>, values: Option<ArrayView2<T>>, a: usize, b: usize,
+    out: &mut Array2<f64>, mon: &Monitor,
+) -> Result<()> {
+    let nodes = grid.nodes;
+    let flat = out.as_slice_mut().expect("a new array is contiguous");
+    let p = values.map_or(0, |v| v.ncols());
     let mut corners = [(0usize, 0.0f64); 1 << MAX_DIM];
-    for (i, row) in x.axis_iter(Axis(0)).enumerate() {
-        if i % POLL == 0 {
+    for i in a..b {
+        if (i - a) % POLL == 0 {
             mon.check()?;
         }
         let w = weights.map_or(1.0, |w| w[i].to_f64().unwrap_or(0.0));
-        let count = grid.corners(row, &mut corners);
+        let count = grid.corners(x.row(i), &mut corners);
         for &(j, l) in &corners[..count] {
-            out[[0, j]] += w * l;
+            flat[j] += w * l;
         }
-        if let Some(v) = values {
-            for c in 0..p {
-                let wv = w * v[[i, c]].to_f64().unwrap_or(0.0);
-                for &(j, l) in &corners[..count] {
-                    out[[1 + c, j]] += wv * l;
-                }
+        for c in 0..p {
+            let wv = w * values.map_or(0.0, |v| v[[i, c]].to_f64().unwrap_or(0.0));
+            let row = &mut flat[(1 + c) * nodes..(2 + c) * nodes];
+            for &(j, l) in &corners[..count] {
+                row[j] += wv * l;
             }
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 /// Multilinear interpolation of the grid rows `sums` (columns × nodes) at the queries: m × columns.
@@ -216,6 +262,18 @@ mod tests {
             let want = f(row[0] as f64, row[1] as f64, row[2] as f64);
             assert!((out[[r, 0]] - want).abs() < 1e-12, "{} vs {}", out[[r, 0]], want);
         }
+    }
+
+    #[test]
+    fn binning_is_thread_count_invariant() {
+        let n = 300_000;
+        let x = Array2::from_shape_fn((n, 2), |(i, k)| ((i * 7919 + k * 104_729) % 10_007) as f64 / 10_007.0);
+        let w = ndarray::Array1::from_shape_fn(n, |i| 1.0 + (i % 13) as f64 / 7.0);
+        let grid = RegularGrid::new(&[0.0, 0.0], &[1.0 / 63.0, 1.0 / 31.0], &[64, 32]).unwrap();
+        let run = |threads| crate::parallel::install(threads, || bin_linear(&grid, x.view(), Some(w.view()), None, &mon()).unwrap()).unwrap();
+        let (one, two) = (run(1), run(2));
+        assert_eq!(one, two);
+        assert!((one.sum() - w.sum()).abs() < 1e-9 * w.sum());
     }
 
     #[test]

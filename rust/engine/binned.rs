@@ -71,11 +71,12 @@ impl RegularGrid {
         let mut frac = [0.0f64; MAX_DIM];
         for k in 0..d {
             if self.sizes[k] > 1 {
-                let t = (p[k].to_f64().unwrap_or(0.0) - self.lo[k]) * self.inv[k];
-                let top = (self.sizes[k] - 2) as f64;
-                let i0 = t.floor().clamp(0.0, top);
-                frac[k] = (t - i0).clamp(0.0, 1.0);
-                base += i0 as usize * self.strides[k];
+                // t ≥ 0 after the max (NaN too), so the truncating cast is the floor (and cheaper
+                // than a floor call on CPUs without SSE4.1 rounding); it saturates for huge t.
+                let t = ((p[k].to_f64().unwrap_or(0.0) - self.lo[k]) * self.inv[k]).max(0.0);
+                let i0 = (t as usize).min(self.sizes[k] - 2);
+                frac[k] = (t - i0 as f64).min(1.0);
+                base += i0 * self.strides[k];
             }
         }
         let mut count = 0;

@@ -113,8 +113,12 @@ def check_grid_size(grid_size, d):
     """Validated grid size per feature (tuple of ints ≥ 2) or None for the default."""
     if grid_size is None:
         return None
-    sizes = (grid_size,) * d if isinstance(grid_size, numbers.Integral) else tuple(np.ravel(grid_size).tolist()) if np.ndim(grid_size) == 1 else None
-    if sizes is None or len(sizes) != d or not all(isinstance(g, numbers.Integral) and not isinstance(g, bool) for g in sizes):
+    if isinstance(grid_size, numbers.Integral):
+        sizes = (grid_size,) * d
+    else:
+        sizes = tuple(np.ravel(grid_size).tolist()) if np.ndim(grid_size) == 1 else None
+    integral = sizes is not None and all(isinstance(g, numbers.Integral) and not isinstance(g, bool) for g in sizes)
+    if not integral or len(sizes) != d:
         raise ValueError(f"`grid_size` must be an integer or one integer per feature ({d}), got {grid_size!r}")
     if any(g < 2 for g in sizes):
         raise ValueError(f"`grid_size` must be at least 2 nodes per feature, got {grid_size!r}")
@@ -240,7 +244,8 @@ def binned_sums(bk, Qs, values=None, sample_weight=None, *, exclude_self=False, 
     # 4. the bounds. Uniform: every pair errs by at most `binning` (times |w v|).
     absolute = abs_grids.sum(axis=1)
     scale = float(np.max(np.maximum(np.abs(lo), np.abs(hi)))) / h
-    rounding = _EPS * ((n + d + 2) + (2 * d + 2) * (1 + binning) + 8 * (1 + (m1 * (radius + scale) if math.isfinite(m1) else 0)))
+    slope = m1 * (radius + scale) if math.isfinite(m1) else 0.0
+    rounding = _EPS * ((n + d + 2) + (2 * d + 2) * (1 + binning) + 8 * (1 + slope))
     alpha = 10 * _EPS * math.log2(max(int(np.prod(shape)), 2))
 
     def fft_error(small):
@@ -262,7 +267,8 @@ def binned_sums(bk, Qs, values=None, sample_weight=None, *, exclude_self=False, 
         if name == "gaussian":
             # the second-order bound with the sup of |second derivatives| over the shell itself
             lo_r = np.maximum(dist.ravel() - spread, 0.0) * (1 - 1e-12) / h
-            envelope = np.minimum(envelope, float((r * r).sum()) / 4.0 * _gaussian_curvature_sup(lo_r, lo_r + 2 * spread / h * (1 + 1e-12) + 2e-12 * dist.ravel() / h))
+            hi_r = lo_r + 2 * spread / h * (1 + 1e-12) + 2e-12 * dist.ravel() / h
+            envelope = np.minimum(envelope, float((r * r).sum()) / 4.0 * _gaussian_curvature_sup(lo_r, hi_r))
         envelope = envelope.reshape(dist.shape)
         abs_spectrum = sfft.rfftn(abs_grids.reshape((cols,) + tuple(sizes)), s=shape, axes=fft_axes, workers=workers)
         env = convolve(abs_spectrum, envelope)

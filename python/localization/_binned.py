@@ -301,7 +301,8 @@ def tolerance_met(estimate, bound, atol, rtol):
 
 def select(bk, Q, *, algorithm, grid_size, atol, rtol, degree=None):
     """Whether these sums go through the binned path: always for ``algorithm="binned"`` (an
-    error if it cannot apply), for ``"auto"`` only with a tolerance, where it applies and the
+    error if it cannot apply), for ``"auto"`` only with a positive tolerance (0, as in
+    scikit-learn's ``KernelDensity``, asks for exact sums), where it applies and the
     cost model favours it (the caller still checks the bound against the tolerance)."""
     atol, rtol = check_tolerance(atol, "atol"), check_tolerance(rtol, "rtol")
     Qs = bk._scale(Q) if hasattr(bk, "_scale") else Q
@@ -312,7 +313,7 @@ def select(bk, Q, *, algorithm, grid_size, atol, rtol, degree=None):
         check_grid_size(grid_size, bk.d)
         return True
     check_grid_size(grid_size, bk.d)
-    return (algorithm == "auto" and (atol is not None or rtol is not None)
+    return (algorithm == "auto" and bool(atol or rtol)
             and unsupported_reason(bk, Qs, degree) is None and worthwhile(bk, Qs, grid_size))
 
 
@@ -341,10 +342,7 @@ def local_mean_or_none(bk, Q, V, w, *, algorithm, grid_size, atol, rtol, exclude
 
 
 def check_params(est, d):
-    """Validate an estimator's ``algorithm``, ``grid_size``, ``atol`` and ``rtol`` at fit."""
-    from .engine import check_algorithm
-
-    check_algorithm(est.algorithm)
+    """Validate an estimator's ``grid_size``, ``atol`` and ``rtol`` at fit."""
     check_grid_size(est.grid_size, d)
     check_tolerance(est.atol, "atol")
     check_tolerance(est.rtol, "rtol")

@@ -371,7 +371,8 @@ def local_mean(
         and 3 features.
     atol, rtol : float, optional
         Tolerances that let ``algorithm="auto"`` use the binned path: it is used only where
-        its bound guarantees |mean − exact| ≤ atol + rtol·|exact| at every query.
+        its bound guarantees |mean − exact| ≤ atol + rtol·|exact| at every query (0 or None:
+        exact sums).
     return_error_bound : bool, default=False
         Also return a bound on |mean − exact mean| per query and column (0 for the exact
         algorithms, whose error is rounding only; inf where the binned total weight does

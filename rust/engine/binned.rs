@@ -9,7 +9,7 @@
 //! depend on the thread count); interpolation is a gather, parallel over blocks of queries.
 
 use crate::error::{LocalizationError, Result};
-use crate::kernel::Real;
+use crate::real::Real;
 use crate::memory;
 use crate::parallel::Monitor;
 use ndarray::{Array2, ArrayView1, ArrayView2, Axis};

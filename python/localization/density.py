@@ -6,6 +6,7 @@ import numpy as np
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
+from . import _binned
 from ._base import LocalEstimator, keeps_state_on_error
 from ._validation import FLOAT_DTYPES, check_allocation, check_positive_int, validate_data
 from .adaptive import LOO_RULES, fit_loo, is_loo
@@ -48,8 +49,16 @@ class KernelDensity(LocalEstimator):
     kernel : str or Kernel, default="gaussian"
     bandwidth_grid : array-like, optional
         Candidate bandwidths (factors of a Kernel object's own) for the LOO rules.
-    algorithm : {"auto", "brute", "kd_tree", "expansion"}, default="auto"
+    algorithm : {"auto", "brute", "kd_tree", "expansion", "binned"}, default="auto"
+        As in :func:`~localization.local_mean`. ``"binned"`` is approximate (a regular grid
+        and one FFT convolution, 1–3 features, fixed bandwidth), with an error bound that
+        ``score_samples(X, return_error_bound=True)`` returns.
     n_jobs : int, optional
+    grid_size : int or sequence of int, optional
+        Grid nodes per feature of ``algorithm="binned"``.
+    atol, rtol : float, optional
+        Tolerances on the density p̂ that let ``algorithm="auto"`` use the binned path where
+        its bound meets them at every query (see :func:`~localization.local_mean`).
 
     Attributes
     ----------
@@ -69,17 +78,22 @@ class KernelDensity(LocalEstimator):
     0.398942
     """
 
-    def __init__(self, bandwidth=1.0, kernel="gaussian", bandwidth_grid=None, algorithm="auto", n_jobs=None):
+    def __init__(self, bandwidth=1.0, kernel="gaussian", bandwidth_grid=None, algorithm="auto", n_jobs=None, grid_size=None,
+                 atol=None, rtol=None):
         self.bandwidth = bandwidth
         self.kernel = kernel
         self.bandwidth_grid = bandwidth_grid
         self.algorithm = algorithm
         self.n_jobs = n_jobs
+        self.grid_size = grid_size
+        self.atol = atol
+        self.rtol = rtol
 
     @keeps_state_on_error
     def fit(self, X, y=None, sample_weight=None):
         """Store the sample. Returns self."""
         X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C", densify=True)
+        _binned.check_params(self, X.shape[1])
         self._store(X, sample_weight)
         name = getattr(self.kernel_, "name", None)
         if not isinstance(name, str) or name in SPECIAL:
@@ -104,9 +118,10 @@ class KernelDensity(LocalEstimator):
                              f"gaussian kernel, not {self.kernel_.name!r}; use bandwidth='loo'")
         fit_loo(self, self._lscv if lscv else self._negative_loo_likelihood, n_features=self.X_fit_.shape[1])
 
-    def _log_density(self, bk, Q, exclude_self=False):
+    def _log_density(self, bk, Q, exclude_self=False, return_bound=False):
         """log p̂ at the rows of Q under the bound kernel; ``exclude_self``: Q is the sample and
-        each point's own term (and weight) is left out."""
+        each point's own term (and weight) is left out. ``return_bound``: also a bound on
+        |log p̂ − log p̂_exact| (0 on the exact paths)."""
         w = self.sample_weight_
         d = Q.shape[1]
         weights, log_unit = w, 0.0
@@ -117,9 +132,21 @@ class KernelDensity(LocalEstimator):
             log_unit = float(log_hw.max())
             hw = np.exp(log_hw - log_unit)
             weights = (hw if w is None else w * hw).astype(Q.dtype)
-        _, den, log_scale, _, _ = bk.sums(Q, None, weights, exclude_self=exclude_self, algorithm=self.algorithm,
-                                          n_jobs=self.n_jobs)
         log_total = np.log(len(self.X_fit_)) if w is None else _log_sum(w)
+        den = None
+        if bk.sample_h is None and _binned.select(bk, Q, algorithm=self.algorithm, grid_size=self.grid_size,
+                                                  atol=self.atol, rtol=self.rtol):
+            b = bk.binned(Q, None, weights, exclude_self=exclude_self, grid_size=self.grid_size, n_jobs=self.n_jobs,
+                          local_bound=return_bound or self.atol is not None or self.rtol is not None)
+            bound = b.den_bound + b.rounding(b.den, np.float64)
+            # the tolerance is on the density: p̂ = Σ K w · exp(−log Σw − log ∫k − log ∏h)
+            unit = np.exp(-log_total - self._log_norm - bk.log_bandwidth_volume)
+            if self.algorithm == "binned" or _binned.tolerance_met(b.den * unit, bound * unit, self.atol, self.rtol):
+                den, log_scale, log_err = b.den, 0.0, _binned.log_bound(b.den, bound)
+        if den is None:
+            _, den, log_scale, _, _ = bk.sums(Q, None, weights, exclude_self=exclude_self, algorithm=self.algorithm,
+                                              n_jobs=self.n_jobs)
+            log_err = np.zeros(len(Q))
         with np.errstate(divide="ignore", invalid="ignore"):
             if exclude_self:
                 # Each point's own weight leaves the total: log(T − wᵢ) = log T + log1p(−wᵢ/T),
@@ -130,7 +157,7 @@ class KernelDensity(LocalEstimator):
                               bk.log_bandwidth_volume)
         if isinstance(self.kernel_.bandwidth, Balloon):
             out -= d * np.log(bk.query_bandwidth(bk._scale(Q)).astype(np.float64))
-        return out
+        return (out, log_err) if return_bound else out
 
     def _bind(self, kernel):
         return bind_kernel(kernel, self.X_fit_, self.sample_weight_, False, type(self).__name__)
@@ -152,10 +179,16 @@ class KernelDensity(LocalEstimator):
         log_loo = self._log_density(self._bind(kernel), X, exclude_self=True)
         return float(np.sum(w * np.exp(log_sq)) / W - 2.0 * np.sum(w * np.exp(log_loo)) / W)
 
-    def score_samples(self, X):
-        """log p̂(x) for each row of X (−inf where the density is exactly zero)."""
+    def score_samples(self, X, return_error_bound=False):
+        """log p̂(x) for each row of X (−inf where the density is exactly zero).
+
+        ``return_error_bound=True`` also returns a bound on |log p̂ − log p̂_exact| per row: 0 on
+        the exact paths; with ``algorithm="binned"`` it comes from the bound on the kernel sum,
+        −log(1 − bound/sum), and is inf where the binned sum does not exceed its bound (the
+        density there is below what the grid resolves).
+        """
         check_is_fitted(self)
-        return self._log_density(self._bound(), self._query(X))
+        return self._log_density(self._bound(), self._query(X), return_bound=return_error_bound)
 
     def score(self, X, y=None):
         """Total log-likelihood of X under the model."""
@@ -179,7 +212,7 @@ class KernelDensity(LocalEstimator):
         Qs = bk._scale(Q)
         shadow, c = _SHADOW[name]
         kw = dict(bandwidth=bk.h, weights=self.sample_weight_, algorithm=self.algorithm, n_jobs=self.n_jobs)
-        from . import _core
+        from . import _binned, _core
 
         num, sden, sls, _, _ = _core.local_sums(Qs, bk.Xs, bk.Xs, kernel=shadow, **kw)
         _, den, ls, _, _ = _core.local_sums(Qs, bk.Xs, None, kernel=name, **kw)

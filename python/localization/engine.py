@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.spatial.distance import cdist
 
-from . import _core
+from . import _binned, _core
 from ._validation import (
     StrOptions,
     as_float_array,
@@ -36,7 +36,7 @@ from .kernels import (
     rule_of_thumb,
 )
 
-_ALGORITHMS = ("auto", "brute", "kd_tree", "expansion")
+_ALGORITHMS = ("auto", "brute", "kd_tree", "expansion", "binned")
 #: The `_parameter_constraints` entry of an estimator's engine `algorithm`.
 ALGORITHM = [StrOptions(set(_ALGORITHMS))]
 
@@ -134,10 +134,16 @@ class BoundKernel:
                 kw["query_bandwidth"] = qh
         return kw
 
-    def sums(self, Q, values=None, sample_weight=None, *, degree=None, exclude_self=False, algorithm="auto", n_jobs=None):
+    def sums(self, Q, values=None, sample_weight=None, *, degree=None, exclude_self=False, algorithm="auto", n_jobs=None,
+             grid_size=None):
         """Native local sums for validated queries: (num, den, log_scale, moments, cross)."""
         check_algorithm(algorithm)
         Qs = self._scale(Q)
+        if algorithm == "binned":
+            b = self.binned(Q, values, sample_weight, degree=degree, exclude_self=exclude_self, grid_size=grid_size,
+                            n_jobs=n_jobs, local_bound=False)
+            num = None if b.num is None else b.num.astype(Q.dtype)
+            return num, b.den.astype(Q.dtype), np.zeros(len(Q), dtype=Q.dtype), None, None
         if self.callable or self.name == "identity":
             if degree is not None:
                 raise ValueError("local polynomial moments need a built-in radial or knn kernel")
@@ -150,6 +156,14 @@ class BoundKernel:
             Qs, self.Xs, values, sample_weight, degree=degree, exclude_self=exclude_self,
             algorithm=algorithm, n_jobs=n_jobs, **kw,
         )
+
+    def binned(self, Q, values=None, sample_weight=None, *, degree=None, exclude_self=False, grid_size=None, n_jobs=None,
+               local_bound=True):
+        """Binned sums with their error bounds (:class:`~localization._binned.BinnedSums`)."""
+        Qs = self._scale(Q)
+        _binned.select(self, Q, algorithm="binned", grid_size=grid_size, atol=None, rtol=None, degree=degree)
+        return _binned.binned_sums(self, Qs, values, sample_weight, exclude_self=exclude_self, grid_size=grid_size,
+                                   local_bound=local_bound, n_jobs=n_jobs)
 
     def matrix(self, Q, n_jobs=None):
         Qs = self._scale(Q)
@@ -312,7 +326,8 @@ def ratio(num, den, warn=True, what="local mean"):
 
 def local_mean(
     X_query, X, values=None, *, kernel="gaussian", bandwidth=1.0, n_neighbors=None, sample_weight=None,
-    exclude_self=False, return_weight=False, algorithm="auto", n_jobs=None,
+    exclude_self=False, return_weight=False, algorithm="auto", n_jobs=None, grid_size=None, atol=None, rtol=None,
+    return_error_bound=False,
 ):
     """The local mean m(x*) = Σ K(x*, xᵢ) wᵢ vᵢ / Σ K(x*, xᵢ) wᵢ for every query row.
 
@@ -338,16 +353,33 @@ def local_mean(
         Leave-one-out ("hollow" kernel): query i ignores sample i (needs X_query is X).
     return_weight : bool, default=False
         Also return the total weight Σ K wᵢ per query.
-    algorithm : {"auto", "brute", "kd_tree", "expansion"}, default="auto"
-        How the sums are computed; the results agree to rounding. ``"brute"`` visits every
+    algorithm : {"auto", "brute", "kd_tree", "expansion", "binned"}, default="auto"
+        How the sums are computed; the exact ones agree to rounding. ``"brute"`` visits every
         pair in tiles; ``"kd_tree"`` finds the samples inside a compact kernel's support
         through a kd-tree; ``"expansion"`` sums the Gaussian with one scalar bandwidth in at
         most 4 features through a two-sided Taylor series between clusters of queries and
         samples, far cheaper than the pairs when the bandwidth is wide relative to the
         spacing of the points. ``"auto"`` picks by a cost model. A choice that does not
         apply (e.g. ``"expansion"`` with a compact kernel) falls back to ``"brute"``.
+        ``"binned"`` is **approximate**: linear binning onto a regular grid and one FFT
+        convolution (1–3 features, a radial profile with a fixed bandwidth), with a
+        guaranteed error bound (``return_error_bound``; see the guide, "Binned sums").
+        ``"auto"`` picks it only when ``atol`` or ``rtol`` is given, the cost model favours
+        it and its bound meets the tolerance at every query.
     n_jobs : int, optional
         Threads (None: ``LOCALIZATION_NUM_THREADS`` or all cores). Results do not depend on it.
+    grid_size : int or sequence of int, optional
+        Grid nodes per feature for ``"binned"`` (at least 2). Default: 32 per bandwidth over
+        the range of samples and queries, at most 65536, 1024 and 64 per feature in 1, 2
+        and 3 features.
+    atol, rtol : float, optional
+        Tolerances that let ``algorithm="auto"`` use the binned path: it is used only where
+        its bound guarantees |mean − exact| ≤ atol + rtol·|exact| at every query (0 or None:
+        exact sums).
+    return_error_bound : bool, default=False
+        Also return a bound on |mean − exact mean| per query and column (0 for the exact
+        algorithms, whose error is rounding only; inf where the binned total weight does
+        not exceed its own bound). It is returned last.
 
     Returns
     -------
@@ -355,6 +387,8 @@ def local_mean(
         NaN (with a :class:`LocalizationWarning`) where the total weight is zero.
     weight : ndarray of shape (m,)
         Only with ``return_weight=True``.
+    error_bound : ndarray like ``mean``
+        Only with ``return_error_bound=True``.
 
     Examples
     --------
@@ -372,17 +406,23 @@ def local_mean(
         V, one_d = check_values(values, X.shape[0], X.dtype)
     w = check_sample_weight(sample_weight, X.shape[0], X.dtype)
     bk = bind(kernel, bandwidth, X, n_neighbors, w, allow_signed=True, consumer="local_mean")
-    num, den, log_scale, _, _ = bk.sums(Q, V, w, exclude_self=exclude_self, algorithm=algorithm, n_jobs=n_jobs)
-    mean = ratio(num, den)
-    mean = mean[:, 0] if one_d else mean
-    if return_weight:
-        return mean, den * np.exp(log_scale.astype(np.float64))
-    return mean
+    binned = _binned.local_mean_or_none(bk, Q, V, w, algorithm=algorithm, grid_size=grid_size, atol=atol, rtol=rtol,
+                                        exclude_self=exclude_self, n_jobs=n_jobs, local_bound=return_error_bound)
+    if binned is not None:
+        mean, weight, bound = binned
+    else:
+        num, den, log_scale, _, _ = bk.sums(Q, V, w, exclude_self=exclude_self, algorithm=algorithm, n_jobs=n_jobs)
+        mean, bound = ratio(num, den), np.zeros(num.shape)
+        weight = den * np.exp(log_scale.astype(np.float64))
+    if one_d:
+        mean, bound = mean[:, 0], bound[:, 0]
+    out = (mean,) + ((weight,) if return_weight else ()) + ((bound,) if return_error_bound else ())
+    return out if len(out) > 1 else mean
 
 
 def kernel_sum(
     X_query, X, values=None, *, kernel="gaussian", bandwidth=1.0, n_neighbors=None, sample_weight=None, log=False,
-    exclude_self=False, algorithm="auto", n_jobs=None,
+    exclude_self=False, algorithm="auto", n_jobs=None, grid_size=None, atol=None, rtol=None, return_error_bound=False,
 ):
     """The kernel sum Σᵢ K(x*, xᵢ) wᵢ for every query (unnormalised kernel density), or with
     ``values`` the weighted sum Σᵢ K(x*, xᵢ) wᵢ vᵢ (the numerator of the local mean).
@@ -393,14 +433,25 @@ def kernel_sum(
     :class:`~localization.kernels.KernelCombination` with a negative coefficient, e.g.
     :func:`~localization.kernels.laplacian`) give signed sums.
 
+    ``algorithm``, ``grid_size``, ``atol``, ``rtol`` are those of :func:`local_mean`; the
+    tolerance applies to the returned sums (or, with ``log=True``, to their logarithm).
+    With ``return_error_bound=True`` a bound on |returned − exact| is returned too (0 for the
+    exact algorithms; for ``"binned"`` uniform over the queries plus the final rounding).
+
     Returns
     -------
     ndarray of shape (m,), or (m,) / (m, p) like ``values``
+    error_bound : ndarray of the same shape, only with ``return_error_bound=True``
 
     Examples
     --------
     >>> import numpy as np
     >>> from localization import kernel_sum
+    >>> X = np.linspace(0.0, 1.0, 1001)[:, None]
+    >>> s, err = kernel_sum([[0.5]], X, bandwidth=0.1, algorithm="binned", return_error_bound=True)
+    >>> exact = kernel_sum([[0.5]], X, bandwidth=0.1)
+    >>> bool(abs(s[0] - exact[0]) <= err[0] < 1e-3 * exact[0])
+    True
     >>> kernel_sum([[0.0]], [[0.0], [3.0]], kernel="tophat", bandwidth=1.0).tolist()
     [1.0]
     >>> kernel_sum([[0.0]], [[0.0], [0.5]], [2.0, 4.0], kernel="tophat", bandwidth=1.0).tolist()
@@ -411,19 +462,32 @@ def kernel_sum(
     V, one_d = (None, True) if values is None else check_values(values, X.shape[0], X.dtype)
     w = check_sample_weight(sample_weight, X.shape[0], X.dtype)
     bk = bind(kernel, bandwidth, X, n_neighbors, w, allow_signed=not log, consumer="kernel_sum(log=True)")
+    if log and V is not None:
+        raise ValueError("`log=True` is for the kernel sum itself; drop `values` (weighted sums can be negative)")
+    if _binned.select(bk, Q, algorithm=algorithm, grid_size=grid_size, atol=atol, rtol=rtol):
+        b = bk.binned(Q, V, w, exclude_self=exclude_self, grid_size=grid_size, n_jobs=n_jobs,
+                      local_bound=return_error_bound or atol is not None or rtol is not None)
+        total, bound = (b.den, b.den_bound) if V is None else (b.num, b.num_bound)
+        bound = bound + b.rounding(total, np.float64)
+        if log:
+            with np.errstate(divide="ignore"):
+                total, bound = np.log(total), _binned.log_bound(total, bound)
+        if algorithm == "binned" or _binned.tolerance_met(total, bound, atol, rtol):
+            if V is not None and one_d:
+                total, bound = total[:, 0], bound[:, 0]
+            return (total, bound) if return_error_bound else total
     num, den, log_scale, _, _ = bk.sums(Q, V, w, exclude_self=exclude_self, algorithm=algorithm, n_jobs=n_jobs)
     total = den if V is None else num
     total = total.astype(np.float64)
     if log:
-        if V is not None:
-            raise ValueError("`log=True` is for the kernel sum itself; drop `values` (weighted sums can be negative)")
         with np.errstate(divide="ignore"):
-            return np.log(total) + log_scale
-    scale = np.exp(log_scale.astype(np.float64))
-    if V is None:
-        return total * scale
-    out = total * scale[:, None]
-    return out[:, 0] if one_d else out
+            out = np.log(total) + log_scale
+    elif V is None:
+        out = total * np.exp(log_scale.astype(np.float64))
+    else:
+        out = total * np.exp(log_scale.astype(np.float64))[:, None]
+        out = out[:, 0] if one_d else out
+    return (out, np.zeros(out.shape)) if return_error_bound else out
 
 
 def kernel_matrix(X_query, X, *, kernel="gaussian", bandwidth=1.0, n_neighbors=None, n_jobs=None):

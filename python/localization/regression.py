@@ -8,7 +8,7 @@ import numpy as np
 from sklearn.base import MultiOutputMixin, RegressorMixin, clone, is_classifier
 from sklearn.utils.validation import check_is_fitted
 
-from . import _core
+from . import _binned, _core
 from ._base import LocalEstimator, keeps_state_on_error
 from ._validation import FLOAT_DTYPES, check_positive_int, validate_data, warn_zero_weight
 from .adaptive import MultiKernel, fit_loo, fit_multikernel, is_loo
@@ -69,9 +69,16 @@ class LocalMeanRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator):
     bandwidth_grid : array-like, optional
         Candidate factors for the LOO search; default 24 values spaced geometrically between
         the median nearest-neighbour distance and the data diameter.
-    algorithm : {"auto", "brute", "kd_tree", "expansion"}, default="auto"
+    algorithm : {"auto", "brute", "kd_tree", "expansion", "binned"}, default="auto"
+        As in :func:`~localization.local_mean`; ``"binned"`` is approximate, with an error
+        bound that ``predict(X, return_error_bound=True)`` returns.
     n_jobs : int, optional
         Threads; results do not depend on it.
+    grid_size : int or sequence of int, optional
+        Grid nodes per feature of ``algorithm="binned"``.
+    atol, rtol : float, optional
+        Tolerances on the predictions that let ``algorithm="auto"`` use the binned path where
+        its bound meets them (see :func:`~localization.local_mean`).
 
     Attributes
     ----------
@@ -95,18 +102,23 @@ class LocalMeanRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator):
 
     _signed_kernels = True
 
-    def __init__(self, kernel="gaussian", bandwidth=1.0, n_neighbors=None, bandwidth_grid=None, algorithm="auto", n_jobs=None):
+    def __init__(self, kernel="gaussian", bandwidth=1.0, n_neighbors=None, bandwidth_grid=None, algorithm="auto", n_jobs=None,
+                 grid_size=None, atol=None, rtol=None):
         self.kernel = kernel
         self.bandwidth = bandwidth
         self.n_neighbors = n_neighbors
         self.bandwidth_grid = bandwidth_grid
         self.algorithm = algorithm
         self.n_jobs = n_jobs
+        self.grid_size = grid_size
+        self.atol = atol
+        self.rtol = rtol
 
     @keeps_state_on_error
     def fit(self, X, y, sample_weight=None):
         """Store the sample (and choose h by leave-one-out if asked). Returns self."""
         X, Y = _fit_xy(self, X, y)
+        _binned.check_params(self, X.shape[1])
         self.y_fit_ = Y
         self._store(X, sample_weight)
         if isinstance(self.kernel, MultiKernel):
@@ -134,15 +146,26 @@ class LocalMeanRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator):
         the same as ``predict(None)``."""
         return self.predict(None)
 
-    def predict(self, X):
+    def predict(self, X, return_error_bound=False):
         """Local means at X; NaN (with a warning) where no sample has positive weight.
 
         ``X=None``: exact leave-one-out predictions at the training points (each point's own
         term left out, the hollow kernel), as scikit-learn's ``KNeighborsRegressor.predict(None)``.
+        ``return_error_bound=True`` also returns a bound on |prediction − exact local mean|
+        (0 for the exact algorithms, see ``algorithm="binned"``).
         """
         check_is_fitted(self)
+        if not isinstance(self.kernel, MultiKernel):
+            Q = self.X_fit_ if X is None else self._query(X)
+            binned = _binned.local_mean_or_none(
+                self._bound(), Q, self.y_fit_, self.sample_weight_, algorithm=self.algorithm, grid_size=self.grid_size,
+                atol=self.atol, rtol=self.rtol, exclude_self=X is None, n_jobs=self.n_jobs, local_bound=return_error_bound)
+            if binned is not None:
+                pred, _, bound = binned
+                return (_out(self, pred), _out(self, bound)) if return_error_bound else _out(self, pred)
         num, den, *_ = self._sums(X, self.y_fit_)
-        return _out(self, ratio(num, den))
+        pred = _out(self, ratio(num, den))
+        return (pred, np.zeros(pred.shape)) if return_error_bound else pred
 
 
 class LocalPolynomialRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator):

@@ -34,6 +34,7 @@
 //!   `OutOfMemory`), and the loops poll `Options::monitor` per tile or query (Ctrl-C).
 
 mod accumulate;
+pub mod binned;
 mod expansion;
 mod lanes;
 pub mod temporal;

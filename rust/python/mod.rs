@@ -347,6 +347,7 @@ fn effective_n_jobs(n_jobs: Option<NJobs>) -> PyResult<usize> {
 // Bindings of the method families: one file each, declared here (after the helpers and the
 // `with_float!` macro above, which they use) and registered in `_core` below.
 
+mod binned;
 mod cluster;
 mod modes;
 mod denoise;
@@ -365,6 +366,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(profile_info, m)?)?;
     m.add_function(wrap_pyfunction!(effective_n_jobs, m)?)?;
     m.add_class::<NeighborIndex>()?;
+    binned::register(m)?;
     cluster::register(m)?;
     modes::register(m)?;
     denoise::register(m)?;

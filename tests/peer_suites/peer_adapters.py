@@ -127,6 +127,7 @@ class KNeighborsRegressor(loc.LocalMeanRegressor):
     kernel = "knn"
     bandwidth = 1.0
     bandwidth_grid = None
+    grid_size = atol = rtol = None
 
     def __init__(self, n_neighbors=5, *, weights="uniform", algorithm="auto", leaf_size=30, p=2, metric="minkowski",
                  metric_params=None, n_jobs=None):

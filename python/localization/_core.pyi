@@ -6,6 +6,9 @@ import numpy.typing as npt
 from numpy.typing import NDArray
 
 __version__: str
+LEAF_SIZE: int  # kd-tree leaf size of the core's own trees
+GEMM_MIN_DIM: int  # from this many features, distance tiles come from a matrix product
+GRID_MAX_FEATURES: int  # most features MeanShift's algorithm="grid" takes
 
 # --- engine, kernels, neighbours: rust/python/mod.rs -----------------------------------
 

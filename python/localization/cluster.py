@@ -47,7 +47,7 @@ __all__ = [
 _BANDWIDTH_SAMPLE = 2000
 # algorithm="auto" switches to the grid for all-point seeding of this many low-d points.
 _GRID_AUTO_MIN = 200_000
-_GRID_MAX_DIM = 4
+_GRID_MAX_DIM = _core.GRID_MAX_FEATURES
 _GRID_RESOLUTION = {1: 8, 2: 4, 3: 2, 4: 1}
 
 
@@ -95,7 +95,7 @@ def estimate_bandwidth(X, *, quantile=0.3, n_samples=None, random_state=0, n_job
     idx = rng.permutation(n)[:n_samples]
     Xs = np.ascontiguousarray(X[idx])
     k = max(int(Xs.shape[0] * quantile), 1)
-    index = _core.NeighborIndex(Xs, "auto", 30)
+    index = _core.NeighborIndex(Xs, "auto", _core.LEAF_SIZE)
     dist, _ = index.knn(Xs, k, n_jobs)
     return np.float64(np.mean(dist[:, -1], dtype=np.float64))
 
@@ -204,7 +204,7 @@ def _nearest(centres, P, n_jobs):
             ind[a : a + len(block)] = j
             dist[a : a + len(block)] = np.ldexp(np.sqrt(d2[np.arange(len(block)), j]), e)
         return ind, dist
-    index = _core.NeighborIndex(centres, "auto", 30)
+    index = _core.NeighborIndex(centres, "auto", _core.LEAF_SIZE)
     dist, ind = index.knn(P, 1, n_jobs)
     return ind[:, 0], dist[:, 0]
 
@@ -449,7 +449,7 @@ class MeanShift(ClusterMixin, BaseEstimator):
         self._X, self._w = X, w
         # Whole-data and engine runs report iterations; per-seed climbs report finished seeds.
         by_iteration = algorithm in ("blurring", "fixed_kernel") or (
-            algorithm == "exact" and kernel != "tophat" and (_core.profile_info(kernel)[1] is None or X.shape[1] >= 16)
+            algorithm == "exact" and kernel != "tophat" and (_core.profile_info(kernel)[1] is None or X.shape[1] >= _core.GEMM_MIN_DIM)
         )
         progress, close = _progress_bar(self.verbose, "MeanShift", "iteration" if by_iteration else "seed")
         try:
@@ -512,7 +512,7 @@ class MeanShift(ClusterMixin, BaseEstimator):
         equal to the seed. Every variant (blurring, fixed kernel) reduces to this.
         """
         seeds, point_seed = self._initial_seeds(X, 0.0)
-        _, ind, offsets = _core.NeighborIndex(X, "auto", 30).radius(seeds, 0.0, n_jobs=self.n_jobs)
+        _, ind, offsets = _core.NeighborIndex(X, "auto", _core.LEAF_SIZE).radius(seeds, 0.0, n_jobs=self.n_jobs)
         mass = np.ones(len(X)) if w is None else w.astype(np.float64)
         counts = np.diff(offsets)
         support = np.zeros(len(seeds))
@@ -572,7 +572,7 @@ class MeanShift(ClusterMixin, BaseEstimator):
         common = dict(step=float(self.step), tol=float(self.tol), max_iter=int(self.max_iter), n_jobs=self.n_jobs)
         if self.bandwidth_ == 0:
             # The radius-0 window: a row on a fitted point stays, any other sees no data.
-            _, _, offsets = _core.NeighborIndex(self._X, "auto", 30).radius(Q, 0.0, n_jobs=self.n_jobs)
+            _, _, offsets = _core.NeighborIndex(self._X, "auto", _core.LEAF_SIZE).radius(Q, 0.0, n_jobs=self.n_jobs)
             return Q, np.diff(offsets) > 0
         if self.algorithm_ == "grid":
             out = _core.mean_shift_grid(self._X, Q, self._w, self.bandwidth_, self._grid_resolution, **common)

@@ -10,10 +10,11 @@
 //! NumPy, which defines the border modes once and for all); these loops read a padded image.
 
 use crate::error::{LocalizationError, Result};
-use crate::kernel::Real;
+use crate::real::Real;
+use crate::rows::row_major;
 use crate::memory;
 use crate::parallel::Monitor;
-use ndarray::{Array3, ArrayView2, ArrayView3, Axis};
+use ndarray::{Array3, ArrayView2, ArrayView3};
 use rayon::prelude::*;
 
 /// How the range (colour) weight K_y is evaluated from the colour difference of two pixels.
@@ -54,18 +55,15 @@ fn bilateral_with<F: Real>(
         }
     }
     let (rows, cols) = (hp - 2 * r, wp - 2 * r);
-    let img = padded.as_standard_layout();
-    let img = img.as_slice().ok_or_else(|| LocalizationError::param("image", "must be contiguous"))?;
-    let sp = spatial.as_standard_layout().to_owned();
-    let sp = sp.as_slice().expect("owned standard layout");
-    let mut out = memory::try_array("filtered image", (rows, cols, nc), F::zero())?;
-    out.axis_iter_mut(Axis(0)).into_par_iter().enumerate().try_for_each(|(row, mut orow)| {
+    let (img, sp) = (row_major(padded.view()), row_major(spatial.view()));
+    let (img, sp) = (&img[..], &sp[..]);
+    let mut out = memory::try_vec("filtered image", &[rows, cols, nc], F::zero())?;
+    out.par_chunks_mut((cols * nc).max(1)).enumerate().try_for_each(|(row, orow)| {
         mon.check()?;
-        let orow = orow.as_slice_mut().expect("fresh array rows are contiguous");
         simd.run(&BilateralRow { img, wp, plane: hp * wp, k, sp, range, row }, orow, nc);
         Ok(())
     })?;
-    Ok(out)
+    image_of(out, (rows, cols, nc))
 }
 
 /// Schraudolph's exponential as scikit-image computes it (`_shared/fast_exp.h`): the high
@@ -112,20 +110,22 @@ pub fn nl_means<F: Real>(
     let (rows, cols) = (hp - (s - 1), wp - (s - 1));
     // The search window is clipped to the image: a larger distance searches the same pixels.
     let d = patch_distance.min(rows.max(cols));
-    let img = padded.as_standard_layout();
-    let img = img.as_slice().ok_or_else(|| LocalizationError::param("image", "must be contiguous"))?;
-    let pw = patch_weights.as_standard_layout().to_owned();
-    let pw = pw.as_slice().expect("owned standard layout");
+    let (img, pw) = (row_major(padded.view()), row_major(patch_weights.view()));
+    let (img, pw) = (&img[..], &pw[..]);
     let plane = hp * wp;
-    let mut out = memory::try_array("denoised image", (rows, cols, nc), F::zero())?;
+    let mut out = memory::try_vec("denoised image", &[rows, cols, nc], F::zero())?;
     let simd = Simd::detect();
-    out.axis_iter_mut(Axis(0)).into_par_iter().enumerate().try_for_each(|(row, mut orow)| {
+    out.par_chunks_mut((cols * nc).max(1)).enumerate().try_for_each(|(row, orow)| {
         mon.check()?;
-        let orow = orow.as_slice_mut().expect("fresh array rows are contiguous");
         simd.run(&NlRow { img, wp, plane, nc, s, d, rows, cols, pw, var2, exact, row }, orow, nc);
         Ok(())
     })?;
-    Ok(out)
+    image_of(out, (rows, cols, nc))
+}
+
+/// A filter's output rows as an image.
+fn image_of<F>(out: Vec<F>, shape: (usize, usize, usize)) -> Result<Array3<F>> {
+    Array3::from_shape_vec(shape, out).map_err(|e| LocalizationError::shape("image", format!("{shape:?}"), e))
 }
 
 /// The instruction set the row loops are compiled for, chosen once per call at run time.

@@ -10,8 +10,9 @@
 
 use crate::distance::{pow2, Scale};
 use crate::engine::{basis_degrees, fill_kernel_matrix, local_sums_scaled, validate_in_range, Bandwidth, Kernel, LocalSums, Neighborhood, Options, Problem};
-use crate::error::Result;
-use crate::kernel::Real;
+use crate::error::{LocalizationError, Result};
+use crate::real::Real;
+use crate::rows::row_major;
 use crate::memory;
 use crate::parallel::Monitor;
 use ndarray::{Array2, ArrayView2};
@@ -65,20 +66,20 @@ pub fn solve_in_place(a: &mut [f64], b: &mut [f64], n: usize, nrhs: usize) -> bo
 /// true one; β₀ is unit-free), and `singular[i]` whether the local design was singular (then
 /// β is NaN). `degrees[a]` is the degree of basis function a.
 fn coefficients<F: Real>(sums: &LocalSums<F>, lengths: Scale, degrees: &[usize], ridge: f64, rhs: Rhs) -> Result<(Array2<f64>, Vec<bool>)> {
-    let mom = sums.moments.as_ref().expect("engine called with a degree");
-    let cross = sums.cross.as_ref().expect("engine called with a degree");
+    let (Some(mom), Some(cross)) = (&sums.moments, &sums.cross) else {
+        return Err(LocalizationError::param("degree", "the local sums carry no design moments"));
+    };
     let (m, nb, _) = mom.dim();
     let p = cross.dim().2;
     let nrhs = match rhs {
         Rhs::Values => p,
         Rhs::FirstUnit => 1,
     };
-    // Row-major views (a copy only if some path ever produced another layout).
-    let (mom, cross) = (mom.as_standard_layout(), cross.as_standard_layout());
-    let (mom, cross) = (mom.as_slice().unwrap_or_default(), cross.as_slice().unwrap_or_default());
-    let mut beta = memory::try_array("local coefficients", (m, nb * nrhs), 0.0)?;
+    // Row-major (a copy only if some path ever produced another layout).
+    let (mom, cross) = (row_major(mom.view()), row_major(cross.view()));
+    let mut beta = memory::try_vec("local coefficients", &[m, nb * nrhs], 0.0)?;
     let mut singular = memory::try_vec("singular mask", &[m], false)?;
-    let rows = beta.as_slice_mut().unwrap_or_default().par_chunks_mut((nb * nrhs).max(1));
+    let rows = beta.par_chunks_mut((nb * nrhs).max(1));
     rows.zip(singular.par_iter_mut()).enumerate().for_each_init(
         || (vec![0.0; nb * nb], vec![0; nb]),
         |(a, eq), (i, (b, singular))| {
@@ -120,6 +121,7 @@ fn coefficients<F: Real>(sums: &LocalSums<F>, lengths: Scale, degrees: &[usize],
             }
         },
     );
+    let beta = Array2::from_shape_vec((m, nb * nrhs), beta).map_err(|e| LocalizationError::shape("local coefficients", m * nb * nrhs, e))?;
     Ok((beta, singular))
 }
 
@@ -190,4 +192,40 @@ pub fn equivalent_kernel<F: Real>(
     });
     mon.check()?;
     Ok((ell, singular))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel::Profile;
+    use ndarray::{array, Array3, ShapeBuilder};
+
+    fn sums() -> (LocalSums<f64>, Scale) {
+        let x = array![[0.0], [0.5], [1.0], [1.7], [2.1]];
+        let y = array![[1.0], [0.0], [2.0], [1.5], [3.0]];
+        let pb = Problem { queries: x.view(), x: x.view(), values: Some(y.view()), weights: None };
+        let opts = Options { degree: Some(1), ..Options::default() };
+        local_sums_scaled(&pb, &Kernel::Radial(Profile::Gaussian), &Bandwidth::Scalar(0.8), &opts).unwrap()
+    }
+
+    #[test]
+    fn coefficients_do_not_depend_on_the_moments_layout() {
+        let (s, lengths) = sums();
+        let (want, _) = coefficients(&s, lengths, &[0, 1], 0.0, Rhs::Values).unwrap();
+        let relayout = |a: &Array3<f64>| {
+            let mut f = Array3::zeros(a.dim().f());
+            f.assign(a);
+            f
+        };
+        let f = LocalSums { moments: s.moments.as_ref().map(relayout), cross: s.cross.as_ref().map(relayout), ..s.clone() };
+        assert!(!f.moments.as_ref().unwrap().is_standard_layout());
+        assert_eq!(coefficients(&f, lengths, &[0, 1], 0.0, Rhs::Values).unwrap().0, want);
+    }
+
+    #[test]
+    fn sums_without_moments_are_an_error_not_a_panic() {
+        let (s, lengths) = sums();
+        let bare = LocalSums { moments: None, cross: None, ..s };
+        assert!(matches!(coefficients(&bare, lengths, &[0, 1], 0.0, Rhs::Values), Err(LocalizationError::InvalidParameter { name: "degree", .. })));
+    }
 }

@@ -24,10 +24,12 @@
 
 use crate::distance::{sq_euclidean, Scale, GEMM_MIN_DIM};
 use crate::engine::{local_sums, Bandwidth, Kernel, Options, Problem};
+use crate::checked::{Positive, Weights};
 use crate::error::{LocalizationError, Result};
-use crate::kernel::{dispatch_profile, Profile, ProfileFn, Real};
+use crate::kernel::{dispatch_profile, Profile, ProfileFn};
+use crate::real::Real;
 use crate::memory;
-use crate::neighbors::{BallSums, KdTree};
+use crate::neighbors::{BallSums, KdTree, LEAF_SIZE};
 use crate::parallel::Monitor;
 use ndarray::{Array2, ArrayView1, ArrayView2};
 use rayon::prelude::*;
@@ -47,12 +49,8 @@ pub struct Params {
 
 impl Params {
     pub fn validate(&self) -> Result<()> {
-        if !(self.bandwidth > 0.0 && self.bandwidth.is_finite()) {
-            return Err(LocalizationError::param("bandwidth", "must be finite and strictly positive"));
-        }
-        if !(self.step > 0.0 && self.step.is_finite()) {
-            return Err(LocalizationError::param("step", "must be finite and strictly positive"));
-        }
+        Positive::new("bandwidth", self.bandwidth)?;
+        Positive::new("step", self.step)?;
         if !(self.tol >= 0.0 && self.tol.is_finite()) {
             return Err(LocalizationError::param("tol", "must be finite and non-negative"));
         }
@@ -188,14 +186,7 @@ fn check_data<F: Real>(x: ArrayView2<F>, w: Option<ArrayView1<F>>, seeds: ArrayV
     if seeds.ncols() != d {
         return Err(LocalizationError::shape("seeds", format!("{d} features"), format!("{} features", seeds.ncols())));
     }
-    if let Some(w) = w {
-        if w.len() != n {
-            return Err(LocalizationError::shape("sample_weight", format!("{n} entries"), w.len()));
-        }
-        if w.iter().any(|v| !(*v >= F::zero()) || !v.is_finite()) {
-            return Err(LocalizationError::param("sample_weight", "must be finite and non-negative"));
-        }
-    }
+    Weights::optional(w, n)?;
     Ok(())
 }
 
@@ -262,9 +253,7 @@ impl<F: Real> Window<F> {
     /// Prepare the windows (a tree is built on the current rayon pool, polling `mon`).
     pub fn build(x: ArrayView2<F>, w: Option<ArrayView1<F>>, profile: Profile, bandwidth: f64, mon: &Monitor) -> Result<Self> {
         check_data(x, w, x)?;
-        if !(bandwidth > 0.0 && bandwidth.is_finite()) {
-            return Err(LocalizationError::param("bandwidth", "must be finite and strictly positive"));
-        }
+        Positive::new("bandwidth", bandwidth)?;
         let h = F::of(bandwidth);
         if !uses_tree(profile, x.ncols()) {
             return Ok(Window::Engine { profile, h });
@@ -272,7 +261,7 @@ impl<F: Real> Window<F> {
         if profile == Profile::Tophat {
             return Ok(Window::Tree(TreeWindow::Ball { tree: BallSums::build(x, w, 16, mon)?, h2: h * h }));
         }
-        let tree = KdTree::build(x, 32, mon)?;
+        let tree = KdTree::build(x, LEAF_SIZE, mon)?;
         let order = tree.order();
         // Tree-ordered copies: the visit streams memory and sums in a fixed order.
         let points = order.iter().flat_map(|&i| x.row(i).to_vec()).collect();
@@ -452,6 +441,10 @@ fn move_towards<'a, F: Real + 'a>(x: impl Iterator<Item = &'a mut F>, num: impl 
     delta2
 }
 
+/// The most features the grid takes (MeanShift's documented limit; the window of a cell meets
+/// the 3^d cells around it).
+pub const GRID_MAX_FEATURES: usize = 4;
+
 /// The grid of MeanShift++-style cell aggregation: cells of side h / r anchored at the
 /// lower corner `lo` of the data, `extent` cells per feature up to the upper corner.
 #[derive(Clone, Debug)]
@@ -466,8 +459,11 @@ impl GridSpec {
     /// The grid over the box [lo, hi] (the data's bounds, however they were found).
     pub fn new(lo: &[f64], hi: &[f64], h: f64, cells_per_bandwidth: usize) -> Result<Self> {
         let d = lo.len();
-        if d == 0 || d > 6 {
-            return Err(LocalizationError::param("algorithm", format!("'grid' is for 1 to 6 features (got {d}); use 'exact'")));
+        if d == 0 || d > GRID_MAX_FEATURES {
+            return Err(LocalizationError::param(
+                "algorithm",
+                format!("'grid' is for 1 to {GRID_MAX_FEATURES} features (X has {d}); use 'exact'"),
+            ));
         }
         if hi.len() != d {
             return Err(LocalizationError::shape("hi", format!("{d} values"), hi.len()));
@@ -475,9 +471,7 @@ impl GridSpec {
         if cells_per_bandwidth == 0 || cells_per_bandwidth > 64 {
             return Err(LocalizationError::param("grid_resolution", "must be an integer in [1, 64]"));
         }
-        if !(h > 0.0 && h.is_finite()) {
-            return Err(LocalizationError::param("bandwidth", "must be finite and strictly positive"));
-        }
+        Positive::new("bandwidth", h)?;
         if lo.iter().chain(hi).any(|v| !v.is_finite()) || lo.iter().zip(hi).any(|(a, b)| a > b) {
             return Err(LocalizationError::param("X", "the grid needs finite bounds with lo <= hi"));
         }

@@ -23,11 +23,13 @@
 //! that squared distances and weighted costs neither overflow nor underflow.
 
 use crate::distance::Scale;
+use crate::checked::{Positive, Weights};
 use crate::error::{LocalizationError, Result};
-use crate::kernel::{dispatch_profile, Profile, ProfileFn, Real};
+use crate::kernel::{dispatch_profile, Profile, ProfileFn};
+use crate::real::Real;
 use crate::memory;
 use crate::parallel::Monitor;
-use ndarray::{linalg::general_mat_mul, s, ArrayView2};
+use ndarray::{linalg::general_mat_mul, s, ArrayView1, ArrayView2};
 use rayon::prelude::*;
 
 /// log k(u) in f64 (exact for the exponential profiles, so tiny bandwidths do not underflow).
@@ -47,15 +49,7 @@ fn row_weights(dist: impl Iterator<Item = f64>, profile: Profile, h: f64, sw: im
 }
 
 fn check_weights(w: Option<&[f64]>, n: usize) -> Result<()> {
-    if let Some(w) = w {
-        if w.len() != n {
-            return Err(LocalizationError::shape("sample_weight", format!("{n} values"), w.len()));
-        }
-        if w.iter().any(|v| !(*v >= 0.0) || !v.is_finite()) {
-            return Err(LocalizationError::param("sample_weight", "must be finite and non-negative"));
-        }
-    }
-    Ok(())
+    Weights::optional(w.map(ArrayView1::from), n).map(drop)
 }
 
 /// Candidate order: smaller cost, then the smaller index.
@@ -65,10 +59,7 @@ fn better(cost: f64, j: usize, best: (f64, usize)) -> bool {
 }
 
 fn check_bandwidth(h: f64) -> Result<()> {
-    if !(h > 0.0) || !h.is_finite() {
-        return Err(LocalizationError::param("bandwidth", "must be finite and strictly positive"));
-    }
-    Ok(())
+    Positive::new("bandwidth", h).map(drop)
 }
 
 /// Sample weights scaled into the comfortable range (None when they already are).

@@ -10,9 +10,11 @@
 //! the bandwidth, `max_dist` and the window's half-width alike.
 
 use crate::distance::{sq_euclidean, Scale};
+use crate::checked::Positive;
 use crate::error::{LocalizationError, Result};
-use crate::kernel::{dispatch_profile, Profile, ProfileFn, Real};
-use crate::neighbors::KdTree;
+use crate::kernel::{dispatch_profile, Profile, ProfileFn};
+use crate::real::Real;
+use crate::neighbors::{KdTree, LEAF_SIZE};
 use crate::parallel::Monitor;
 use ndarray::{Array2, ArrayView2};
 use rayon::prelude::*;
@@ -104,9 +106,7 @@ pub fn windowed_density<F: Real>(
     x: ArrayView2<F>, window: &Window, profile: Profile, bandwidth: f64, weights: Option<&[f64]>, mon: &Monitor,
 ) -> Result<Vec<f64>> {
     let n = x.nrows();
-    if !(bandwidth > 0.0 && bandwidth.is_finite()) {
-        return Err(LocalizationError::param("bandwidth", "must be finite and strictly positive"));
-    }
+    Positive::new("bandwidth", bandwidth)?;
     if weights.is_some_and(|w| w.len() != n) {
         return Err(LocalizationError::shape("sample_weight", format!("{n} values"), weights.map_or(0, |w| w.len())));
     }
@@ -170,7 +170,7 @@ pub fn link<F: Real>(
     };
     let links: Vec<(usize, F)> = match &window {
         None => {
-            let tree = KdTree::build(x.view(), 32, mon)?;
+            let tree = KdTree::build(x.view(), LEAF_SIZE, mon)?;
             let order = tree.order();
             (0..n)
                 .into_par_iter()

@@ -14,7 +14,7 @@
 //! two into the range where nothing does, and distances back the same way: only the
 //! exponent changes.
 
-use crate::kernel::Real;
+use crate::real::Real;
 use ndarray::{linalg::general_mat_mul, Array2, ArrayView2, ArrayViewMut2, CowArray, Ix2};
 
 /// Dimension above which tiles of squared distances come from a matrix product.

@@ -1,8 +1,9 @@
 //! Per-query f64 accumulators shared by every path of the engine.
 
-use super::{lanes, LocalSums};
+use super::lanes;
+use super::types::LocalSums;
 use crate::error::Result;
-use crate::kernel::Real;
+use crate::real::Real;
 use crate::parallel::Monitor;
 use ndarray::Axis;
 use rayon::prelude::*;

@@ -25,10 +25,11 @@
 //! centre and moved to each query by the binomial theorem (a shift of at most `RHO`).
 
 use super::accumulate::{n_basis, stack_into};
-use super::{lanes, LocalSums, Options, Problem};
+use super::lanes;
+use super::types::{LocalSums, Options, Problem};
 use crate::error::Result;
 use crate::parallel::Monitor;
-use crate::kernel::{madd, Real};
+use crate::real::{madd, Real};
 use crate::neighbors::radius_leaves;
 use ndarray::Array2;
 use rayon::prelude::*;

@@ -4,7 +4,7 @@
 //! reorder it, so it neither vectorises nor pipelines. Sixteen interleaved partial sums
 //! do both, and the order is still fixed, so results stay deterministic.
 
-use crate::kernel::{madd, Real};
+use crate::real::{madd, Real};
 
 pub const LANES: usize = 16;
 

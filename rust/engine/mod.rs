@@ -38,120 +38,29 @@ mod expansion;
 mod lanes;
 pub mod temporal;
 mod tiles;
+mod types;
+mod kernel_matrix;
 
 use crate::distance::{centred, pow2, row_sq_norms, sq_euclidean_wide, Scale, GEMM_MIN_DIM};
+use crate::checked::Weights;
 use crate::error::{LocalizationError, Result};
-use crate::kernel::{dispatch_profile, Profile, ProfileFn, Real};
-use crate::memory;
-use crate::neighbors::{Algorithm, Index, KdTree};
+use crate::kernel::{dispatch_profile, Profile, ProfileFn};
+use crate::real::Real;
+use crate::rows::{Rows, Scratch};
+use crate::neighbors::{Algorithm, Index, KdTree, LEAF_SIZE};
 use crate::parallel::Monitor;
 use accumulate::{n_basis, per_query, stack_into, Acc};
-use tiles::{Blocks, Tiles};
-use ndarray::{linalg::general_mat_mul, s, Array1, Array2, Array3, ArrayView1, ArrayView2, ArrayViewMut2};
+use tiles::{Blocks, Tiles, TILE, WIDE_VALUES};
+pub use kernel_matrix::kernel_matrix;
+pub(crate) use kernel_matrix::fill_kernel_matrix;
+pub use types::{Bandwidth, Kernel, LocalSums, Neighborhood, Options, Problem};
+use ndarray::{linalg::general_mat_mul, s, Array2, ArrayView2};
 use rayon::prelude::*;
-
-/// How two points are compared.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Kernel {
-    /// A radial profile of ‖q − x‖ / h.
-    Radial(Profile),
-    /// K = exp(q·x / τ): the query–key kernel of attention and modern Hopfield networks.
-    Dot { temperature: f64 },
-    /// K = 1[x among the k nearest references of q], optionally times a profile with h equal
-    /// to the k-th neighbour distance (so the k-th neighbour itself gets k(1)).
-    Knn { k: usize, profile: Option<Profile> },
-}
-
-/// Bandwidth h of a radial kernel.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Bandwidth<F> {
-    Scalar(F),
-    /// Balloon estimators: one h per query.
-    PerQuery(Vec<F>),
-    /// Sample-point estimators: one h per reference.
-    PerReference(Vec<F>),
-}
-
-impl<F: Real> Bandwidth<F> {
-    /// The bandwidth in the working units of `lengths`.
-    pub fn scaled(&self, lengths: Scale) -> Self {
-        match self {
-            Bandwidth::Scalar(h) => Bandwidth::Scalar(lengths.down(*h)),
-            Bandwidth::PerQuery(h) => Bandwidth::PerQuery(h.iter().map(|&v| lengths.down(v)).collect()),
-            Bandwidth::PerReference(h) => Bandwidth::PerReference(h.iter().map(|&v| lengths.down(v)).collect()),
-        }
-    }
-}
-
-/// Where the references of a query come from.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub enum Neighborhood {
-    /// Tree for compact kernels when it visits far fewer pairs than brute force.
-    Auto,
-    Brute,
-    Tree,
-    /// The Gaussian's two-sided Taylor expansion when it applies (else as `Brute`).
-    Expansion,
-}
-
-#[derive(Clone, Debug)]
-pub struct Options {
-    /// Local polynomial degree of the design moments to return (None: none).
-    pub degree: Option<usize>,
-    /// Leave-one-out ("hollow" kernel): query i never sees reference i (needs m = n).
-    pub exclude_self: bool,
-    pub neighborhood: Neighborhood,
-    /// The run's cancellation (polled per tile or query) and progress.
-    pub monitor: Monitor,
-}
-
-impl Default for Options {
-    fn default() -> Self {
-        Options { degree: None, exclude_self: false, neighborhood: Neighborhood::Auto, monitor: Monitor::default() }
-    }
-}
-
-/// Kernel-weighted sums per query. True sums are `den · exp(log_scale)` etc.
-#[derive(Clone, Debug)]
-pub struct LocalSums<F> {
-    pub num: Array2<F>,
-    pub den: Array1<F>,
-    pub log_scale: Array1<F>,
-    /// m × D × D, D = number of basis functions (1, 1 + d, 1 + d + d(d+1)/2).
-    pub moments: Option<Array3<F>>,
-    /// m × D × p.
-    pub cross: Option<Array3<F>>,
-}
-
-impl<F: Real> LocalSums<F> {
-    /// All zeros for m queries, p value columns and (with moments) `basis` functions;
-    /// `OutOfMemory` if they do not fit.
-    pub fn try_zeros(m: usize, p: usize, basis: Option<usize>) -> Result<Self> {
-        let z = F::zero();
-        Ok(LocalSums {
-            num: memory::try_array("local sums", (m, p), z)?,
-            den: memory::try_array("local sums", m, z)?,
-            log_scale: memory::try_array("local sums", m, z)?,
-            moments: basis.map(|nb| memory::try_array("local moments", (m, nb, nb), z)).transpose()?,
-            cross: basis.map(|nb| memory::try_array("local moments", (m, nb, p), z)).transpose()?,
-        })
-    }
-}
-
-pub struct Problem<'a, F> {
-    pub queries: ArrayView2<'a, F>,
-    pub x: ArrayView2<'a, F>,
-    pub values: Option<ArrayView2<'a, F>>,
-    pub weights: Option<ArrayView1<'a, F>>,
-}
 
 /// Queries per block: larger for the matrix-product path, where each reference tile is
 /// packed once per block.
 const QUERY_BLOCK: usize = 32;
 const QUERY_BLOCK_GEMM: usize = 128;
-const TILE: usize = 256;
-/// Above this many value columns, tile sums of values go through a matrix product.
-const WIDE_VALUES: usize = 8;
 
 /// Compute the local sums. Runs on the current rayon pool (see `parallel::install`).
 ///
@@ -315,7 +224,7 @@ fn sums_in_range<F: Real>(pb: &Problem<F>, kernel: &Kernel, bw: &Bandwidth<F>, o
             }
             let tree = match opts.neighborhood {
                 Neighborhood::Brute | Neighborhood::Expansion => None,
-                Neighborhood::Tree if profile.support().is_some() => Some(KdTree::build(pb.x, 32, &opts.monitor)?),
+                Neighborhood::Tree if profile.support().is_some() => Some(KdTree::build(pb.x, LEAF_SIZE, &opts.monitor)?),
                 Neighborhood::Tree => None,
                 Neighborhood::Auto => cheaper_tree(pb, *profile, bw, &opts.monitor)?,
             };
@@ -346,14 +255,7 @@ pub(crate) fn validate<F: Real>(pb: &Problem<F>, kernel: &Kernel, bw: &Bandwidth
             return Err(LocalizationError::shape("values", format!("{n} rows"), format!("{} rows", v.nrows())));
         }
     }
-    if let Some(w) = &pb.weights {
-        if w.len() != n {
-            return Err(LocalizationError::shape("sample_weight", format!("{n} entries"), format!("{}", w.len())));
-        }
-        if w.iter().any(|v| !(*v >= F::zero()) || !v.is_finite()) {
-            return Err(LocalizationError::param("sample_weight", "must be finite and non-negative"));
-        }
-    }
+    Weights::optional(pb.weights, n)?;
     // Distances are scaled by 1/h², which must exist in F (h ≳ 1e-154 in f64, 1e-19 in f32,
     // once the coordinates are of order one). Only radial kernels have a bandwidth.
     let positive = |h: &F| !matches!(kernel, Kernel::Radial(_)) || (*h > F::zero() && h.is_finite() && (F::one() / (*h * *h)).is_finite());
@@ -452,6 +354,7 @@ fn brute<F: Real, K: TileKernel>(pb: &Problem<F>, bw: &Bandwidth<F>, opts: &Opti
     let tiles = Tiles::new(pb, bw, spatial, !gemm || basis.is_some(), gemm && !K::DOT, &opts.monitor)?;
     let qblock = if gemm { QUERY_BLOCK_GEMM } else { QUERY_BLOCK };
     let blocks = Blocks::new(pb.queries, qblock, spatial, &opts.monitor)?;
+    let rows = (Rows::new("X_query", pb.queries)?, Rows::new("X", pb.x)?, Rows::new("X_query", blocks.queries.view())?);
     let m = pb.queries.nrows();
     let mut out = LocalSums::try_zeros(m, tiles.p, basis)?;
     let parts: Vec<LocalSums<F>> = (0..m)
@@ -460,7 +363,7 @@ fn brute<F: Real, K: TileKernel>(pb: &Problem<F>, bw: &Bandwidth<F>, opts: &Opti
         .into_par_iter()
         .map(|b0| {
             opts.monitor.check()?;
-            Acc::finish(run_block::<F, K>(&Ctx { pb, tiles: &tiles, blocks: &blocks, bw, opts, basis, c }, b0), tiles.p, basis)
+            Acc::finish(run_block::<F, K>(&Ctx { pb, tiles: &tiles, blocks: &blocks, queries: rows.0, x: rows.1, blocked: rows.2, bw, opts, basis, c }, b0), tiles.p, basis)
         })
         .collect::<Result<_>>()?;
     // A block cut short by a stop is not a result.
@@ -474,6 +377,10 @@ struct Ctx<'a, 'p, F> {
     pb: &'a Problem<'p, F>,
     tiles: &'a Tiles<F>,
     blocks: &'a Blocks<'p, F>,
+    /// The rows of the queries, the references and the queries in block order.
+    queries: Rows<'p, F>,
+    x: Rows<'p, F>,
+    blocked: Rows<'a, F>,
     bw: &'a Bandwidth<F>,
     opts: &'a Options,
     basis: Option<usize>,
@@ -513,7 +420,7 @@ fn beyond_reach<F: Real, K: TileKernel>(u2: F, c: F, log_scale: f64) -> bool {
 
 #[inline(always)]
 fn block<F: Real, K: TileKernel, const FMA: bool>(cx: &Ctx<'_, '_, F>, b0: usize) -> Vec<Acc> {
-    let Ctx { pb, tiles, blocks, bw, opts, basis, c } = *cx;
+    let Ctx { pb, tiles, blocks, queries, x, blocked, bw, opts, basis, c } = *cx;
     let (d, p, n) = (tiles.d, tiles.p, tiles.n);
     let m = blocks.queries.nrows();
     let b1 = (b0 + blocks.size).min(m);
@@ -554,10 +461,10 @@ fn block<F: Real, K: TileKernel, const FMA: bool>(cx: &Ctx<'_, '_, F>, b0: usize
     // With one h for all references the bound grows along `visit`: past the first tile out of
     // reach, all are.
     let monotone = tiles.inv_h2.is_none();
-    let mut scratch = Array2::<F>::zeros((nb, TILE));
+    let mut scratch = Scratch::<F>::new(nb, TILE);
     // Kernel weights of the whole block for one tile; with many value columns they meet the
     // values in one matrix product instead of one dot product per query and column.
-    let mut kwb = Array2::<F>::zeros((nb, TILE));
+    let mut kwb = Scratch::<F>::new(nb, TILE);
     let wide = p > WIDE_VALUES;
     let mut wide_out = Array2::<F>::zeros((if wide { nb } else { 0 }, p));
     // Local polynomial basis φ(x − q) over a tile, basis-major, and a scratch row.
@@ -588,36 +495,32 @@ fn block<F: Real, K: TileKernel, const FMA: bool>(cx: &Ctx<'_, '_, F>, b0: usize
         let t0 = t * TILE;
         let len = (n - t0).min(TILE);
         let coords = if tiles.coords.is_empty() { &[][..] } else { &tiles.coords[t * d * TILE..(t + 1) * d * TILE] };
-        let mut sv = scratch.slice_mut(s![.., 0..len]);
         if use_gemm {
             match (&qc, &tiles.centred) {
                 (Some(qc), Some(xc)) => {
                     let xn = &tiles.norms[t0..t0 + len];
-                    crate::distance::sq_dist_tile_gemm(qc.view(), &qn, xc.slice(s![t0..t0 + len, ..]), xn, sv.view_mut());
+                    crate::distance::sq_dist_tile_gemm(qc.view(), &qn, xc.slice(s![t0..t0 + len, ..]), xn, scratch.view_mut(len));
                     let h2 = match &tiles.h2 {
                         Some(h2) => KernelScale::PerColumn(&h2[t0..t0 + len]),
                         None => KernelScale::PerRow(&query_h2),
                     };
-                    refine_product(sv.view_mut(), &qn, xn, h2, |i, j| {
-                        let q = pb.queries.row(blocks.original(b0 + i));
-                        sq_euclidean_wide(q.as_slice().expect("C-contiguous queries"), pb.x.row(t0 + j).as_slice().expect("C-contiguous samples"))
+                    refine_product(&mut scratch, len, &qn, xn, h2, |i, j| {
+                        sq_euclidean_wide(queries.row(blocks.original(b0 + i)), x.row(t0 + j))
                     });
                 }
-                _ => general_mat_mul(F::one(), &qb, &pb.x.slice(s![t0..t0 + len, ..]).t(), F::zero(), &mut sv),
+                _ => general_mat_mul(F::one(), &qb, &pb.x.slice(s![t0..t0 + len, ..]).t(), F::zero(), &mut scratch.view_mut(len)),
             }
         } else {
-            for (i, mut row) in sv.rows_mut().into_iter().enumerate() {
-                fill_direct::<F, K>(qb.row(i).as_slice().expect("C-contiguous queries"), coords, row.as_slice_mut().expect("contiguous scratch"), len);
+            for i in 0..nb {
+                fill_direct::<F, K>(blocked.row(b0 + i), coords, scratch.row_mut(i, len), len);
             }
         }
         let w = &tiles.weights[t0..t0 + len];
         let vals = &tiles.values[t * p * TILE..(t + 1) * p * TILE];
         for (i, acc) in accs.iter_mut().enumerate() {
             let gi = blocks.original(b0 + i);
-            let row = sv.row(i);
-            let row = row.as_slice().expect("contiguous scratch");
-            let mut kw_row = kwb.row_mut(i);
-            let kw = &mut kw_row.as_slice_mut().expect("contiguous scratch")[..len];
+            let row = scratch.row(i, len);
+            let kw = kwb.row_mut(i, len);
             match &tiles.inv_h2 {
                 Some(ih) if !K::DOT => {
                     let ih = &ih[t0..t0 + len];
@@ -668,13 +571,12 @@ fn block<F: Real, K: TileKernel, const FMA: bool>(cx: &Ctx<'_, '_, F>, b0: usize
                 }
             }
             if let Some(nbasis) = basis {
-                let q = qb.row(i);
-                fill_basis(&mut phi, coords, q.as_slice().expect("C-contiguous queries"), len, opts.degree.unwrap_or(0));
+                fill_basis(&mut phi, coords, blocked.row(b0 + i), len, opts.degree.unwrap_or(0));
                 acc.add_tile_moments::<F, FMA>(&phi, kw, vals, nbasis, len, TILE, &mut wa);
             }
         }
         if let (true, Some(v)) = (wide, tiles.value_rows(pb, t0, len)) {
-            general_mat_mul(F::one(), &kwb.slice(s![.., 0..len]), &v, F::zero(), &mut wide_out);
+            general_mat_mul(F::one(), &kwb.view(len), &v, F::zero(), &mut wide_out);
             for (acc, row) in accs.iter_mut().zip(wide_out.rows()) {
                 for (a, &b) in acc.num.iter_mut().zip(row) {
                     *a += b.f64();
@@ -740,12 +642,12 @@ fn fill_direct<F: Real, K: TileKernel>(q: &[F], coords: &[F], out: &mut [F], len
 /// (On Fashion-MNIST images, 1 entry in 7,000 is recomputed; at 8, 1 in 750.)
 const KERNEL_SLACK: f64 = 16.0;
 
-/// Check every entry of a tile of product-form squared distances (`tile[i][j]`, queries with
-/// centred squared norms `qn`, references `xn`) against its rounding bound, relative to the
-/// kernel's scale h²: `h2` holds it per query row (`PerRow`) or per reference (`PerColumn`).
+/// Check every entry of a tile of product-form squared distances (the first `len` columns of
+/// `tile`, one row per query; queries with centred squared norms `qn`, references `xn`)
+/// against its rounding bound, relative to the kernel's scale h²: `h2` holds it per query row (`PerRow`) or per reference (`PerColumn`).
 /// Entries that fail are replaced by `exact(i, j)` (direct differences).
 #[inline(always)]
-fn refine_product<F: Real>(mut tile: ArrayViewMut2<F>, qn: &[F], xn: &[F], h2: KernelScale<'_, F>, exact: impl Fn(usize, usize) -> F) {
+fn refine_product<F: Real>(tile: &mut Scratch<F>, len: usize, qn: &[F], xn: &[F], h2: KernelScale<'_, F>, exact: impl Fn(usize, usize) -> F) {
     let slack = F::of(KERNEL_SLACK);
     let xn_max = lanes::max(xn);
     let h2_min = match h2 {
@@ -754,9 +656,8 @@ fn refine_product<F: Real>(mut tile: ArrayViewMut2<F>, qn: &[F], xn: &[F], h2: K
     };
     // How far an entry's bound exceeds what is accepted (positive: recompute).
     let excess = |a: F, v: F, b: F, t: F| a + b - slack * if v > t { v } else { t };
-    for (i, mut row) in tile.rows_mut().into_iter().enumerate() {
-        let a = qn[i];
-        let row = row.as_slice_mut().expect("contiguous scratch");
+    for (i, &a) in qn.iter().enumerate() {
+        let row = tile.row_mut(i, len);
         let t_row = match h2 {
             KernelScale::PerRow(r) => r[i],
             KernelScale::PerColumn(_) => h2_min,
@@ -804,13 +705,14 @@ fn cheaper_tree<F: Real>(pb: &Problem<F>, profile: Profile, bw: &Bandwidth<F>, m
     if profile.support().is_none() || d >= GEMM_MIN_DIM || n < 512 || m < 16 {
         return Ok(None);
     }
-    let tree = KdTree::build(pb.x, 32, mon)?;
+    let tree = KdTree::build(pb.x, LEAF_SIZE, mon)?;
     let probes = 32.min(m);
+    let queries = Rows::new("X_query", pb.queries)?;
     let mut visited = 0usize;
     for s in 0..probes {
         let i = s * m / probes;
         let r = support_radius(bw, i);
-        tree.visit_within(pb.queries.row(i).as_slice().expect("C-contiguous"), r * r, &mut |_, _| visited += 1);
+        tree.visit_within(queries.row(i), r * r, &mut |_, _| visited += 1);
     }
     let v = (visited as f64 / probes as f64).max(1.0);
     // Brute-force pairs per query, modelling the points as uniform at the density the probes
@@ -870,9 +772,9 @@ fn tree_sums<F: Real, P: ProfileFn>(pb: &Problem<F>, tree: &KdTree<F>, bw: &Band
     };
     let basis = opts.degree.map(|g| n_basis(pb.x.ncols(), g));
     let degree = opts.degree.unwrap_or(0);
+    let queries = Rows::new("X_query", pb.queries)?;
     per_query(pb.queries.nrows(), p, basis, &opts.monitor, |i| {
-        let q = pb.queries.row(i);
-        let q = q.as_slice().expect("C-contiguous queries");
+        let q = queries.row(i);
         let mut acc = Acc::new(p, basis, false);
         let r = support_radius(bw, i);
         let scale = F::one() / (r * r);
@@ -905,7 +807,7 @@ fn tree_sums<F: Real, P: ProfileFn>(pb: &Problem<F>, tree: &KdTree<F>, bw: &Band
 
 /// The kNN kernel through the neighbour index.
 fn knn_sums<F: Real>(pb: &Problem<F>, k: usize, profile: Option<Profile>, opts: &Options) -> Result<LocalSums<F>> {
-    let index = Index::build(pb.x, Algorithm::Auto, 32, &opts.monitor)?;
+    let index = Index::build(pb.x, Algorithm::Auto, LEAF_SIZE, &opts.monitor)?;
     let extra = opts.exclude_self as usize;
     let nb = index.knn(pb.queries, k + extra, &opts.monitor)?;
     let p = pb.values.as_ref().map_or(0, |v| v.ncols());
@@ -958,7 +860,7 @@ mod tests;
 
 /// The exact power-of-two rescaling under which a kernel is evaluated: distance kernels are
 /// invariant to scaling coordinates and bandwidths alike, the dot kernel is not.
-fn lengths_of<F: Real>(kernel: &Kernel, q: ArrayView2<F>, x: ArrayView2<F>) -> Scale {
+pub(super) fn lengths_of<F: Real>(kernel: &Kernel, q: ArrayView2<F>, x: ArrayView2<F>) -> Scale {
     match kernel {
         Kernel::Dot { .. } => Scale::ONE,
         _ => Scale::of_arrays(&[q, x]),
@@ -975,71 +877,4 @@ pub(crate) fn validate_in_range<F: Real>(pb: &Problem<F>, kernel: &Kernel, bw: &
     }
     let (q, x) = (lengths.down_array(pb.queries), lengths.down_array(pb.x));
     validate(&Problem { queries: q.view(), x: x.view(), ..*pb }, kernel, &bw.scaled(lengths), opts)
-}
-
-/// The dense kernel matrix K(qᵢ, xⱼ) (m×n). Only for methods whose output is itself m×n
-/// (explicit kernel matrices); the local sums never build it. Allocated before any work.
-pub fn kernel_matrix<F: Real>(q: ArrayView2<F>, x: ArrayView2<F>, kernel: &Kernel, bw: &Bandwidth<F>, mon: &Monitor) -> Result<Array2<F>> {
-    validate_in_range(&Problem { queries: q, x, values: None, weights: None }, kernel, bw, &Options::default())?;
-    let mut out = memory::try_array("kernel matrix", (q.nrows(), x.nrows()), F::zero())?;
-    fill_kernel_matrix(out.view_mut(), q, x, kernel, bw, None, mon)?;
-    Ok(out)
-}
-
-/// Write K(qᵢ, xⱼ)·exp(−shiftᵢ) into `out` (m×n) for inputs that pass `validate_in_range`.
-/// Distance kernels are evaluated in an exactly rescaled space (see `local_sums`).
-pub(crate) fn fill_kernel_matrix<F: Real>(
-    mut out: ArrayViewMut2<F>, q: ArrayView2<F>, x: ArrayView2<F>, kernel: &Kernel, bw: &Bandwidth<F>, shift: Option<&[F]>, mon: &Monitor,
-) -> Result<()> {
-    let n = x.nrows();
-    if out.dim() != (q.nrows(), n) {
-        return Err(LocalizationError::shape("kernel matrix", format!("{} × {n}", q.nrows()), format!("{:?}", out.dim())));
-    }
-    let lengths = lengths_of(kernel, q, x);
-    let (q, x) = (lengths.down_array(q), lengths.down_array(x));
-    let (q, x, bw) = (q.view(), x.view(), &bw.scaled(lengths));
-    let knn = match kernel {
-        Kernel::Knn { k, .. } => Some(Index::build(x, Algorithm::Auto, 32, mon)?.knn(q, *k, mon)?),
-        _ => None,
-    };
-    out.axis_iter_mut(ndarray::Axis(0)).into_par_iter().enumerate().for_each(|(i, mut row)| {
-        if mon.stopped() {
-            return;
-        }
-        let qi = q.row(i);
-        let qs = qi.as_slice().expect("C-contiguous");
-        let sh = shift.map_or(0.0, |s| s[i].f64());
-        match kernel {
-            Kernel::Radial(pr) => {
-                for j in 0..n {
-                    let h = match bw {
-                        Bandwidth::Scalar(h) => *h,
-                        Bandwidth::PerQuery(h) => h[i],
-                        Bandwidth::PerReference(h) => h[j],
-                    };
-                    let u2 = crate::distance::sq_euclidean(qs, x.row(j).as_slice().expect("C-contiguous")) / (h * h);
-                    let log_k = dispatch_profile!(*pr, P, if pr.is_exponential() { P::log_k(u2).f64() } else { P::k(u2).f64().ln() });
-                    row[j] = F::of((log_k - sh).exp());
-                }
-            }
-            Kernel::Dot { temperature } => {
-                for j in 0..n {
-                    let s = crate::distance::dot(qs, x.row(j).as_slice().expect("C-contiguous")).f64() / temperature;
-                    row[j] = F::of((s - sh).exp());
-                }
-            }
-            Kernel::Knn { profile, .. } => {
-                let (ind, dists) = knn.as_ref().expect("built above").row(i);
-                let hk = dists.last().copied().unwrap_or(F::zero());
-                for (&j, &dist) in ind.iter().zip(dists) {
-                    let kern = match profile {
-                        Some(pr) if hk > F::zero() => dispatch_profile!(*pr, P, P::k((dist / hk) * (dist / hk))),
-                        _ => F::one(),
-                    };
-                    row[j] = F::of(kern.f64() * (-sh).exp());
-                }
-            }
-        }
-    });
-    mon.check()
 }

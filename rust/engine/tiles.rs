@@ -6,13 +6,18 @@
 //! skipped as a whole: exact, and what makes small bandwidths cheap. Results are reported in
 //! the input order.
 
-use super::{Bandwidth, Problem, TILE, WIDE_VALUES};
+use super::types::{Bandwidth, Problem};
 use crate::distance::{centred, column_means, row_sq_norms};
 use crate::error::Result;
-use crate::kernel::Real;
+use crate::real::Real;
 use crate::neighbors::chunked_order;
 use crate::parallel::Monitor;
 use ndarray::{s, Array2, ArrayView2, CowArray, Ix2};
+
+/// References per tile.
+pub(super) const TILE: usize = 256;
+/// Above this many value columns, tile sums of values go through a matrix product.
+pub(super) const WIDE_VALUES: usize = 8;
 
 /// References laid out tile by tile, feature-major inside a tile, so the pair loop
 /// streams contiguous memory and vectorises over references.

@@ -5,10 +5,8 @@
 //! The engine is generic over [`ProfileFn`] so the `match` on the kernel kind happens
 //! once per call (see [`dispatch_profile!`]), never inside the pair loop.
 
-pub mod real;
-
 use crate::error::{LocalizationError, Result};
-pub use real::{madd, Real};
+use crate::real::Real;
 use std::f64::consts::PI;
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]

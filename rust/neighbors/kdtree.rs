@@ -3,7 +3,7 @@
 
 use crate::distance::sq_euclidean;
 use crate::error::{LocalizationError, Result};
-use crate::kernel::Real;
+use crate::real::Real;
 use crate::parallel::Monitor;
 use ndarray::{ArrayView1, ArrayView2};
 use std::cmp::Ordering;

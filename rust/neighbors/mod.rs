@@ -13,7 +13,8 @@ pub mod kdtree;
 
 use crate::distance::{centred, column_means, product_error, row_sq_norms, sq_dist_tile_gemm, sq_euclidean, sq_euclidean_wide, Scale, GEMM_MIN_DIM};
 use crate::error::{LocalizationError, Result};
-use crate::kernel::Real;
+use crate::real::Real;
+use crate::rows::Rows;
 use crate::memory;
 use crate::parallel::Monitor;
 use ndarray::{s, Array2, ArrayView2};
@@ -163,12 +164,13 @@ impl<F: Real> Index<F> {
         let mut distances = memory::try_vec("neighbor distances", &[m, k], F::zero())?;
         let q = self.lengths.down_array(q);
         let q = q.view();
+        let rows = Rows::new("X", q)?;
         match &self.inner {
             Inner::Tree(t) => indices.par_chunks_mut(k).zip(distances.par_chunks_mut(k)).enumerate().for_each(|(i, (ind, dist))| {
                 if mon.stopped() {
                     return;
                 }
-                let (a, b) = t.knn(q.row(i).as_slice().expect("row-major (checked on entry)"), k);
+                let (a, b) = t.knn(rows.row(i), k);
                 ind.copy_from_slice(&a);
                 dist.copy_from_slice(&b);
             }),
@@ -197,6 +199,7 @@ impl<F: Real> Index<F> {
             r * r
         };
         let m = q.nrows();
+        let q = Rows::new("X", q)?;
         let mut out = Neighbors { indices: Vec::new(), distances: Vec::new(), offsets: Vec::with_capacity(m + 1) };
         out.offsets.push(0);
         let block = (64 * rayon::current_num_threads()).max(1024);
@@ -206,7 +209,6 @@ impl<F: Real> Index<F> {
                 .into_par_iter()
                 .map(|i| {
                     let (qs, r2) = (q.row(i), r2_of(i));
-                    let qs = qs.as_slice().expect("row-major (checked on entry)");
                     let mut hits = Hits::default();
                     match &self.inner {
                         Inner::Tree(t) => {
@@ -214,8 +216,9 @@ impl<F: Real> Index<F> {
                             t.visit_within(qs, r2, &mut |pos, d2| hits.push(d2, order[pos]));
                         }
                         Inner::Brute(Brute { x, .. }) => {
-                            for (j, xr) in x.rows().into_iter().enumerate() {
-                                let d2 = sq_euclidean(qs, xr.as_slice().expect("row-major (checked on entry)"));
+                            let x = Rows::new("X", x.view())?;
+                            for j in 0..x.nrows() {
+                                let d2 = sq_euclidean(qs, x.row(j));
                                 if d2 <= r2 {
                                     hits.push(d2, j);
                                 }
@@ -280,6 +283,10 @@ fn by_distance_then_index<F: Real>(a: &(F, usize), b: &(F, usize)) -> std::cmp::
     a.0.partial_cmp(&b.0).unwrap_or(std::cmp::Ordering::Equal).then(a.1.cmp(&b.1))
 }
 
+
+/// The kd-tree leaf size of the library's own trees (the engine's compact kernels, MeanShift's
+/// windows, QuickShift, the kNN kernel and MeanShift's seed lookups from Python).
+pub const LEAF_SIZE: usize = 32;
 
 const QUERY_BLOCK: usize = 64;
 const REF_TILE: usize = 512;

@@ -4,7 +4,7 @@
 
 use super::runtime::{run, NJobs};
 use crate::algorithms::image::{self, RangeWeight};
-use crate::kernel::Real;
+use crate::real::Real;
 use numpy::{Element, IntoPyArray, PyReadonlyArray1, PyReadonlyArray2, PyReadonlyArray3, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;

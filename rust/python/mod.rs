@@ -7,7 +7,8 @@
 use crate::algorithms::local_poly;
 use crate::engine::{self, Bandwidth, Kernel, Neighborhood, Options, Problem};
 use crate::error::LocalizationError;
-use crate::kernel::{Profile, Real};
+use crate::kernel::Profile;
+use crate::real::Real;
 use crate::memory;
 use crate::neighbors::{Algorithm, Index};
 use numpy::{Element, IntoPyArray, PyArray1, PyArray2, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
@@ -370,5 +371,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     embedding::register(m)?;
     sequence::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    // Tuning constants of the core that the Python layer's own choices follow.
+    m.add("LEAF_SIZE", crate::neighbors::LEAF_SIZE)?;
+    m.add("GEMM_MIN_DIM", crate::distance::GEMM_MIN_DIM)?;
+    m.add("GRID_MAX_FEATURES", crate::algorithms::mean_shift::GRID_MAX_FEATURES)?;
     Ok(())
 }

@@ -6,7 +6,8 @@
 use super::denoise::view3;
 use super::runtime::{run, NJobs};
 use crate::engine::temporal::{self, Content, Mask, Position, Sequences};
-use crate::kernel::{Profile, Real};
+use crate::kernel::Profile;
+use crate::real::Real;
 use numpy::{dtype, Element, IntoPyArray, PyArrayDescrMethods, PyReadonlyArray1, PyReadonlyArray2, PyReadonlyArray3, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;

@@ -12,7 +12,7 @@
 
 use crate::algorithms::local_poly::solve_in_place;
 use crate::error::{LocalizationError, Result};
-use crate::kernel::Real;
+use crate::real::Real;
 use crate::neighbors::{Algorithm, Index};
 use crate::parallel::Monitor;
 use ndarray::{Array2, ArrayView2};

@@ -100,6 +100,7 @@ impl Scatter {
         partials.sort_unstable_by_key(|p| p.0);
         let total = partials.iter().map(|p| p.1).sum();
         let inv = 1.0 / scale;
+        // `acc` holds one entry per (row, column) of the n × q output when it is not empty.
         let out = if acc.is_empty() { Array2::zeros((n, q)) } else { Array2::from_shape_vec((n, q), acc.into_iter().map(|v| v as f64 * inv).collect()).expect("n·q entries") };
         (out, total)
     }

@@ -11,7 +11,8 @@
 
 use crate::distance::{row_sq_norms, sq_dist_tile_gemm, GEMM_MIN_DIM};
 use crate::error::{LocalizationError, Result};
-use crate::kernel::Real;
+use crate::real::Real;
+use crate::rows::row_major;
 use ndarray::{s, Array2, ArrayView2};
 use rayon::prelude::*;
 
@@ -36,8 +37,7 @@ pub fn trustworthiness_penalty<F: Real>(x: ArrayView2<F>, anchors: &[usize], emb
     if anchors.iter().chain(emb_nbrs).any(|&j| j >= n) {
         return Err(LocalizationError::param("neighbors", format!("indices must be in [0, {n})")));
     }
-    let x = x.as_standard_layout();
-    let xs = x.as_slice().expect("standard layout");
+    let xs = row_major(x);
     let row = |i: usize| &xs[i * d..(i + 1) * d];
     let use_gemm = d >= GEMM_MIN_DIM;
     let norms: Vec<F> = if use_gemm { row_sq_norms(x.view()) } else { Vec::new() };

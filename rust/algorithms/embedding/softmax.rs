@@ -16,6 +16,7 @@
 //! so the fit targets the same optimum as the exact loss.
 
 use super::{stream, Scatter};
+use crate::rows::row_major;
 use crate::error::{LocalizationError, Result};
 use crate::parallel::Monitor;
 use ndarray::{s, Array2, ArrayView2, Zip};
@@ -100,8 +101,8 @@ pub fn sampled_loss_grad(z1: ArrayView2<f64>, z2: ArrayView2<f64>, t: &Target, w
 #[allow(clippy::too_many_arguments)]
 fn eval(z1: ArrayView2<f64>, z2: ArrayView2<f64>, t: &Target, w: &[f64], pi: &[f64], cdf: &[f64], s: &Sampler, stage: u64) -> (f64, Array2<f64>) {
     let (n, q) = z1.dim();
-    let (z1, z2) = (z1.as_standard_layout(), z2.as_standard_layout());
-    let (a, b) = (z1.as_slice().expect("standard layout"), z2.as_slice().expect("standard layout"));
+    let (a, b) = (row_major(z1), row_major(z2));
+    let (a, b) = (&a[..], &b[..]);
     let zmax = a.iter().chain(b).fold(0.0f64, |m, v| m.max(v.abs()));
     let sc = Scatter::new(n, 2 * q, 2.0 * w.iter().sum::<f64>() * zmax);
     let rows: Vec<u32> = (0..n as u32).collect();

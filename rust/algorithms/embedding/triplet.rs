@@ -17,7 +17,8 @@
 
 use super::{stream, Scatter};
 use crate::error::{LocalizationError, Result};
-use crate::kernel::Real;
+use crate::real::Real;
+use crate::rows::row_major;
 use crate::parallel::Monitor;
 use ndarray::{Array2, ArrayView2, Zip};
 use rand::Rng;
@@ -149,8 +150,7 @@ fn check_embedding(y: ArrayView2<f64>, name: &'static str) -> Result<()> {
 
 fn loss_grad_grouped(y: ArrayView2<f64>, triplets: &[Triplet], groups: &[(usize, usize)], weights: &[f64], loss: Loss) -> (f64, Array2<f64>) {
     let (n, q) = y.dim();
-    let y = y.as_standard_layout();
-    let ys = y.as_slice().expect("standard layout");
+    let ys = row_major(y);
     let r = ys.iter().fold(0.0f64, |m, v| m.max(v.abs())) * (q as f64).sqrt();
     let bound = weights.iter().map(|w| w.abs()).sum::<f64>() * loss.grad_bound(r);
     let sc = Scatter::new(n, q, bound);
@@ -278,9 +278,8 @@ pub fn sample_trimap<F: Real>(x: ArrayView2<F>, nbrs: &[usize], dists: &[F], lis
         return Err(LocalizationError::param("neighbors", format!("indices must be in [0, {n})")));
     }
     s.validate(n, listed)?;
-    let x = x.as_standard_layout();
-    let xs = x.as_slice().expect("standard layout");
     let d = x.ncols();
+    let xs = row_major(x);
     let xr = |i: usize| &xs[i * d..(i + 1) * d];
     // Local scale σ_i: mean distance to the 4th-6th listed neighbours (self is the 1st).
     let (c0, c1) = (3.min(listed - 1), 6.min(listed));

@@ -144,3 +144,21 @@ def test_impute_command_fills_csv_and_npy(tmp_path):
     assert np.all(np.isfinite(np.load(tmp_path / "out.npy")))
     assert main(["impute", str(tmp_path / "in.npy"), str(tmp_path / "x.npy"), "--image-shape", "2", "2"]) == 2
     assert main(["impute", str(tmp_path / "in.npy"), str(tmp_path / "x.npy"), "--bandwidth", "wide"]) == 2
+
+
+@pytest.mark.parametrize("method", ["medoidshift", "quickshift"])
+@pytest.mark.parametrize("seed", [1, 2, 42])
+def test_cluster_auto_bandwidth_finds_three_blobs(tmp_path, capsys, method, seed):
+    # The quantile rule estimates a window radius; a Gaussian of that standard deviation
+    # smoothed these blobs into one or two modes (the Gaussian's reach is 3 h).
+    from sklearn.datasets import make_blobs
+    from sklearn.metrics import adjusted_rand_score
+
+    X, truth = make_blobs(n_samples=3000, centers=3, random_state=seed)
+    pts, out = tmp_path / "blobs.npy", tmp_path / "labels.csv"
+    np.save(pts, X)
+    assert main(["cluster", str(pts), "--method", method, "--output", str(out), "--quiet"]) == 0
+    labels = np.loadtxt(out, dtype=int)
+    sizes = np.bincount(labels)
+    assert np.sum(sizes >= 0.05 * len(X)) == 3, sizes
+    assert adjusted_rand_score(truth, labels) > 0.85

@@ -241,7 +241,8 @@ def _build_cluster(p):
     p.add_argument("input", nargs="?", help="CSV (numeric columns, optional header) or .npy file; "
                    "default: a built-in 1,000,000-point 2-D set of 10 Gaussian blobs")
     p.add_argument("--method", choices=("meanshift", "medoidshift", "quickshift"), default="meanshift")
-    p.add_argument("--bandwidth", default="auto", help="a number, or 'auto' (estimate_bandwidth, see --quantile)")
+    p.add_argument("--bandwidth", default="auto", help="a number, or 'auto' (estimate_bandwidth, see --quantile: a window radius, "
+                   "divided by 3 for kernels without compact support such as the Gaussian)")
     p.add_argument("--quantile", type=float, default=0.3, help="quantile for --bandwidth auto (default 0.3)")
     p.add_argument("--kernel", default=None, help="kernel profile (default: flat for meanshift, gaussian otherwise)")
     p.add_argument("--algorithm", choices=("auto", "exact", "grid"), default="auto", help="MeanShift evaluation")
@@ -263,6 +264,22 @@ def builtin_blobs(n=1_000_000, seed=0):
     centres = np.array([[8.0 * (i % 5), 8.0 * (i // 5)] for i in range(10)])
     y = rng.integers(0, 10, n)
     return centres[y] + rng.normal(scale=1.0, size=(n, 2)), y
+
+
+def _radius_per_bandwidth(kernel):
+    """How many bandwidths of `kernel` span the window radius that `estimate_bandwidth` returns.
+
+    The quantile rule measures a radius (a flat window holding a ``quantile`` of the data
+    around each point). A kernel with a compact support reaches exactly its bandwidth, so its
+    bandwidth is that radius. A kernel without one reaches much further: a Gaussian of that
+    standard deviation smooths several blobs into one mode (with QuickShift's default
+    ``max_dist = 3·h`` it also links across them), so its bandwidth is the radius over 3, the
+    reach where the Gaussian has fallen to 1 % of its peak (scikit-image's quickshift window).
+    """
+    from .kernels import support
+
+    s = support(kernel)
+    return s if np.isfinite(s) else 3.0
 
 
 def _read_table(path, purpose, *, missing=False):
@@ -330,6 +347,7 @@ def cmd_cluster(args):
             if not h > 0:
                 raise ValueError(f"the estimated bandwidth is 0 (most points coincide with their neighbours at "
                                  f"quantile {args.quantile}); pass --bandwidth or a larger --quantile")
+            h = h / _radius_per_bandwidth(args.kernel)
         print(f"bandwidth: {h:.4g} ({'blob scale' if args.input is None else f'estimated, quantile {args.quantile}'})")
     else:
         try:

@@ -44,10 +44,16 @@ const RHO: f64 = 1.0;
 /// when the bandwidth spans the data (measured 2× at n = 2·10⁴, h = the data's width).
 pub(super) const MAX_DIM: usize = 2;
 
-/// Largest table of monomials per cluster, in values (16 MB): a cluster holds at most this
-/// over the monomials per point, so memory stays bounded for any n and the work spreads over
-/// the threads even when one cluster would cover all the data.
-const TABLE_VALUES: usize = 1 << 21;
+/// Error the sums without design moments allow themselves, relative to Σ_j |w_j| K(q, x_j)
+/// per query (and to max |v| times that for sums of values): half for the reference clusters
+/// left out beyond a Gaussian tail bound, half for the series cut short on far pairs. Far
+/// below rounding's own 1e-12 at these sizes; the sums with moments stay exact to rounding.
+const TOLERANCE: f64 = 1e-14;
+
+/// Points per chunk of a monomial table (queries or references): the table (up to a few
+/// hundred monomials per point) stays in the core's cache, and clusters can be as large as
+/// their radius allows, so fewer pairs of clusters each pay the series' fixed cost.
+const CHUNK: usize = 512;
 
 /// Multi-indices α of d variables ordered by total degree, each with a parent α − e_k.
 struct MultiIndex {
@@ -126,6 +132,18 @@ fn n_terms(r: f64) -> usize {
     p.max(1)
 }
 
+/// Terms the series of exp(z), |z| ≤ r, needs for a remainder below e^{ln_tol} relative to
+/// e^z (bound e^{2r} r^p/p!, in logarithms).
+fn n_terms_within(r: f64, ln_tol: f64) -> usize {
+    let mut bound = 2.0 * r;
+    let mut p = 0;
+    while bound > ln_tol && p < 200 {
+        p += 1;
+        bound += (r / p as f64).ln();
+    }
+    p.max(1)
+}
+
 /// Points cut into clusters, in scaled coordinates (bandwidth units).
 #[derive(Clone)]
 struct Side {
@@ -141,14 +159,14 @@ struct Side {
 }
 
 impl Side {
-    /// Clusters of radius at most `max_radius` (in bandwidths) and at most `max_size` points,
+    /// Clusters of radius at most `max_radius` (in bandwidths),
     /// in coordinates (x − origin)/h. Subtracting the origin first keeps offset data exact:
     /// (x − origin) is exact or nearly for points near it, where x/h alone would round at the
     /// scale of the offset. None if `mon` stopped meanwhile.
-    fn new<F: Real>(x: ndarray::ArrayView2<F>, origin: &[f64], inv_h: f64, max_radius: f64, max_size: usize, mon: &Monitor) -> Option<Self> {
+    fn new<F: Real>(x: ndarray::ArrayView2<F>, origin: &[f64], inv_h: f64, max_radius: f64, mon: &Monitor) -> Option<Self> {
         let (n, d) = x.dim();
         let z = Array2::from_shape_fn((n, d), |(i, k)| (x[(i, k)].f64() - origin[k]) * inv_h);
-        let (order, starts) = radius_leaves(z.view(), max_radius, max_size, mon).ok()?;
+        let (order, starts) = radius_leaves(z.view(), max_radius, usize::MAX, mon).ok()?;
         let nc = starts.len() - 1;
         let (mut centre, mut lo, mut hi, mut radius) = (vec![0.0; nc * d], vec![0.0; nc * d], vec![0.0; nc * d], vec![0.0; nc]);
         let mut off = vec![0.0; n * d];
@@ -209,6 +227,9 @@ pub(super) struct Expansion {
     half_norm2: Vec<f64>,
     /// Per reference cluster: holds a zero weight (which must not set the running maximum).
     zero_weight: Vec<bool>,
+    /// Per reference cluster: ln Σ |w|, and ln of that over all of them.
+    ln_mass: Vec<f64>,
+    ln_total: f64,
     mi: MultiIndex,
     /// Multi-indices γ of the moments Σ K y^γ (|γ| ≤ 2·degree) and of Σ K y^γ v (|γ| ≤ degree).
     n_mom: usize,
@@ -226,6 +247,33 @@ pub(super) struct Expansion {
     /// Moment index of γ_a + γ_b for basis functions a ≤ b, and of γ_a.
     mom_of: Vec<usize>,
     cross_of: Vec<usize>,
+}
+
+/// The series of one pair of clusters for the queries of the first: Δ (centre gap), the
+/// largest reference exponent `top`, ρ_A ρ_B, the number of terms and their coefficients
+/// (row α, one column per moment and value).
+struct Coefficients {
+    delta: Vec<f64>,
+    top: f64,
+    r: f64,
+    t: usize,
+    mom: Vec<f64>,
+}
+
+/// Per-thread buffers of the reference side, for one chunk of `CHUNK` references.
+struct Scratch {
+    /// Row 0: the reference factors b = w·exp(Δ·w − |w|²/2 − top); row 1 + c: b·v_c.
+    cols: Vec<f64>,
+    wpow: Vec<f64>,
+    power: Vec<f64>,
+    dpow: Vec<f64>,
+}
+
+impl Scratch {
+    fn new(e: &Expansion) -> Self {
+        let s_max = e.mi.exps.len();
+        Scratch { cols: vec![0.0; (1 + e.p) * CHUNK], wpow: vec![0.0; s_max * CHUNK], power: vec![0.0; s_max * (1 + e.p)], dpow: vec![0.0; e.n_mom] }
+    }
 }
 
 /// Queries per block of the query side's register-blocked product, and columns per block.
@@ -253,7 +301,6 @@ impl Expansion {
         if auto && too_sparse(pb.x, inv_h, rows) {
             return None;
         }
-        let max_size = (TABLE_VALUES / rows).max(lanes::LANES);
         // Both sides relative to the middle of the references' box.
         let origin: Vec<f64> = pb
             .x
@@ -264,7 +311,7 @@ impl Expansion {
                 0.5 * lo + 0.5 * hi
             })
             .collect();
-        let refs = Side::new(pb.x, &origin, inv_h, RHO, max_size, &opts.monitor)?;
+        let refs = Side::new(pb.x, &origin, inv_h, RHO, &opts.monitor)?;
         // Moving a moment Σ K (x − a)^γ from the cluster centre a to a query q = a + u loses
         // about ((|u| + s)/s)^|γ| ulps, s the typical |x − q|. Query clusters no wider than
         // the reference clusters keep that small even when the bandwidth dwarfs the data
@@ -272,7 +319,7 @@ impl Expansion {
         let query_radius = max_radius(&refs).min(RHO);
         // Fitted values (queries = the sample itself) need the clustering once.
         let same = pb.queries.as_ptr() == pb.x.as_ptr() && pb.queries.dim() == pb.x.dim();
-        let queries = if same { refs.clone() } else { Side::new(pb.queries, &origin, inv_h, query_radius, max_size, &opts.monitor)? };
+        let queries = if same { refs.clone() } else { Side::new(pb.queries, &origin, inv_h, query_radius, &opts.monitor)? };
         if auto && relative_cost::<F>(&queries, &refs, d, p, degree) >= 1.0 {
             return None;
         }
@@ -282,6 +329,9 @@ impl Expansion {
             None => Vec::new(),
         };
         let zero_weight = (0..refs.len()).map(|b| weights[refs.starts[b]..refs.starts[b + 1]].contains(&0.0)).collect();
+        let mass: Vec<f64> = (0..refs.len()).map(|b| weights[refs.starts[b]..refs.starts[b + 1]].iter().map(|w| w.abs()).sum()).collect();
+        let ln_total = mass.iter().sum::<f64>().ln();
+        let ln_mass = mass.into_iter().map(f64::ln).collect();
         let half_norm2 = (0..n).map(|j| 0.5 * (0..d).map(|k| refs.off[k * n + j] * refs.off[k * n + j]).sum::<f64>()).collect();
         let deg_max = n_terms(max_radius(&queries) * max_radius(&refs)) - 1;
         let mi = MultiIndex::new(d, deg_max + 2 * g);
@@ -345,6 +395,8 @@ impl Expansion {
             values,
             half_norm2,
             zero_weight,
+            ln_mass,
+            ln_total,
             mi,
             n_mom,
             n_cross,
@@ -363,12 +415,11 @@ impl Expansion {
         self.n_mom + self.n_cross * self.p
     }
 
-    /// Series degree of a pair of clusters, and the numbers of reference power sums it needs:
-    /// Σ b·w^β up to that degree plus 2·degree, and Σ b·v·w^β up to it plus the degree.
-    fn degrees(&self, a: usize, b: usize) -> (usize, usize, usize) {
-        let deg = n_terms(self.queries.radius[a] * self.refs.radius[b]) - 1;
+    /// The numbers of reference power sums a series of degree `deg` needs: Σ b·w^β up to that
+    /// degree plus 2·degree, and Σ b·v·w^β up to it plus the degree.
+    fn power_counts(&self, deg: usize) -> (usize, usize) {
         let g = self.degree.unwrap_or(0);
-        (deg, self.mi.upto[deg + 2 * g], self.mi.upto[deg + g])
+        (self.mi.upto[deg + 2 * g], self.mi.upto[deg + g])
     }
 
     /// Reference clusters by the gap between their boxes and that of query cluster `a`,
@@ -379,50 +430,211 @@ impl Expansion {
         v
     }
 
-    /// The sums of every query (output allocated first; stops between clusters once `mon` stops).
+    /// The sums of every query (output allocated first; stops between chunks once `mon` stops).
+    ///
+    /// Per query cluster, first the series coefficients of every reference cluster within
+    /// reach (each O(|B|·T), in parallel over the reference clusters), then the queries in
+    /// chunks of `CHUNK` (in parallel), each adding every pair's series. A query's sums are
+    /// added in the same order (reference clusters by gap) whatever the threads.
     pub fn sums<F: Real>(&self, mon: &Monitor) -> Result<LocalSums<F>> {
         let basis = self.degree.map(|g| n_basis(self.d, g));
         let mut out = LocalSums::try_zeros(self.queries.order.len(), self.p, basis)?;
-        let parts: Vec<LocalSums<F>> = (0..self.queries.len())
+        let parts: Vec<Vec<LocalSums<F>>> = (0..self.queries.len())
             .collect::<Vec<_>>()
             .into_par_iter()
             .map(|a| {
                 mon.check()?;
-                self.run_cluster::<F>(a)
+                let pairs = self.pairs(a);
+                let coefs: Vec<Coefficients> = pairs
+                    .par_iter()
+                    .map_init(|| Scratch::new(self), |s, &(b, top, deg)| self.run_coefficients(a, b, top, deg, s))
+                    .collect();
+                let na = self.queries.size(a);
+                (0..na)
+                    .step_by(CHUNK)
+                    .collect::<Vec<_>>()
+                    .into_par_iter()
+                    .map(|c0| {
+                        mon.check()?;
+                        self.run_chunk::<F>(a, c0..(c0 + CHUNK).min(na), &coefs)
+                    })
+                    .collect::<Result<Vec<_>>>()
             })
             .collect::<Result<_>>()?;
-        stack_into(&mut out, parts, Some(&self.queries.order));
+        stack_into(&mut out, parts.into_iter().flatten().collect(), Some(&self.queries.order));
         Ok(out)
     }
 
-    fn run_cluster<F: Real>(&self, a: usize) -> Result<LocalSums<F>> {
+    /// The reference clusters that can reach some query of cluster `a`, nearest first, with
+    /// the largest exponent Δ·w − |w|²/2 of each (over non-zero weights). Visiting stops where
+    /// every term underflows against a lower bound of every query's running maximum: a query
+    /// u of cluster `a` has log-term top − |Δ + u|²/2 ≥ top − (|Δ| + ρ_A)²/2 with each visited
+    /// cluster, and its running maximum is at least the largest of these.
+    ///
+    /// Without design moments two more cuts apply, both against a lower bound of every query's
+    /// Σ |w| K: each visited cluster B contributes at least Σ_B |w| exp(−(|Δ| + ρ_A + ρ_B)²/2).
+    /// (1) Every reference beyond the box gap g adds at most Σ |w| · exp(−g²/2): visiting stops
+    /// once that is below `TOLERANCE`/2 of the bound. (2) A pair's series, cut after degree p,
+    /// errs by at most Σ_B |w| exp(−g²/2) e^{2ρ_Aρ_B} (ρ_Aρ_B)^{p+1}/(p+1)!: the degree is the
+    /// smallest that keeps this below `TOLERANCE`/2 of the bound over the number of clusters
+    /// (never more than exactness to rounding needs). Returns (cluster, top, series degree).
+    fn pairs(&self, a: usize) -> Vec<(usize, f64, usize)> {
+        let (d, rs) = (self.d, &self.refs);
+        let margin = f64::EXP_UNDERFLOW - 1.0;
+        let cut = self.degree.is_none();
+        let ln_tail = (0.5 * TOLERANCE).ln();
+        let ln_series = ln_tail - (rs.len() as f64).ln();
+        let mut low = f64::NEG_INFINITY;
+        let mut floor = f64::NEG_INFINITY;
+        let mut kept = Vec::new();
+        let mut delta = vec![0.0; d];
+        for (g2, b) in self.visits(a) {
+            // Sorted by gap: once every query is out of reach, so are the remaining clusters.
+            if -0.5 * 0.9999 * g2 - floor < margin || (cut && self.ln_total - 0.5 * 0.9999 * g2 < ln_tail + low) {
+                break;
+            }
+            self.centre_gap(a, b, &mut delta);
+            let (b0, nb) = (rs.starts[b], rs.size(b));
+            let w = rs.offsets(b, d);
+            let weights = &self.weights[b0..b0 + nb];
+            let top = (0..nb)
+                .filter(|&j| !self.zero_weight[b] || weights[j] > 0.0)
+                .map(|j| (0..d).fold(-self.half_norm2[b0 + j], |e, k| e + delta[k] * w[k][j]))
+                .fold(f64::NEG_INFINITY, f64::max);
+            if top == f64::NEG_INFINITY {
+                continue;
+            }
+            let centres = delta.iter().map(|v| v * v).sum::<f64>().sqrt();
+            let (ra, rb) = (self.queries.radius[a], rs.radius[b]);
+            floor = floor.max(top - 0.5 * (centres + ra).powi(2));
+            low = low.max(self.ln_mass[b] - 0.5 * (centres + ra + rb).powi(2) / 0.9999);
+            let exact = n_terms(ra * rb);
+            let terms = if cut { n_terms_within(ra * rb, ln_series + low + 0.5 * 0.9999 * g2 - self.ln_mass[b]).min(exact) } else { exact };
+            kept.push((b, top, terms - 1));
+        }
+        kept
+    }
+
+    /// Δ = a − b, between the centres of query cluster `a` and reference cluster `b`.
+    fn centre_gap(&self, a: usize, b: usize, delta: &mut [f64]) {
+        let d = self.d;
+        for (k, v) in delta.iter_mut().enumerate() {
+            *v = self.queries.centre[a * d + k] - self.refs.centre[b * d + k];
+        }
+    }
+
+    fn run_coefficients(&self, a: usize, b: usize, top: f64, deg: usize, s: &mut Scratch) -> Coefficients {
         #[cfg(target_arch = "x86_64")]
         {
             if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
                 // SAFETY: the CPU supports the features the function is compiled for.
-                return unsafe { self.cluster_avx2::<F>(a) };
+                return unsafe { self.coefficients_avx2(a, b, top, deg, s) };
             }
         }
-        self.cluster::<F, false>(a)
+        self.coefficients::<false>(a, b, top, deg, s)
     }
 
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma")]
-    unsafe fn cluster_avx2<F: Real>(&self, a: usize) -> Result<LocalSums<F>> {
-        self.cluster::<F, true>(a)
+    unsafe fn coefficients_avx2(&self, a: usize, b: usize, top: f64, deg: usize, s: &mut Scratch) -> Coefficients {
+        self.coefficients::<true>(a, b, top, deg, s)
     }
 
-    /// All sums of the queries of cluster `a`.
+    /// The series coefficients of reference cluster `b` for query cluster `a`: row α holds
+    /// Σ_j w_j^α b_j (w_j − Δ)^γ (·v_j) for every moment γ (and value), b_j = weight ×
+    /// exp(Δ·w_j − |w_j|²/2 − top). The power sums run over the cluster in chunks of `CHUNK`
+    /// references, so the monomial tables stay in cache whatever the cluster's size.
     #[inline(always)]
-    fn cluster<F: Real, const FMA: bool>(&self, a: usize) -> Result<LocalSums<F>> {
+    fn coefficients<const FMA: bool>(&self, a: usize, b: usize, top: f64, deg: usize, s: &mut Scratch) -> Coefficients {
         let (d, p, n) = (self.d, self.p, self.refs.n);
-        let (qs, rs) = (&self.queries, &self.refs);
-        let na = qs.size(a);
-        let (n_mom, n_cross) = (self.n_mom, self.n_cross);
+        let rs = &self.refs;
+        let (b0, nb) = (rs.starts[b], rs.size(b));
+        let mut delta = vec![0.0; d];
+        self.centre_gap(a, b, &mut delta);
+        let (s_all, s_val) = self.power_counts(deg);
+        let t = self.mi.upto[deg];
+        let w_all = rs.offsets(b, d);
+        let power = &mut s.power[..s_all * (1 + p)];
+        power.fill(0.0);
+        for j0 in (0..nb).step_by(CHUNK) {
+            let len = (nb - j0).min(CHUNK);
+            let padded = len.next_multiple_of(lanes::LANES);
+            let w: Vec<&[f64]> = w_all.iter().map(|c| &c[j0..j0 + len]).collect();
+            let (bw, weights) = (&mut s.cols[..len], &self.weights[b0 + j0..b0 + j0 + len]);
+            bw.copy_from_slice(&self.half_norm2[b0 + j0..b0 + j0 + len]);
+            bw.iter_mut().for_each(|e| *e = -*e);
+            for k in 0..d {
+                for (e, &wk) in bw.iter_mut().zip(w[k]) {
+                    *e = madd::<f64, FMA>(delta[k], wk, *e);
+                }
+            }
+            for (e, &wt) in bw.iter_mut().zip(weights) {
+                *e = (*e - top).exp_with::<FMA>() * wt;
+            }
+            s.cols[len..padded].fill(0.0);
+            for c in 0..p {
+                let (lo, hi) = s.cols.split_at_mut((1 + c) * CHUNK);
+                for ((o, &e), &v) in hi[..len].iter_mut().zip(&lo[..len]).zip(&self.values[c * n + b0 + j0..]) {
+                    *o = e * v;
+                }
+                hi[len..padded].fill(0.0);
+            }
+            // Power sums Σ b·w^β and Σ b·v·w^β over the chunk, added to the cluster's.
+            self.mi.monomials(s_all, &w, len, CHUNK, false, &mut s.wpow);
+            let (wpow, cols) = (Block { data: &s.wpow, stride: CHUNK }, Block { data: &s.cols, stride: CHUNK });
+            power_sums::<FMA>(wpow, cols, padded, (s_all, s_val), power);
+        }
+        // Series coefficients Σ_j w^α b_j (w_j − Δ)^γ (·v) by the binomial theorem on w − Δ.
+        let centre_gap: Vec<&[f64]> = delta.iter().map(std::slice::from_ref).collect();
+        let dpow = &mut s.dpow;
+        self.mi.monomials(self.n_mom, &centre_gap, 1, 1, false, dpow);
+        for (e, k) in dpow.iter_mut().zip(&self.mi.exps) {
+            if k.iter().sum::<u32>() % 2 == 1 {
+                *e = -*e;
+            }
+        }
+        let (n_mom, n_cross, ncol) = (self.n_mom, self.n_cross, self.n_cols());
+        let mut mom = vec![0.0; t * ncol];
+        for al in 0..t {
+            let (row, plus) = (&mut mom[al * ncol..(al + 1) * ncol], &self.plus[al * n_mom..(al + 1) * n_mom]);
+            for gm in 0..n_mom {
+                row[gm] = self.binom[gm].iter().map(|&(dl, e, c)| c * dpow[e] * power[plus[dl] * (1 + p)]).sum();
+            }
+            for gm in 0..n_cross {
+                for c in 0..p {
+                    row[n_mom + gm * p + c] = self.binom[gm].iter().map(|&(dl, e, cf)| cf * dpow[e] * power[plus[dl] * (1 + p) + 1 + c]).sum();
+                }
+            }
+        }
+        Coefficients { delta, top, r: self.queries.radius[a] * rs.radius[b], t, mom }
+    }
+
+    fn run_chunk<F: Real>(&self, a: usize, rows: std::ops::Range<usize>, coefs: &[Coefficients]) -> Result<LocalSums<F>> {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+                // SAFETY: the CPU supports the features the function is compiled for.
+                return unsafe { self.chunk_avx2::<F>(a, rows, coefs) };
+            }
+        }
+        self.chunk::<F, false>(a, rows, coefs)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn chunk_avx2<F: Real>(&self, a: usize, rows: std::ops::Range<usize>, coefs: &[Coefficients]) -> Result<LocalSums<F>> {
+        self.chunk::<F, true>(a, rows, coefs)
+    }
+
+    /// All sums of the queries `rows` (positions within cluster `a`).
+    #[inline(always)]
+    fn chunk<F: Real, const FMA: bool>(&self, a: usize, rows: std::ops::Range<usize>, coefs: &[Coefficients]) -> Result<LocalSums<F>> {
+        let d = self.d;
+        let na = rows.len();
         let ncol = self.n_cols();
         // Padding (zero queries) lets the series run over whole blocks of QB.
         let na_pad = na.next_multiple_of(QB);
-        let u = qs.offsets(a, d);
+        let u: Vec<&[f64]> = self.queries.offsets(a, d).into_iter().map(|c| &c[rows.clone()]).collect();
         // u^α/α! for the series terms and for the final shift of the moments.
         let u_rows = self.t_max.max(self.n_mom);
         let mut upow = vec![0.0; u_rows * na_pad];
@@ -430,91 +642,19 @@ impl Expansion {
         // Column-major sums about the cluster centre, divided by exp(running max) per query.
         let mut sums = vec![0.0; ncol * na_pad];
         let mut run_max = vec![f64::NEG_INFINITY; na];
-        let stride = (0..rs.len()).map(|b| rs.size(b)).max().unwrap_or(0).next_multiple_of(lanes::LANES);
-        let s_max = self.mi.exps.len();
-        let mut wpow = vec![0.0; s_max * stride];
-        // Row 0: the reference factors b = w·exp(Δ·w − |w|²/2 − top); row 1 + c: b·v_c.
-        let mut cols = vec![0.0; (1 + p) * stride];
-        let mut power = vec![0.0; s_max * (1 + p)];
-        let mut dpow = vec![0.0; n_mom];
-        let mut mom = vec![0.0; self.t_max * ncol];
         let (mut lead, mut factor) = (vec![0.0; na], vec![0.0; na_pad]);
-        let mut delta = vec![0.0; d];
         let margin = F::EXP_UNDERFLOW - 1.0;
-        for (g2, b) in self.visits(a) {
-            // Sorted by gap: once every query is out of reach, so are the remaining clusters.
-            if run_max.iter().all(|&l| -0.5 * 0.9999 * g2 - l < margin) {
-                break;
-            }
-            let (b0, nb) = (rs.starts[b], rs.size(b));
-            for k in 0..d {
-                delta[k] = qs.centre[a * d + k] - rs.centre[b * d + k];
-            }
-            let r = qs.radius[a] * rs.radius[b];
-            let (deg, s_all, s_val) = self.degrees(a, b);
-            let t = self.mi.upto[deg];
-            let w = rs.offsets(b, d);
-            let (bw, weights) = (&mut cols[..nb], &self.weights[b0..b0 + nb]);
-            bw.copy_from_slice(&self.half_norm2[b0..b0 + nb]);
-            bw.iter_mut().for_each(|e| *e = -*e);
-            for k in 0..d {
-                for (e, &wk) in bw.iter_mut().zip(w[k]) {
-                    *e = madd::<f64, FMA>(delta[k], wk, *e);
-                }
-            }
-            let top = if self.zero_weight[b] {
-                bw.iter().zip(weights).filter(|(_, &wt)| wt > 0.0).fold(f64::NEG_INFINITY, |m, (&e, _)| m.max(e))
-            } else {
-                lanes::max(bw)
-            };
-            if top == f64::NEG_INFINITY {
-                continue;
-            }
-            for (e, &wt) in bw.iter_mut().zip(weights) {
-                *e = (*e - top).exp_with::<FMA>() * wt;
-            }
-            let padded = nb.next_multiple_of(lanes::LANES);
-            cols[nb..padded].fill(0.0);
-            for c in 0..p {
-                let (lo, hi) = cols.split_at_mut((1 + c) * stride);
-                for ((o, &e), &v) in hi[..nb].iter_mut().zip(&lo[..nb]).zip(&self.values[c * n + b0..]) {
-                    *o = e * v;
-                }
-                hi[nb..padded].fill(0.0);
-            }
-            // Power sums Σ b·w^β and Σ b·v·w^β over the cluster.
-            self.mi.monomials(s_all, &w, nb, stride, false, &mut wpow);
-            let (wpow, cols) = (Block { data: &wpow, stride }, Block { data: &cols, stride });
-            power_sums::<FMA>(wpow, cols, padded, (s_all, s_val), &mut power);
-            // Series coefficients Σ_j w^α b_j (w_j − Δ)^γ (·v) by the binomial theorem on w − Δ.
-            let centre_gap: Vec<&[f64]> = delta.iter().map(std::slice::from_ref).collect();
-            self.mi.monomials(n_mom, &centre_gap, 1, 1, false, &mut dpow);
-            for (e, k) in dpow.iter_mut().zip(&self.mi.exps) {
-                if k.iter().sum::<u32>() % 2 == 1 {
-                    *e = -*e;
-                }
-            }
-            for al in 0..t {
-                let (row, plus) = (&mut mom[al * ncol..(al + 1) * ncol], &self.plus[al * n_mom..(al + 1) * n_mom]);
-                for gm in 0..n_mom {
-                    row[gm] = self.binom[gm].iter().map(|&(dl, e, c)| c * dpow[e] * power[plus[dl] * (1 + p)]).sum();
-                }
-                for gm in 0..n_cross {
-                    for c in 0..p {
-                        row[n_mom + gm * p + c] = self.binom[gm].iter().map(|&(dl, e, cf)| cf * dpow[e] * power[plus[dl] * (1 + p) + 1 + c]).sum();
-                    }
-                }
-            }
+        for cf in coefs {
             // Leading log-term of the pair per query: top − |Δ + u|²/2.
-            lead.fill(top);
+            lead.fill(cf.top);
             for k in 0..d {
                 for (l, &uk) in lead.iter_mut().zip(u[k]) {
-                    let e = delta[k] + uk;
+                    let e = cf.delta[k] + uk;
                     *l -= 0.5 * e * e;
                 }
             }
             for i in 0..na {
-                if lead[i] + r - run_max[i] < margin {
+                if lead[i] + cf.r - run_max[i] < margin {
                     factor[i] = f64::NEG_INFINITY;
                     continue;
                 }
@@ -530,8 +670,8 @@ impl Expansion {
             for f in factor[..na].iter_mut() {
                 *f = if *f == f64::NEG_INFINITY { 0.0 } else { f.exp_with::<FMA>() };
             }
-            let (up, mo) = (Block { data: &upow, stride: na_pad }, Block { data: &mom, stride: ncol });
-            add_series::<FMA>(t, up, mo, &factor, &mut sums);
+            let (up, mo) = (Block { data: &upow, stride: na_pad }, Block { data: &cf.mom, stride: ncol });
+            add_series::<FMA>(cf.t, up, mo, &factor, &mut sums);
         }
         self.finish(&sums, &run_max, &upow, na, na_pad)
     }
@@ -654,7 +794,7 @@ impl Block<'_> {
 // they stay scalar with spilled accumulators (measured 2× slower), so with FMA each calls a
 // copy compiled on its own for AVX2 + FMA, where they are vectorised.
 
-/// power[β·(1 + p) + c] = Σ_j wpow[β][j]·cols[c][j] over `len` values, for β below
+/// power[β·(1 + p) + c] += Σ_j wpow[β][j]·cols[c][j] over `len` values, for β below
 /// `counts.0` with column 0 and below `counts.1` with every column (1 + p of them).
 #[inline(always)]
 fn power_sums<const FMA: bool>(wpow: Block, cols: Block, len: usize, counts: (usize, usize), power: &mut [f64]) {
@@ -677,7 +817,7 @@ fn power_sums_with<const FMA: bool>(wpow: Block, cols: Block, len: usize, (s_all
     for beta in 0..s_all {
         let row = wpow.row(beta, len);
         for c in 0..if beta < s_val { n_cols } else { 1 } {
-            power[beta * n_cols + c] = lanes::dot::<f64, FMA>(row, cols.row(c, len));
+            power[beta * n_cols + c] += lanes::dot::<f64, FMA>(row, cols.row(c, len));
         }
     }
 }

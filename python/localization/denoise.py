@@ -155,6 +155,9 @@ def bilateral(image, spatial_bandwidth=1.0, range_bandwidth=None, *, window_size
     cval = check_number(cval, "cval", FINITE)
     size_name = "window_size"
     if window_size is None:
+        if not math.isfinite(3 * hx):
+            raise ValueError(f"spatial_bandwidth={hx!r} is too large for its default window of "
+                             f"2·ceil(3·spatial_bandwidth) + 1 pixels; pass window_size")
         window_size = max(5, 2 * int(math.ceil(3 * hx)) + 1)
         size_name = "spatial_bandwidth"  # the default window grows with it
     window_size = check_positive_int(window_size, size_name)

@@ -1,4 +1,5 @@
-//! Gaussian sums through a two-sided Taylor expansion: exact to rounding, and for moderate
+//! Gaussian sums through a two-sided Taylor expansion: within 1e-14 of Σ|w|K per query (exact
+//! to rounding with design moments; docs/engine.md has the bound), and for moderate
 //! and large bandwidths in low dimensions far cheaper than visiting every pair.
 //!
 //! Queries and references are cut into clusters of radius at most `RHO` bandwidths. For a

@@ -22,7 +22,8 @@
 //!   when a cost model says so; the kNN kernel goes through the neighbour index;
 //! * the Gaussian with one bandwidth in one or two features can instead be summed through a
 //!   two-sided Taylor series between clusters of queries and references (`expansion`),
-//!   exact to rounding and O(n) rather than O(n·m) per bandwidth-wide cluster, chosen by
+//!   within 1e-14 of Σ|w|K per query (exact to rounding with design moments) and O(n)
+//!   rather than O(n·m) per bandwidth-wide cluster, chosen by
 //!   a cost model when the bandwidth is wide relative to the spacing of the points;
 //! * the exponential's polynomial runs in fused multiply-adds where the CPU has FMA;
 //! * exponential kernels accumulate with a running maximum (as online softmax), so a tiny

@@ -113,9 +113,11 @@ def test_multiprocessing_pools_after_a_native_call(method, tmp_path):
 # ---- Ctrl-C --------------------------------------------------------------------------------
 
 # Each call is far too large to finish on any machine (minutes of work or more); each must
-# stop with KeyboardInterrupt soon after SIGINT. The bound is generous for loaded CI machines;
-# the latency measured on an idle machine is about 0.05 s (the watcher ticks every 50 ms).
-INTERRUPT_BOUND = 2.0
+# stop with KeyboardInterrupt soon after SIGINT. The bound only separates "stops" from "runs on":
+# the latency measured on an idle machine is about 0.05 s (the watcher ticks every 50 ms), but at
+# a load average of 9–20 on two cores 2–3.4 s was seen, so it is not a latency target
+# (benches/bench_runtime.py measures that).
+INTERRUPT_BOUND = 10.0
 
 LONG_CALLS = """
     import sys

@@ -186,6 +186,28 @@ def test_bad_input_is_a_clear_error_and_the_cluster_survives(data, dask_client):
     assert sum(dask_client.nthreads().values()) == 2
 
 
+def test_binned_is_refused_and_tolerances_keep_the_exact_sums(data):
+    """Every Dask path is exact: the approximate binned path is refused by name (binned per
+    shard or query chunk, its grid would differ from the in-memory one), and atol/rtol, which
+    only allow "auto" to bin, leave the sharded sums exact."""
+    X, Q, y, w = data
+    Xd = dx(X, X_CHUNKS)
+    for call in (
+        lambda: LD.local_mean(Q, Xd, references="sharded", algorithm="binned"),
+        lambda: LD.local_mean(Q, X, references="broadcast", algorithm="binned"),
+        lambda: LD.kernel_sum(Q, Xd, algorithm="binned"),
+        lambda: LD.KernelDensity(algorithm="binned").fit(Xd),
+        lambda: LD.LocalMeanRegressor(algorithm="binned").fit(Xd, y[:, 0]),
+    ):
+        with pytest.raises(ValueError, match="algorithm='binned'.*not available on Dask"):
+            call()
+    exact = L.KernelDensity(bandwidth=0.7).fit(X).score_samples(Q)
+    loose = LD.KernelDensity(bandwidth=0.7, atol=1e-2, rtol=1e-2).fit(Xd).score_samples(Q)
+    assert rel(loose, exact) < 1e-12
+    reg = LD.LocalMeanRegressor(bandwidth=0.7, rtol=1e-2).fit(Xd, dx(y[:, 0], X_CHUNKS))
+    assert rel(reg.predict(Q), L.LocalMeanRegressor(bandwidth=0.7).fit(X, y[:, 0]).predict(Q)) < 1e-12
+
+
 # -- estimators on sharded samples -----------------------------------------------------
 
 

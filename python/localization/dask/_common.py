@@ -13,7 +13,8 @@ from dask.base import tokenize
 from dask.highlevelgraph import HighLevelGraph
 
 from .._sums import LocalSums, tree_reduce
-from ..engine import BoundKernel, check_algorithm
+from ..engine import BoundKernel
+from ..engine import check_algorithm as _check_any_algorithm
 from ..kernels import Balloon, Kernel, KernelCombination, SamplePoint, as_kernel, rule_of_thumb
 
 # References at most this large (X, values and weights together) are sent whole to every
@@ -194,6 +195,21 @@ class Shards:
             for j, xb, vb, wb in self.blocks
         ]
         return tree_reduce(parts, lambda a, b: delayed(LocalSums.merge, pure=True)(a, b))
+
+
+def check_algorithm(algorithm):
+    """Every Dask path sums exactly, so ``"binned"`` is refused: its grid spans each call's own
+    sample and queries, so sums binned per shard or per query chunk would differ from the
+    in-memory binned result and its error bound would be lost. (``atol``/``rtol`` of the
+    estimators need no check: exact sums meet any tolerance.)"""
+    _check_any_algorithm(algorithm)
+    if algorithm == "binned":
+        raise ValueError(
+            "`algorithm='binned'` is not available on Dask arrays (each shard or query chunk would bin on its own "
+            "grid, so the result would differ from the in-memory one and carry no error bound): use an exact "
+            "algorithm ('auto', 'brute', 'kd_tree', 'expansion'), or fit in memory and wrap with "
+            "localization.dask.PostFit"
+        )
 
 
 class Spec:

@@ -15,9 +15,9 @@ from .. import density, neighbors, regression
 from .._base import keeps_state_on_error
 from .._sums import tree_reduce
 from .._validation import check_positive_int, check_weight_summary
-from ..engine import BoundKernel, check_algorithm
+from ..engine import BoundKernel
 from ..kernels import SPECIAL, log_normalization
-from ._common import Shards, Spec, aligned, as_dask, assemble, check_features, float_dtype, is_dask, sharded_kernel, task_threads
+from ._common import Shards, Spec, aligned, as_dask, assemble, check_algorithm, check_features, float_dtype, is_dask, sharded_kernel, task_threads
 
 
 def fit_sample(est, X, y=None, sample_weight=None):
@@ -106,7 +106,8 @@ class KernelDensity(density.KernelDensity):
     Parameters are those of :class:`localization.KernelDensity`, except that the bandwidth
     must be a number, a per-feature array or scikit-learn's ``"scott"`` / ``"silverman"``
     (data-scaled rules and adaptive bandwidths look at the whole sample) and ``n_jobs`` is
-    the threads of each task (None: 1, Dask runs one task per worker thread).
+    the threads of each task (None: 1, Dask runs one task per worker thread). The sums are
+    exact: ``algorithm="binned"`` is refused and ``atol`` / ``rtol`` have no effect.
 
     Examples
     --------
@@ -169,7 +170,8 @@ class LocalMeanRegressor(regression.LocalMeanRegressor):
     Parameters are those of :class:`localization.LocalMeanRegressor`, except that the
     bandwidth must be a number, a per-feature array or ``"scott"`` / ``"silverman"`` (not
     ``"loo"``, a data-scaled rule or adaptive), the kernel a single non-negative kernel, and
-    ``n_jobs`` is the threads of each task (None: 1).
+    ``n_jobs`` is the threads of each task (None: 1). The sums are exact:
+    ``algorithm="binned"`` is refused and ``atol`` / ``rtol`` have no effect.
 
     Examples
     --------

@@ -15,6 +15,7 @@ from ._common import (
     aligned,
     as_dask,
     assemble,
+    check_algorithm,
     check_features,
     float_dtype,
     is_dask,
@@ -103,7 +104,8 @@ def local_mean(
         As in :func:`localization.local_mean`. Sharded references need a kernel whose sums
         over parts add up: not ``"knn"``, :class:`~localization.Balloon`,
         :class:`~localization.SamplePoint` or a rule-of-thumb bandwidth (those are
-        broadcast).
+        broadcast). Only exact algorithms: ``"binned"`` is refused (its grid would differ
+        per shard and per query chunk).
     exclude_self : bool, default=False
         Leave-one-out; needs ``X_query is X`` (sharded: each chunk leaves out itself).
     return_weight : bool, default=False
@@ -131,6 +133,7 @@ def local_mean(
     >>> m.compute().round(4).tolist()  # (1·1 + 5·5/9) / (1 + 2·5/9)
     [1.7895]
     """
+    check_algorithm(algorithm)
     plan = _Plan(X_query, X, values, sample_weight, kernel, bandwidth, n_neighbors, exclude_self, references)
     if values is None:
         tail = (plan.Q.shape[1],)
@@ -197,6 +200,7 @@ def kernel_sum(
     """
     if log and values is not None:
         raise ValueError("`log=True` is for the kernel sum itself; drop `values` (weighted sums can be negative)")
+    check_algorithm(algorithm)
     plan = _Plan(X_query, X, values, sample_weight, kernel, bandwidth, n_neighbors, exclude_self, references)
     tail = () if values is None or plan.one_d else (np.shape(values)[1],)
     blocks = []

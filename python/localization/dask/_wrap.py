@@ -29,7 +29,10 @@ class PostFit:
     row chunk of the queries becomes one task calling the method, so the result equals the
     in-memory call on the whole array (every method here is row by row). Empty chunks give
     empty results; NumPy input is passed straight to the estimator. The estimator's other
-    attributes (``classes_``, ``cluster_centers_``, ...) read through.
+    attributes (``classes_``, ``cluster_centers_``, ...) read through. One exception: an
+    estimator that uses the approximate ``algorithm="binned"`` lays its grid over the sample
+    and *the queries of each call*, so each chunk's values stay within that call's error
+    bound but are not bit-identical to one call on the whole array.
 
     The same as ``dask_ml.wrappers.ParallelPostFit`` around the estimator, plus empty
     chunks, checks of the feature count at call time and the estimator sent once.

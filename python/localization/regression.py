@@ -182,7 +182,10 @@ class LocalPolynomialRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator)
     ----------
     degree : {0, 1, 2}, default=1
     kernel, bandwidth, n_neighbors, bandwidth_grid, algorithm, n_jobs
-        As in :class:`LocalMeanRegressor`. ``bandwidth="loo"`` (or ``"loo_per_feature"``)
+        As in :class:`LocalMeanRegressor`. A :class:`~localization.adaptive.MultiKernel`
+        predicts with the average of the local polynomial fits under its kernels, weighted by
+        simplex weights that minimise the exact LOO squared error (``kernel_weights_``).
+        ``bandwidth="loo"`` (or ``"loo_per_feature"``)
         minimises the exact leave-one-out squared error: each training point's fit leaves
         the point out (hollow design moments, one engine pass per candidate), which equals
         the residual (yᵢ − ŷᵢ)/(1 − ℓᵢ(xᵢ)) of the equivalent kernel's diagonal.
@@ -227,14 +230,37 @@ class LocalPolynomialRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator)
         X, Y = _fit_xy(self, X, y)
         self.y_fit_ = Y
         self._store(X, sample_weight)
-        if getattr(self.kernel_, "name", None) in (None, "identity", "dot") or self._bound().callable:
-            raise ValueError("LocalPolynomialRegressor needs a single radial profile or knn kernel (not a callable, "
-                             f"dot, identity or a combination of kernels), got {self.kernel!r}")
-        if is_loo(self.bandwidth):
+        multi = isinstance(self.kernel, MultiKernel)
+        for k in self.kernel.kernels if multi else [self.kernel_]:
+            if getattr(k, "name", None) in (None, "identity", "dot") or self._bind(k).callable:
+                raise ValueError("LocalPolynomialRegressor needs a single radial profile or knn kernel (not a callable, "
+                                 f"dot, identity or a combination of kernels), got {k!r}")
+        if multi:
+            fit_multikernel(self, lambda k: self._loo_fit(k) - self.y_fit_)
+            self.bandwidth_ = self.bandwidth
+        elif is_loo(self.bandwidth):
             fit_loo(self, self._loo_objective, n_features=X.shape[1])
         else:
             self.bandwidth_ = self.bandwidth
         return self
+
+    def _bind(self, kernel):
+        return bind_kernel(kernel, self.X_fit_, self.sample_weight_, False, type(self).__name__)
+
+    def _components(self):
+        """(weight, bound kernel) of each term of the fitted model: one term of weight 1, or the
+        kernels of a MultiKernel with positive learned weight (the fit is their weighted average)."""
+        if not isinstance(self.kernel, MultiKernel):
+            return [(1.0, self._bound())]
+        return [(w, self._bind(k)) for w, k in zip(self.kernel_.coefficients, self.kernel_.kernels) if w > 0]
+
+    def _mixture(self, evaluate):
+        """Σ_l w_l evaluate(bk_l) over the terms, and the union of their singular masks."""
+        parts = [(w, evaluate(bk)) for w, bk in self._components()]
+        if len(parts) == 1:
+            return parts[0][1]
+        out = sum(w * p.astype(np.float64) for w, (p, _) in parts)
+        return out.astype(self.X_fit_.dtype), np.logical_or.reduce([s for _, (_, s) in parts])
 
     def _core_args(self, Q, bk=None):
         bk = self._bound() if bk is None else bk
@@ -252,11 +278,16 @@ class LocalPolynomialRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator)
             exclude_self=exclude_self, algorithm=self.algorithm, n_jobs=self.n_jobs, **kw,
         )
 
+    def _loo_fit(self, kernel):
+        """Exact leave-one-out fits under ``kernel`` in float64 (NaN where a design is singular)."""
+        pred, singular = self._fit_at(self.X_fit_, self._bind(kernel), exclude_self=True)
+        pred = pred.astype(np.float64)
+        pred[singular] = np.nan
+        return pred
+
     def _loo_objective(self, kernel):
         """Mean squared leave-one-out error under ``kernel`` (inf where a design is singular)."""
-        bk = bind_kernel(kernel, self.X_fit_, self.sample_weight_, False, type(self).__name__)
-        pred, singular = self._fit_at(self.X_fit_, bk, exclude_self=True)
-        return _mean_squared(None if singular.any() else pred, self.y_fit_, self.sample_weight_)
+        return _mean_squared(self._loo_fit(kernel), self.y_fit_, self.sample_weight_)
 
     def predict(self, X):
         """Local polynomial fits at X; NaN (with a warning) where the local design is singular.
@@ -265,7 +296,8 @@ class LocalPolynomialRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator)
         own point).
         """
         check_is_fitted(self)
-        pred, singular = self._fit_at(self.X_fit_, exclude_self=True) if X is None else self._fit_at(self._query(X))
+        Q = self.X_fit_ if X is None else self._query(X)
+        pred, singular = self._mixture(lambda bk: self._fit_at(Q, bk, exclude_self=X is None))
         warn_zero_weight(singular, "local polynomial fit", SINGULAR)
         return _out(self, pred)
 
@@ -277,12 +309,16 @@ class LocalPolynomialRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator)
         that does not fit raises ``MemoryError`` at once); use it on modest numbers of queries.
         Sample weights are not folded in (ℓ is defined for unit weights).
         """
-        bk, Qs, kw = self._core_args(self._query(X))
+        Q = self._query(X)
         if self.sample_weight_ is not None:
             raise ValueError("equivalent_kernel is defined for unweighted fits; refit without sample_weight")
-        ell, singular = _core.equivalent_kernel(
-            Qs, bk.Xs, degree=self.degree, ridge=float(self.ridge), algorithm=self.algorithm, n_jobs=self.n_jobs, **kw
-        )
+
+        def equivalent(bk):
+            bk, Qs, kw = self._core_args(Q, bk)
+            return _core.equivalent_kernel(Qs, bk.Xs, degree=self.degree, ridge=float(self.ridge),
+                                           algorithm=self.algorithm, n_jobs=self.n_jobs, **kw)
+
+        ell, singular = self._mixture(equivalent)
         warn_zero_weight(singular, "equivalent kernel", SINGULAR)
         return ell
 

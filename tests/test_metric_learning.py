@@ -130,7 +130,7 @@ def test_bad_input():
         MetricLearningRegressor(init=np.ones((2, 3))).fit(X, y)
     with pytest.raises(ValueError, match="init"):
         MetricLearningRegressor(init="lda").fit(X, y)
-    with pytest.raises(ValueError, match="2 samples"):
+    with pytest.raises(ValueError, match="at least 2 samples"):
         MetricLearningRegressor().fit(X[:1], y[:1])
     with pytest.raises(ValueError, match="max_iter"):
         MetricLearningRegressor(max_iter=-1).fit(X, y)

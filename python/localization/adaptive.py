@@ -363,6 +363,9 @@ def fit_multikernel(est, residuals):
 
 
 def _check_multikernel(est):
+    if len(est.X_fit_) < 2:
+        raise ValueError("a MultiKernel learns its weights by leave-one-out and needs at least 2 samples, got "
+                         "n_samples = 1")
     if is_loo(est.bandwidth, LOO_RULES + ("lscv", "lscv_per_feature")):
         raise ValueError("a MultiKernel carries its kernels' own bandwidths; do not combine it with a LOO bandwidth rule")
     return est.kernel.kernels

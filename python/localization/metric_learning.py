@@ -67,6 +67,7 @@ def mlkr_loss(A, X, Y, *, gradient=True, algorithm="auto", n_jobs=None):
     grad : ndarray of shape (r, d), only if ``gradient``
     """
     n, d = X.shape
+    Y = np.ascontiguousarray(Y, dtype=np.float64)
     p = Y.shape[1]
     Z = np.ascontiguousarray(X @ A.T)
     if not gradient:
@@ -121,8 +122,8 @@ class MetricLearningRegressor(ClassNamePrefixFeaturesOutMixin, MultiOutputMixin,
     max_iter : int, default=100
         L-BFGS iterations.
     tol : float, default=1e-6
-        L-BFGS stops when the LOO error, relative to the variance of y, decreases by less than
-        this in an iteration (scipy's ``ftol``) or the projected gradient is below it.
+        L-BFGS stops when an iteration decreases the LOO error, relative to the variance of y,
+        by less than this (scipy's ``ftol``).
     random_state : int, RandomState or None
         Seeds ``init="random"``.
     algorithm : {"auto", "brute", "kd_tree", "expansion"}, default="auto"
@@ -215,10 +216,11 @@ class MetricLearningRegressor(ClassNamePrefixFeaturesOutMixin, MultiOutputMixin,
 
         X, y = validate_data(self, X, y, dtype=FLOAT_DTYPES, order="C", multi_output=True, y_numeric=True)
         if len(X) < 2:
-            raise ValueError(f"MetricLearningRegressor needs at least 2 samples, got {len(X)}")
+            raise ValueError(f"MetricLearningRegressor learns by leave-one-out and needs at least 2 samples, got "
+                             f"n_samples = {len(X)}")
         Xc = X.astype(np.float64)
         Xc = Xc - Xc.mean(axis=0)
-        Y = np.asarray(y, dtype=np.float64).reshape(len(y), -1)
+        Y = np.ascontiguousarray(np.asarray(y, dtype=np.float64).reshape(len(y), -1))
         if not np.all(np.isfinite(Y)):
             raise ValueError("`y` must be finite")
         with warnings.catch_warnings():
@@ -238,7 +240,7 @@ class MetricLearningRegressor(ClassNamePrefixFeaturesOutMixin, MultiOutputMixin,
         if self.max_iter > 0:
             res = minimize(fun, A0.ravel(), jac=True, method="L-BFGS-B",
                            callback=lambda a: curve.append(mlkr_loss(a.reshape(shape), Xc, Y, gradient=False, **kw)),
-                           options={"maxiter": self.max_iter, "ftol": self.tol, "gtol": self.tol})
+                           options={"maxiter": self.max_iter, "ftol": self.tol, "gtol": 0.0})
             A, self.n_iter_ = res.x.reshape(shape), int(res.nit)
             if res.status == 1:
                 warnings.warn(f"MetricLearningRegressor: L-BFGS did not converge in max_iter={self.max_iter} iterations",

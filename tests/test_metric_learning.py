@@ -134,9 +134,18 @@ def test_bad_input():
         MetricLearningRegressor().fit(X[:1], y[:1])
     with pytest.raises(ValueError, match="max_iter"):
         MetricLearningRegressor(max_iter=-1).fit(X, y)
+    with pytest.raises(ValueError, match="NaN|infinity"):
+        MetricLearningRegressor().fit(X, np.where(np.arange(len(y)) == 3, np.inf, y))
+    with pytest.raises(ValueError, match="tol"):
+        MetricLearningRegressor(tol=-1.0).fit(X, y)
     m = MetricLearningRegressor(max_iter=3).fit(X, y)
     with pytest.raises(ValueError, match="features"):
         m.transform(X[:, :2])
+    with pytest.raises(ValueError, match="NaN"):
+        m.predict(Xn)
+    # float32 and non-contiguous input: the same model as float64 C-ordered input.
+    m32 = MetricLearningRegressor(max_iter=3).fit(np.asfortranarray(X.astype(np.float32)), y)
+    assert m32.components_.dtype == np.float64 and m32.predict(X[::2, :]).shape == (len(X[::2]),)
 
 
 def test_against_metric_learn():

@@ -1,7 +1,8 @@
 """MLKR: our MetricLearningRegressor against metric-learn's MLKR, same data, one run.
 
 Times one objective-and-gradient evaluation at the same A (the part each L-BFGS / CG step
-repeats) and a whole fit with the same iteration cap, with the LOO error each reaches; then our
+repeats) and a whole fit with the same iteration cap, with the LOO error each reaches; the
+per-feature LOO bandwidth search with the analytic gradient against central differences; then our
 evaluation alone at larger n (metric-learn forms several n × n float64 matrices per evaluation).
 
     python benches/bench_metric_learning.py [--n 1000] [--d 5] [--max-iter 30]
@@ -23,6 +24,13 @@ def planted(n, d, seed=0):
     X = rng.normal(size=(n, d))
     u = np.ones(d) / np.sqrt(d)
     return X, np.sin(2.0 * X @ u) + 0.05 * rng.normal(size=n)
+
+
+def _adaptive_data(n, seed=5):
+    """The data of bench_adaptive.py."""
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(size=(n, 2))
+    return X, np.sin(5 * X[:, 0]) + 2 * X[:, 1] ** 2 + 0.2 * rng.standard_normal(n)
 
 
 def main():
@@ -75,6 +83,20 @@ def main():
         peer_loo = mlkr_loss(np.sqrt(2) * res.x.reshape(A0.shape), Xc, y[:, None], gradient=False)
         print(f"  fit (max_iter={args.max_iter}), metric-learn: {t_pfit:8.2f} s, {res.nit} iterations, "
               f"LOO MSE {peer_loo:.6f}  ratio {t_pfit / t_fit:.1f}x")
+    # The diagonal case: bandwidth="loo_per_feature" of the gaussian local mean with the
+    # analytic gradient, against central differences (unit sample weights: the same objective).
+    from localization import LocalMeanRegressor
+
+    for name, (Xs, ys) in (("planted", (X, y)), ("bench_adaptive data", _adaptive_data(300))):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            t_a, ra = best_time(lambda: LocalMeanRegressor(bandwidth="loo_per_feature").fit(Xs, ys), repeat=2)
+            t_d, rd = best_time(lambda: LocalMeanRegressor(bandwidth="loo_per_feature").fit(
+                Xs, ys, sample_weight=np.ones(len(ys))), repeat=2)
+        evals = [int(np.sum(r.cv_results_["stage"] == "gradient")) for r in (ra, rd)]
+        print(f"  loo_per_feature, {name} (n = {len(ys)}, d = {Xs.shape[1]}): analytic {t_a:.2f} s "
+              f"({evals[0]} gradient-stage evaluations), differences {t_d:.2f} s ({evals[1]}), ratio {t_d / t_a:.1f}x; "
+              f"objectives {ra.cv_results_['objective'].min():.8f} / {rd.cv_results_['objective'].min():.8f}")
     for big in (10_000, 30_000):
         Xb, yb = planted(big, d)
         t_big, _ = best_time(lambda: mlkr_loss(np.eye(d), Xb - Xb.mean(0), yb[:, None]), repeat=2)

@@ -55,7 +55,8 @@ def mlkr_loss(A, X, Y, *, gradient=True, algorithm="auto", n_jobs=None):
 
     Parameters
     ----------
-    A : array of shape (r, d)
+    A : array of shape (r, d), or of shape (d,) for a diagonal metric diag(A)
+        (per-feature bandwidths 1/A; the gradient is then the diagonal's, in O(n d))
     X : array of shape (n, d), float64
         Centred (the objective is translation invariant; centring keeps the split sums free of
         cancellation from an offset).
@@ -64,12 +65,13 @@ def mlkr_loss(A, X, Y, *, gradient=True, algorithm="auto", n_jobs=None):
     Returns
     -------
     loss : float
-    grad : ndarray of shape (r, d), only if ``gradient``
+    grad : ndarray of the shape of A, only if ``gradient``
     """
     n, d = X.shape
     Y = np.ascontiguousarray(Y, dtype=np.float64)
     p = Y.shape[1]
-    Z = np.ascontiguousarray(X @ A.T)
+    diagonal = A.ndim == 1
+    Z = np.ascontiguousarray(X * A if diagonal else X @ A.T)
     if not gradient:
         num, den, _ = _gaussian_sums(Z, Y, algorithm=algorithm, n_jobs=n_jobs)
         R = num / den[:, None] - Y
@@ -95,7 +97,10 @@ def mlkr_loss(A, X, Y, *, gradient=True, algorithm="auto", n_jobs=None):
         k = np.exp(log_k)
         col += k[:, None] * V2[i]
     c = col[:, 0] - np.sum(Y * col[:, 1:], axis=1)
-    AG = (Z * c[:, None]).T @ X - Z.T @ u - (u @ A.T).T @ X
+    if diagonal:  # a_k G_kk, with G_kk = Σⱼ cⱼ xⱼₖ² − 2 Σᵢ xᵢₖ uᵢₖ
+        AG = A * (c @ (X * X) - 2.0 * np.sum(X * u, axis=0))
+    else:
+        AG = (Z * c[:, None]).T @ X - Z.T @ u - (u @ A.T).T @ X
     return float(np.sum(R * R) / n), 2.0 * AG / n
 
 
@@ -232,14 +237,20 @@ class MetricLearningRegressor(ClassNamePrefixFeaturesOutMixin, MultiOutputMixin,
         scale = scale if scale > 0 else 1.0
         kw = dict(algorithm=self.algorithm, n_jobs=self.n_jobs)
 
+        seen = {}  # the losses L-BFGS evaluated, by point: its iterates are among them
+
         def fun(a):
             loss, grad = mlkr_loss(a.reshape(shape), Xc, Y, **kw)
+            seen[a.tobytes()] = loss
             return loss / scale, grad.ravel() / scale
 
-        curve = [mlkr_loss(A0, Xc, Y, gradient=False, **kw)]
+        def loss_at(a):
+            loss = seen.get(a.tobytes())
+            return mlkr_loss(a.reshape(shape), Xc, Y, gradient=False, **kw) if loss is None else loss
+
+        curve = [loss_at(A0.ravel())]
         if self.max_iter > 0:
-            res = minimize(fun, A0.ravel(), jac=True, method="L-BFGS-B",
-                           callback=lambda a: curve.append(mlkr_loss(a.reshape(shape), Xc, Y, gradient=False, **kw)),
+            res = minimize(fun, A0.ravel(), jac=True, method="L-BFGS-B", callback=lambda a: curve.append(loss_at(a)),
                            options={"maxiter": self.max_iter, "ftol": self.tol, "gtol": 0.0})
             A, self.n_iter_ = res.x.reshape(shape), int(res.nit)
             if res.status == 1:

@@ -11,8 +11,9 @@ from sklearn.utils.validation import check_is_fitted
 from . import _binned, _core
 from ._base import LocalEstimator, keeps_state_on_error
 from ._validation import FLOAT_DTYPES, check_positive_int, validate_data, warn_zero_weight
-from .adaptive import MultiKernel, fit_loo, fit_multikernel, is_loo
+from .adaptive import MultiKernel, base_kernel, fit_loo, fit_multikernel, is_loo
 from .engine import bind_kernel, check_algorithm, ratio
+from .kernels import Balloon, Kernel, SamplePoint, canonical_name
 
 
 SINGULAR = "a singular local design (too few samples in the window for the polynomial basis, or none)"
@@ -61,7 +62,8 @@ class LocalMeanRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator):
         ``"loo"`` minimises the exact leave-one-out (LOO) squared error, computed with the
         hollow kernel at the cost of one local mean per candidate: a logarithmic grid, then
         golden-section refinement. ``"loo_per_feature"`` continues with one bandwidth per
-        feature by gradient descent. With a :class:`~localization.kernels.Kernel` or a
+        feature by gradient descent (with the analytic gradient for a gaussian kernel without
+        sample weights, see :class:`~localization.MetricLearningRegressor`). With a :class:`~localization.kernels.Kernel` or a
         combination, its bandwidths are scaled by the chosen factor (see
         :mod:`localization.adaptive`).
     n_neighbors : int, optional
@@ -125,10 +127,32 @@ class LocalMeanRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator):
             fit_multikernel(self, lambda k: self._loo_predictions(k) - self.y_fit_)
             self.bandwidth_ = self.bandwidth
         elif is_loo(self.bandwidth):
-            fit_loo(self, self._loo_objective, n_features=X.shape[1])
+            fit_loo(self, self._loo_objective, n_features=X.shape[1], gradient=self._analytic_loo_gradient())
         else:
             self.bandwidth_ = self.bandwidth
         return self
+
+    def _analytic_loo_gradient(self):
+        """The LOO error's gradient in log h where it is analytic — a gaussian kernel with a fixed
+        bandwidth, no sample weights, an exact algorithm — else None (central differences)."""
+        k = base_kernel(self.kernel, self.n_neighbors)
+        if not (isinstance(k, Kernel) and isinstance(k.name, str) and canonical_name(k.name) == "gaussian"
+                and not isinstance(k.bandwidth, (Balloon, SamplePoint))
+                and self.sample_weight_ is None and self.algorithm != "binned"):
+            return None
+        Xc = self.X_fit_.astype(np.float64)
+        Xc -= Xc.mean(axis=0)
+
+        def gradient(kernel):
+            # The diagonal case A = diag(1/h) of the MLKR gradient: ∂L/∂log hₖ = −aₖ ∂L/∂aₖ.
+            from .metric_learning import mlkr_loss
+
+            bk = bind_kernel(kernel, self.X_fit_, None, self._signed_kernels, type(self).__name__)
+            a = 1.0 / (bk.h * (np.ones(Xc.shape[1]) if bk.feature_scale is None else bk.feature_scale))
+            loss, grad = mlkr_loss(a, Xc, self.y_fit_, algorithm=self.algorithm, n_jobs=self.n_jobs)
+            return loss, -a * grad
+
+        return gradient
 
     def _loo_predictions(self, kernel):
         """Exact leave-one-out local means under ``kernel`` (NaN where a sample has no neighbour)."""

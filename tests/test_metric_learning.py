@@ -100,6 +100,10 @@ def test_predict_is_local_mean_in_learned_space():
     np.testing.assert_allclose(m.predict(Q), ref.predict(Q @ m.components_.T), rtol=1e-12)
     np.testing.assert_allclose(m.transform(Q), Q @ m.components_.T, rtol=1e-14)
     assert m.predict(Q).shape == (7, 2)
+    np.testing.assert_array_equal(m.loo_predict(), ref.predict(None))
+    import pickle
+
+    np.testing.assert_array_equal(pickle.loads(pickle.dumps(m)).predict(Q), m.predict(Q))
     assert m.get_feature_names_out().tolist() == ["metriclearningregressor0", "metriclearningregressor1"]
 
 

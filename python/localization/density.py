@@ -72,6 +72,10 @@ class KernelDensity(LocalEstimator):
     cv_results_ : dict
         LOO rules only: every evaluated ``"bandwidth"``, its ``"objective"`` (the negative
         mean LOO log-likelihood, or the LSCV criterion) and the ``"stage"`` of the search.
+        With a MultiKernel: ``"kernel_loo_log_likelihood"`` (each kernel alone) and
+        ``"loo_log_likelihood"`` (the mixture).
+    kernel_weights_ : ndarray of shape (n_kernels,)
+        MultiKernel only: the mixture weights, on the simplex.
 
     Examples
     --------

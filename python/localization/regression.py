@@ -220,6 +220,9 @@ class LocalPolynomialRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator)
     ----------
     bandwidth_, cv_results_
         As in :class:`LocalMeanRegressor`.
+    kernel_weights_ : ndarray of shape (n_kernels,)
+        MultiKernel only: the weights of the averaged fits, on the simplex
+        (``cv_results_`` then holds each kernel's and the mixture's LOO error).
 
     Examples
     --------

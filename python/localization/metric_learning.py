@@ -8,7 +8,7 @@ objective of Weinberger & Tesauro (2007) — with analytic gradients from the en
 from __future__ import annotations
 
 import warnings
-from numbers import Integral, Real
+from numbers import Integral
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, MultiOutputMixin, RegressorMixin, TransformerMixin
@@ -23,9 +23,10 @@ from ._validation import COUNT, FLOAT_DTYPES, N_JOBS, NON_NEGATIVE, fit_context,
 from .engine import ALGORITHM
 from .regression import LocalMeanRegressor
 
-# A row whose nearest other point carries a kernel value below exp(−_ISOLATED) cannot be scaled
-# into the second engine pass by a float64 weight exp(−log_scale); its terms are added directly.
-_ISOLATED = 700.0
+# A row whose nearest other point carries a kernel value below exp(−_ISOLATED) is not scaled into
+# the second engine pass by the weight exp(−log_scale) (up to e^600 ≈ 1e260, leaving float64
+# room for sums over many rows); its terms are added directly.
+_ISOLATED = 600.0
 
 
 def _gaussian_sums(Z, values, weights=None, algorithm="auto", n_jobs=None):

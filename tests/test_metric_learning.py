@@ -200,3 +200,11 @@ def test_per_feature_search_with_the_analytic_gradient_matches_differences():
     assert analytic.cv_results_["objective"].min() <= differences.cv_results_["objective"].min() * (1 + 1e-10)
     n_gradient = [np.sum(r.cv_results_["stage"] == "gradient") for r in (analytic, differences)]
     assert n_gradient[0] < n_gradient[1] / 2
+
+
+def test_docstring_examples_run():
+    import doctest
+
+    import localization.metric_learning as module
+
+    assert doctest.testmod(module, raise_on_error=False).failed == 0

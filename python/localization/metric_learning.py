@@ -20,7 +20,6 @@ from sklearn.utils.validation import check_is_fitted
 from . import _core
 from ._base import keeps_state_on_error
 from ._validation import COUNT, FLOAT_DTYPES, N_JOBS, NON_NEGATIVE, fit_context, validate_data
-from .engine import ALGORITHM
 from .regression import LocalMeanRegressor
 
 # A row whose nearest other point carries a kernel value below exp(−_ISOLATED) is not scaled into
@@ -174,7 +173,7 @@ class MetricLearningRegressor(ClassNamePrefixFeaturesOutMixin, MultiOutputMixin,
         "max_iter": [Interval(Integral, 0, None, closed="left")],
         "tol": [NON_NEGATIVE],
         "random_state": ["random_state"],
-        "algorithm": ALGORITHM,
+        "algorithm": [StrOptions({"auto", "brute", "kd_tree", "expansion"})],  # exact paths only
         "n_jobs": N_JOBS,
     }
 

@@ -255,7 +255,7 @@ class MetricLearningRegressor(ClassNamePrefixFeaturesOutMixin, MultiOutputMixin,
             A, self.n_iter_ = res.x.reshape(shape), int(res.nit)
             if res.status == 1:
                 warnings.warn(f"MetricLearningRegressor: L-BFGS did not converge in max_iter={self.max_iter} iterations",
-                              ConvergenceWarning, stacklevel=2)
+                              ConvergenceWarning, stacklevel=4)  # the caller of fit, past the two decorators
         else:
             A, self.n_iter_ = A0, 0
         self.components_ = A

@@ -23,6 +23,7 @@ from .fuzzy import FuzzyInferenceRegressor
 from .generative import LocalMeanDenoiser, LocalMeanDiffusion
 from .impute import LocalMeanImputer
 from .memory import Hopfield, ModernHopfield
+from .metric_learning import MetricLearningRegressor
 from .engine import kernel_matrix, kernel_sum, local_mean
 from .kernels import Balloon, Kernel, KernelCombination, SamplePoint
 from .neighbors import NearestNeighbors
@@ -57,6 +58,7 @@ __all__ = [
     "MeanShift",
     "MedoidShift",
     "ModernHopfield",
+    "MetricLearningRegressor",
     "MultiKernel",
     "NearestNeighbors",
     "NonLocalMeans",

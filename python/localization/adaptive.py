@@ -8,8 +8,9 @@ the one home of the search that every local estimator uses for ``bandwidth="loo"
   log h inside the bracket around the best grid value;
 * ``bandwidth="loo_per_feature"``: one bandwidth per feature (a diagonal metric), by
   quasi-Newton gradient descent (L-BFGS) on log h, started from the best single bandwidth;
-  the gradient is taken by central differences of the exact objective (two engine passes
-  per feature).
+  the gradient is analytic where the estimator provides it (the Gaussian local mean: the
+  diagonal case of the MLKR gradient, two engine passes), else central differences of the
+  exact objective (two engine passes per feature).
 
 A :class:`~localization.kernels.Kernel` or :class:`~localization.kernels.KernelCombination`
 keeps its shape: the search scales all of its bandwidths by one factor (or one factor per
@@ -112,7 +113,11 @@ class _Recorder:
         self.h, self.value, self.stage = [], [], []
 
     def __call__(self, s, stage):
-        v = float(self.objective(s))
+        return self.add(s, self.objective(s), stage)
+
+    def add(self, s, v, stage):
+        """Record a value computed elsewhere (with its gradient)."""
+        v = float(v)
         if not np.isfinite(v):
             v = np.inf
         self.h.append(np.array(s, dtype=np.float64))
@@ -144,7 +149,8 @@ def golden_section(f, a, b, tol=_LOG_TOL):
     return (c, fc) if fc <= fd else (d, fd)
 
 
-def search(objective, grid, *, per_feature=False, n_features=1, refine=True, tol=_LOG_TOL, warn_edge=True):
+def search(objective, grid, *, per_feature=False, n_features=1, refine=True, tol=_LOG_TOL, warn_edge=True,
+           gradient=None):
     """Minimise a LOO objective over bandwidth factors.
 
     Parameters
@@ -163,6 +169,9 @@ def search(objective, grid, *, per_feature=False, n_features=1, refine=True, tol
         Width of the final golden-section bracket in log h.
     warn_edge : bool
         Warn when the best grid value is at an end of the grid.
+    gradient : callable, optional
+        Maps a factor vector s to (objective, ∂objective/∂log s) for the per-feature stage;
+        default: central differences of ``objective``.
 
     Returns
     -------
@@ -193,18 +202,23 @@ def search(objective, grid, *, per_feature=False, n_features=1, refine=True, tol
         if v < best_value:
             best, best_value = math.exp(t), v
     if per_feature:
-        best = _per_feature(rec, np.full(n_features, best), best_value)
+        best = _per_feature(rec, np.full(n_features, best), best_value, gradient)
     return best, rec.results()
 
 
-def _per_feature(rec, s0, v0, step=1e-4):
-    """L-BFGS on log s with central-difference gradients of the exact objective."""
+def _per_feature(rec, s0, v0, gradient=None, step=1e-4):
+    """L-BFGS on log s with the analytic ``gradient`` or central differences of the exact objective."""
     from scipy.optimize import minimize
 
     def f(t):
         return rec(np.exp(t), "gradient")
 
     def fg(t):
+        if gradient is not None:
+            v, g = gradient(np.exp(t))
+            v = rec.add(np.exp(t), v, "gradient")
+            g = np.asarray(g, dtype=np.float64)
+            return v, (g if np.all(np.isfinite(g)) else np.nan_to_num(g, nan=0.0, posinf=0.0, neginf=0.0))
         v = f(t)
         g = np.empty_like(t)
         for j in range(len(t)):
@@ -219,11 +233,13 @@ def _per_feature(rec, s0, v0, step=1e-4):
     return np.exp(res.x) if res.fun <= v0 else s0
 
 
-def fit_loo(est, objective, *, n_features, refine=True):
+def fit_loo(est, objective, *, n_features, refine=True, gradient=None):
     """Run the search for an estimator whose ``bandwidth`` is a LOO rule.
 
     ``objective(kernel)`` evaluates the LOO objective of the estimator under a candidate
-    kernel. Sets ``bandwidth_``, ``kernel_`` and ``cv_results_`` on ``est``.
+    kernel; ``gradient(kernel)``, where the estimator has one, returns (objective, its
+    gradient in the log of the kernel's per-feature bandwidths) for the per-feature stage.
+    Sets ``bandwidth_``, ``kernel_`` and ``cv_results_`` on ``est``.
     """
     base = base_kernel(est.kernel, getattr(est, "n_neighbors", None))
     X = est.X_fit_
@@ -232,7 +248,8 @@ def fit_loo(est, objective, *, n_features, refine=True):
     grid = getattr(est, "bandwidth_grid", None)
     grid = default_grid(base, X) if grid is None else check_grid(grid)
     best, results = search(lambda s: objective(scaled_kernel(base, s, X)), grid,
-                           per_feature=est.bandwidth.endswith("_per_feature"), n_features=n_features, refine=refine)
+                           per_feature=est.bandwidth.endswith("_per_feature"), n_features=n_features, refine=refine,
+                           gradient=None if gradient is None else lambda s: gradient(scaled_kernel(base, s, X)))
     est.bandwidth_ = best
     est.kernel_ = scaled_kernel(base, best, X)
     est.cv_results_ = results
@@ -254,9 +271,14 @@ class MultiKernel:
     Σ_l w_l r_l. The small quadratic programme is solved exactly (every active set is tried),
     so the mixture is never worse, in LOO error, than the best single kernel.
 
-    Accepted by :class:`~localization.LocalMeanRegressor` (residuals ŷ₋ᵢ − yᵢ) and
-    :class:`~localization.LocalModeClassifier` (residuals P̂₋ᵢ − onehot(yᵢ), the Brier score).
-    The fitted estimator exposes ``kernel_weights_`` and the mixture as ``kernel_``.
+    Accepted by :class:`~localization.LocalMeanRegressor` (residuals ŷ₋ᵢ − yᵢ),
+    :class:`~localization.LocalModeClassifier` (residuals P̂₋ᵢ − onehot(yᵢ), the Brier score)
+    and :class:`~localization.LocalPolynomialRegressor` (the w-weighted average of the L local
+    polynomial fits, whose LOO residual is again Σ_l w_l r_l). For
+    :class:`~localization.KernelDensity` the mixture is the density Σ_l w_l p̂_l and the
+    weights maximise the LOO log-likelihood Σᵢ log Σ_l w_l p̂_l,₋ᵢ(xᵢ) — concave in w, solved
+    to its global maximum on the simplex. The fitted estimator exposes ``kernel_weights_`` and
+    the mixture as ``kernel_``.
 
     Parameters
     ----------
@@ -341,21 +363,89 @@ def fit_multikernel(est, residuals):
     ``residuals(kernel)`` returns the (n, p) LOO residuals under one kernel. Sets
     ``kernel_`` (the normalised mixture), ``kernel_weights_`` and ``cv_results_``.
     """
-    mk = est.kernel
-    if is_loo(est.bandwidth, LOO_RULES + ("lscv", "lscv_per_feature")):
-        raise ValueError("a MultiKernel carries its kernels' own bandwidths; do not combine it with a LOO bandwidth rule")
+    kernels = _check_multikernel(est)
     w = None if est.sample_weight_ is None else est.sample_weight_.astype(np.float64)
-    R = [np.asarray(residuals(k), dtype=np.float64) for k in mk.kernels]
-    for k, r in zip(mk.kernels, R):
+    R = [np.asarray(residuals(k), dtype=np.float64) for k in kernels]
+    for k, r in zip(kernels, R):
         if not np.all(np.isfinite(r)):
-            raise ValueError(f"the leave-one-out prediction under {k!r} is undefined for some sample (no neighbour); "
+            raise ValueError(f"the leave-one-out prediction under {k!r} is undefined for some sample (no neighbour, or a singular local design); "
                              "widen its bandwidth")
     sw = np.ones(len(R[0])) if w is None else w
     A = np.array([[np.sum(sw[:, None] * a * b) for b in R] for a in R]) / sw.sum()
     weights = simplex_qp(A)
     est.kernel_weights_ = weights
-    est.kernel_ = KernelCombination(mk.kernels, weights, normalized=True)
+    est.kernel_ = KernelCombination(kernels, weights, normalized=True)
     est.cv_results_ = {"kernel_loo_error": np.diag(A).copy(), "loo_error": float(weights @ A @ weights), "gram": A}
+    return est
+
+
+def _check_multikernel(est):
+    if len(est.X_fit_) < 2:
+        raise ValueError("a MultiKernel learns its weights by leave-one-out and needs at least 2 samples, got "
+                         "n_samples = 1")
+    if is_loo(est.bandwidth, LOO_RULES + ("lscv", "lscv_per_feature")):
+        raise ValueError("a MultiKernel carries its kernels' own bandwidths; do not combine it with a LOO bandwidth rule")
+    return est.kernel.kernels
+
+
+def simplex_log_likelihood(log_p, sample_weight=None):
+    """argmax Σᵢ vᵢ log Σ_l w_l P_il over the probability simplex (v the normalised sample weights).
+
+    The objective is concave in w, so the KKT point is the global maximum: g_l = Σᵢ vᵢ P_il/(Pw)ᵢ
+    equals 1 on the support of w and is at most 1 off it. SLSQP finds it; multiplicative EM steps
+    w_l ← w_l g_l (which keep w on the simplex and never decrease the objective) polish it.
+    ``log_p`` (n, L) holds log P (−inf allowed, not a whole row); rows are rescaled by their maximum.
+    """
+    from scipy.optimize import minimize
+
+    log_p = np.asarray(log_p, dtype=np.float64)
+    n, L = log_p.shape
+    P = np.exp(log_p - log_p.max(axis=1, keepdims=True))
+    v = np.full(n, 1.0 / n) if sample_weight is None else sample_weight / sample_weight.sum()
+
+    def negative(w):
+        m = np.maximum(P @ w, 1e-300)
+        return -float(v @ np.log(m)), -(P.T @ (v / m))
+
+    if L == 1:
+        return np.ones(1)
+    res = minimize(negative, np.full(L, 1.0 / L), jac=True, method="SLSQP", bounds=[(0.0, 1.0)] * L,
+                   constraints=[{"type": "eq", "fun": lambda w: w.sum() - 1.0, "jac": lambda w: np.ones(L)}],
+                   options={"maxiter": 500, "ftol": 1e-15})
+    w = np.clip(res.x, 0.0, None)
+    w = w / w.sum() if w.sum() > 0 else np.full(L, 1.0 / L)
+    for _ in range(100):
+        g = -negative(w)[1]
+        w_next = w * g
+        w_next /= w_next.sum()
+        if np.max(np.abs(w_next - w)) < 1e-13:
+            w = w_next
+            break
+        w = w_next
+    return w
+
+
+def fit_multikernel_density(est, log_density):
+    """Learn the simplex weights of a density mixture Σ_l w_l p̂_l from LOO log-densities.
+
+    ``log_density(kernel)`` returns log p̂₋ᵢ(xᵢ) for every sample under one kernel. The weights
+    maximise the LOO log-likelihood Σᵢ vᵢ log Σ_l w_l p̂_l,₋ᵢ(xᵢ) (concave: solved to its global
+    maximum). Sets ``kernel_`` (the mixture), ``kernel_weights_`` and ``cv_results_``.
+    """
+    kernels = _check_multikernel(est)
+    log_p = np.column_stack([np.asarray(log_density(k), dtype=np.float64) for k in kernels])
+    if not np.all(np.any(np.isfinite(log_p), axis=1)):
+        raise ValueError("the leave-one-out density is zero for some sample under every kernel of the MultiKernel "
+                         "(no neighbour in any window); widen a bandwidth")
+    v = None if est.sample_weight_ is None else est.sample_weight_.astype(np.float64)
+    weights = simplex_log_likelihood(log_p, v)
+    v = np.full(len(log_p), 1.0 / len(log_p)) if v is None else v / v.sum()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mixture = np.log(np.exp(log_p - log_p.max(1, keepdims=True)) @ weights) + log_p.max(1)
+        single = np.array([v @ col if np.all(np.isfinite(col)) else -np.inf for col in log_p.T])
+    est.kernel_weights_ = weights
+    est.kernel_ = KernelCombination(kernels, weights, normalized=True)
+    est.cv_results_ = {"kernel_loo_log_likelihood": single, "loo_log_likelihood": float(v @ mixture)}
     return est
 
 

@@ -9,7 +9,7 @@ from sklearn.utils.validation import check_is_fitted
 from . import _binned
 from ._base import LocalEstimator, keeps_state_on_error
 from ._validation import FLOAT_DTYPES, check_allocation, check_positive_int, validate_data
-from .adaptive import LOO_RULES, fit_loo, is_loo
+from .adaptive import LOO_RULES, MultiKernel, fit_loo, fit_multikernel_density, is_loo
 from .engine import bind_kernel
 from .kernels import SPECIAL, Balloon, Kernel, SamplePoint, canonical_name, log_normalization
 
@@ -46,7 +46,11 @@ class KernelDensity(LocalEstimator):
         ∫p̂² − 2 Σᵢ wᵢ p̂₋ᵢ(xᵢ)/Σw (statsmodels' ``cv_ls``). Both search a log grid refined
         by golden section; ``"loo_per_feature"`` and ``"lscv_per_feature"`` continue with
         one bandwidth per feature by gradient descent. A Kernel object's bandwidth is scaled.
-    kernel : str or Kernel, default="gaussian"
+    kernel : str, Kernel or MultiKernel, default="gaussian"
+        A :class:`~localization.adaptive.MultiKernel` gives the mixture density
+        Σ_l w_l p̂_l of its kernels (each with its own bandwidth), with simplex weights
+        ``kernel_weights_`` that maximise the exact LOO log-likelihood (a concave problem,
+        solved to its global maximum).
     bandwidth_grid : array-like, optional
         Candidate bandwidths (factors of a Kernel object's own) for the LOO rules.
     algorithm : {"auto", "brute", "kd_tree", "expansion", "binned"}, default="auto"
@@ -68,6 +72,10 @@ class KernelDensity(LocalEstimator):
     cv_results_ : dict
         LOO rules only: every evaluated ``"bandwidth"``, its ``"objective"`` (the negative
         mean LOO log-likelihood, or the LSCV criterion) and the ``"stage"`` of the search.
+        With a MultiKernel: ``"kernel_loo_log_likelihood"`` (each kernel alone) and
+        ``"loo_log_likelihood"`` (the mixture).
+    kernel_weights_ : ndarray of shape (n_kernels,)
+        MultiKernel only: the mixture weights, on the simplex.
 
     Examples
     --------
@@ -95,11 +103,17 @@ class KernelDensity(LocalEstimator):
         X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C", densify=True)
         _binned.check_params(self, X.shape[1])
         self._store(X, sample_weight)
-        name = getattr(self.kernel_, "name", None)
-        if not isinstance(name, str) or name in SPECIAL:
-            raise ValueError("KernelDensity needs a single radial profile kernel (not knn, dot, identity, a callable "
-                             f"or a combination of kernels), got {self.kernel!r}")
-        self._log_norm = log_normalization(name, X.shape[1])
+        multi = isinstance(self.kernel, MultiKernel)
+        for k in self.kernel.kernels if multi else [self.kernel_]:
+            name = getattr(k, "name", None)
+            if not isinstance(name, str) or name in SPECIAL:
+                raise ValueError("KernelDensity needs a single radial profile kernel (not knn, dot, identity, a callable "
+                                 f"or a combination of kernels), got {k!r}")
+            self._bind(k)  # validates its bandwidth
+        if multi:
+            fit_multikernel_density(self, lambda k: self._log_density(self._bind(k), self.X_fit_, exclude_self=True))
+            self.bandwidth_ = self.bandwidth
+            return self
         if is_loo(self.bandwidth, LOO_RULES + LSCV_RULES):
             self._fit_loo()
         bk = self._bound()
@@ -124,6 +138,7 @@ class KernelDensity(LocalEstimator):
         |log p̂ − log p̂_exact| (0 on the exact paths)."""
         w = self.sample_weight_
         d = Q.shape[1]
+        log_norm = log_normalization(bk.name, d)
         weights, log_unit = w, 0.0
         if bk.sample_h is not None:
             # wᵢ·hᵢ^(−d) overflows or underflows for extreme h: take it relative to its largest
@@ -140,7 +155,7 @@ class KernelDensity(LocalEstimator):
                           local_bound=return_bound or self.atol is not None or self.rtol is not None)
             bound = b.den_bound + b.rounding(b.den, np.float64)
             # the tolerance is on the density: p̂ = Σ K w · exp(−log Σw − log ∫k − log ∏h)
-            unit = np.exp(-log_total - self._log_norm - bk.log_bandwidth_volume)
+            unit = np.exp(-log_total - log_norm - bk.log_bandwidth_volume)
             if self.algorithm == "binned" or _binned.tolerance_met(b.den * unit, bound * unit, self.atol, self.rtol):
                 den, log_scale, log_err = b.den, 0.0, _binned.log_bound(b.den, bound)
         if den is None:
@@ -153,9 +168,9 @@ class KernelDensity(LocalEstimator):
                 # with wᵢ/T taken in the log domain (T may overflow).
                 own = np.ones(len(Q)) if w is None else w.astype(np.float64)
                 log_total = log_total + np.log1p(-np.exp(np.log(own) - log_total))
-            out = log_density(np.log(den.astype(np.float64)) + log_scale + log_unit, log_total, self._log_norm,
+            out = log_density(np.log(den.astype(np.float64)) + log_scale + log_unit, log_total, log_norm,
                               bk.log_bandwidth_volume)
-        if isinstance(self.kernel_.bandwidth, Balloon):
+        if isinstance(bk.kernel.bandwidth, Balloon):
             out -= d * np.log(bk.query_bandwidth(bk._scale(Q)).astype(np.float64))
         return (out, log_err) if return_bound else out
 
@@ -188,7 +203,26 @@ class KernelDensity(LocalEstimator):
         density there is below what the grid resolves).
         """
         check_is_fitted(self)
-        return self._log_density(self._bound(), self._query(X), return_bound=return_error_bound)
+        Q = self._query(X)
+        parts = [(log_w, self._log_density(bk, Q, return_bound=return_error_bound)) for log_w, bk in self._components()]
+        if len(parts) == 1:
+            return parts[0][1]
+        from scipy.special import logsumexp
+
+        logs = [log_w + (p[0] if return_error_bound else p) for log_w, p in parts]
+        with np.errstate(divide="ignore"):
+            out = logsumexp(logs, axis=0)
+        if not return_error_bound:
+            return out
+        # Each term is within a factor exp(±bound_l) of its exact value: the mixture within the largest.
+        return out, np.max([p[1] for _, p in parts], axis=0)
+
+    def _components(self):
+        """(log weight, bound kernel) of each term of the density: one term of weight 1, or the
+        kernels of a MultiKernel with positive learned weight."""
+        if not isinstance(self.kernel, MultiKernel):
+            return [(0.0, self._bound())]
+        return [(np.log(w), self._bind(k)) for w, k in zip(self.kernel_.coefficients, self.kernel_.kernels) if w > 0]
 
     def score(self, X, y=None):
         """Total log-likelihood of X under the model."""
@@ -202,13 +236,28 @@ class KernelDensity(LocalEstimator):
         triweight, with a scalar or per-feature bandwidth.
         """
         check_is_fitted(self)
-        name = self.kernel_.name
+        Q = self._query(X)
+        parts = self._components()
+        if len(parts) == 1:
+            return self._score(parts[0][1], Q)
+        # ∇ log Σ w_l p_l = Σ π_l ∇ log p_l with π_l ∝ w_l p_l(x) (terms with π_l = 0 drop out).
+        log_pi = np.array([log_w + self._log_density(bk, Q) for log_w, bk in parts])
+        with np.errstate(invalid="ignore"):
+            pi = np.exp(log_pi - log_pi.max(axis=0))
+            pi /= pi.sum(axis=0)
+        g = np.zeros(Q.shape, dtype=np.float64)
+        for p, (_, bk) in zip(pi, parts):
+            g += np.where(p[:, None] > 0, p[:, None] * self._score(bk, Q), 0.0)
+        g[~np.isfinite(log_pi.max(axis=0))] = np.nan
+        return g
+
+    def _score(self, bk, Q):
+        """∇ log p̂ at the rows of Q under one bound kernel."""
+        name = bk.name
         if name not in _SHADOW:
             raise ValueError(f"score_function supports {sorted(_SHADOW)}, not {name!r}")
-        bk = self._bound()
-        if bk.sample_h is not None or isinstance(self.kernel_.bandwidth, Balloon):
+        if bk.sample_h is not None or isinstance(bk.kernel.bandwidth, Balloon):
             raise ValueError("score_function needs a fixed (scalar or per-feature) bandwidth")
-        Q = self._query(X)
         Qs = bk._scale(Q)
         shadow, c = _SHADOW[name]
         kw = dict(bandwidth=bk.h, weights=self.sample_weight_, algorithm=self.algorithm, n_jobs=self.n_jobs)
@@ -244,14 +293,29 @@ class KernelDensity(LocalEstimator):
         """
         check_is_fitted(self)
         n_samples = check_positive_int(n_samples, "n_samples")
-        X = self.X_fit_
-        n, d = X.shape
+        d = self.X_fit_.shape[1]
         # The picks, the kernel draws and the result, in float64.
         check_allocation(8 * n_samples * (2 * d + 2), "n_samples", f"{n_samples} draws of {d} features")
         rng = check_random_state(random_state)
-        bk = self._bound()
-        if isinstance(self.kernel_.bandwidth, Balloon):
-            raise ValueError("sampling needs a fixed or SamplePoint bandwidth")
+        parts = self._components()
+        for _, bk in parts:
+            if isinstance(bk.kernel.bandwidth, Balloon):
+                raise ValueError("sampling needs a fixed or SamplePoint bandwidth")
+        if len(parts) == 1:
+            return self._draw(parts[0][1], n_samples, rng)
+        # A mixture: each draw picks its kernel by weight, then draws from that kernel's density.
+        which = rng.choice(len(parts), size=n_samples, p=np.exp([log_w for log_w, _ in parts]))
+        out = np.empty((n_samples, d))
+        for l, (_, bk) in enumerate(parts):
+            at = which == l
+            if at.any():
+                out[at] = self._draw(bk, int(at.sum()), rng)
+        return out
+
+    def _draw(self, bk, n_samples, rng):
+        """n_samples draws from the density of one bound kernel."""
+        X = self.X_fit_
+        n, d = X.shape
         u = rng.uniform(0, 1, size=n_samples)
         if self.sample_weight_ is None:
             idx = (u * n).astype(np.int64)
@@ -259,12 +323,11 @@ class KernelDensity(LocalEstimator):
             # scikit-learn's draws; the weights scaled exactly so their running sum cannot overflow.
             cumulative = np.cumsum(_relative(self.sample_weight_))
             idx = np.minimum(np.searchsorted(cumulative, u * cumulative[-1]), n - 1)
-        draws = _radial_draws(canonical_name(self.kernel_.name), d, n_samples, rng)
+        draws = _radial_draws(canonical_name(bk.name), d, n_samples, rng)
         scale = bk.h if bk.sample_h is None else bk.sample_h[idx].astype(np.float64)[:, None]
         if bk.feature_scale is not None:
             scale = scale * bk.feature_scale
         return X[idx].astype(np.float64) + draws * scale
-
 
 def _relative(w):
     """w · 2^−e in float64 with the largest near 1: the same ratios exactly (weights only matter

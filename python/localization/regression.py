@@ -11,8 +11,9 @@ from sklearn.utils.validation import check_is_fitted
 from . import _binned, _core
 from ._base import LocalEstimator, keeps_state_on_error
 from ._validation import FLOAT_DTYPES, check_positive_int, validate_data, warn_zero_weight
-from .adaptive import MultiKernel, fit_loo, fit_multikernel, is_loo
+from .adaptive import MultiKernel, base_kernel, fit_loo, fit_multikernel, is_loo
 from .engine import bind_kernel, check_algorithm, ratio
+from .kernels import Balloon, Kernel, SamplePoint, canonical_name
 
 
 SINGULAR = "a singular local design (too few samples in the window for the polynomial basis, or none)"
@@ -61,7 +62,8 @@ class LocalMeanRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator):
         ``"loo"`` minimises the exact leave-one-out (LOO) squared error, computed with the
         hollow kernel at the cost of one local mean per candidate: a logarithmic grid, then
         golden-section refinement. ``"loo_per_feature"`` continues with one bandwidth per
-        feature by gradient descent. With a :class:`~localization.kernels.Kernel` or a
+        feature by gradient descent (with the analytic gradient for a gaussian kernel without
+        sample weights, see :class:`~localization.MetricLearningRegressor`). With a :class:`~localization.kernels.Kernel` or a
         combination, its bandwidths are scaled by the chosen factor (see
         :mod:`localization.adaptive`).
     n_neighbors : int, optional
@@ -125,10 +127,32 @@ class LocalMeanRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator):
             fit_multikernel(self, lambda k: self._loo_predictions(k) - self.y_fit_)
             self.bandwidth_ = self.bandwidth
         elif is_loo(self.bandwidth):
-            fit_loo(self, self._loo_objective, n_features=X.shape[1])
+            fit_loo(self, self._loo_objective, n_features=X.shape[1], gradient=self._analytic_loo_gradient())
         else:
             self.bandwidth_ = self.bandwidth
         return self
+
+    def _analytic_loo_gradient(self):
+        """The LOO error's gradient in log h where it is analytic — a gaussian kernel with a fixed
+        bandwidth, no sample weights, an exact algorithm — else None (central differences)."""
+        k = base_kernel(self.kernel, self.n_neighbors)
+        if not (isinstance(k, Kernel) and isinstance(k.name, str) and canonical_name(k.name) == "gaussian"
+                and not isinstance(k.bandwidth, (Balloon, SamplePoint))
+                and self.sample_weight_ is None and self.algorithm != "binned"):
+            return None
+        Xc = self.X_fit_.astype(np.float64)
+        Xc -= Xc.mean(axis=0)
+
+        def gradient(kernel):
+            # The diagonal case A = diag(1/h) of the MLKR gradient: ∂L/∂log hₖ = −aₖ ∂L/∂aₖ.
+            from .metric_learning import mlkr_loss
+
+            bk = bind_kernel(kernel, self.X_fit_, None, self._signed_kernels, type(self).__name__)
+            a = 1.0 / (bk.h * (np.ones(Xc.shape[1]) if bk.feature_scale is None else bk.feature_scale))
+            loss, grad = mlkr_loss(a, Xc, self.y_fit_, algorithm=self.algorithm, n_jobs=self.n_jobs)
+            return loss, -a * grad
+
+        return gradient
 
     def _loo_predictions(self, kernel):
         """Exact leave-one-out local means under ``kernel`` (NaN where a sample has no neighbour)."""
@@ -182,7 +206,10 @@ class LocalPolynomialRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator)
     ----------
     degree : {0, 1, 2}, default=1
     kernel, bandwidth, n_neighbors, bandwidth_grid, algorithm, n_jobs
-        As in :class:`LocalMeanRegressor`. ``bandwidth="loo"`` (or ``"loo_per_feature"``)
+        As in :class:`LocalMeanRegressor`. A :class:`~localization.adaptive.MultiKernel`
+        predicts with the average of the local polynomial fits under its kernels, weighted by
+        simplex weights that minimise the exact LOO squared error (``kernel_weights_``).
+        ``bandwidth="loo"`` (or ``"loo_per_feature"``)
         minimises the exact leave-one-out squared error: each training point's fit leaves
         the point out (hollow design moments, one engine pass per candidate), which equals
         the residual (yᵢ − ŷᵢ)/(1 − ℓᵢ(xᵢ)) of the equivalent kernel's diagonal.
@@ -193,6 +220,9 @@ class LocalPolynomialRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator)
     ----------
     bandwidth_, cv_results_
         As in :class:`LocalMeanRegressor`.
+    kernel_weights_ : ndarray of shape (n_kernels,)
+        MultiKernel only: the weights of the averaged fits, on the simplex
+        (``cv_results_`` then holds each kernel's and the mixture's LOO error).
 
     Examples
     --------
@@ -227,14 +257,37 @@ class LocalPolynomialRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator)
         X, Y = _fit_xy(self, X, y)
         self.y_fit_ = Y
         self._store(X, sample_weight)
-        if getattr(self.kernel_, "name", None) in (None, "identity", "dot") or self._bound().callable:
-            raise ValueError("LocalPolynomialRegressor needs a single radial profile or knn kernel (not a callable, "
-                             f"dot, identity or a combination of kernels), got {self.kernel!r}")
-        if is_loo(self.bandwidth):
+        multi = isinstance(self.kernel, MultiKernel)
+        for k in self.kernel.kernels if multi else [self.kernel_]:
+            if getattr(k, "name", None) in (None, "identity", "dot") or self._bind(k).callable:
+                raise ValueError("LocalPolynomialRegressor needs a single radial profile or knn kernel (not a callable, "
+                                 f"dot, identity or a combination of kernels), got {k!r}")
+        if multi:
+            fit_multikernel(self, lambda k: self._loo_fit(k) - self.y_fit_)
+            self.bandwidth_ = self.bandwidth
+        elif is_loo(self.bandwidth):
             fit_loo(self, self._loo_objective, n_features=X.shape[1])
         else:
             self.bandwidth_ = self.bandwidth
         return self
+
+    def _bind(self, kernel):
+        return bind_kernel(kernel, self.X_fit_, self.sample_weight_, False, type(self).__name__)
+
+    def _components(self):
+        """(weight, bound kernel) of each term of the fitted model: one term of weight 1, or the
+        kernels of a MultiKernel with positive learned weight (the fit is their weighted average)."""
+        if not isinstance(self.kernel, MultiKernel):
+            return [(1.0, self._bound())]
+        return [(w, self._bind(k)) for w, k in zip(self.kernel_.coefficients, self.kernel_.kernels) if w > 0]
+
+    def _mixture(self, evaluate):
+        """Σ_l w_l evaluate(bk_l) over the terms, and the union of their singular masks."""
+        parts = [(w, evaluate(bk)) for w, bk in self._components()]
+        if len(parts) == 1:
+            return parts[0][1]
+        out = sum(w * p.astype(np.float64) for w, (p, _) in parts)
+        return out.astype(self.X_fit_.dtype), np.logical_or.reduce([s for _, (_, s) in parts])
 
     def _core_args(self, Q, bk=None):
         bk = self._bound() if bk is None else bk
@@ -252,11 +305,16 @@ class LocalPolynomialRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator)
             exclude_self=exclude_self, algorithm=self.algorithm, n_jobs=self.n_jobs, **kw,
         )
 
+    def _loo_fit(self, kernel):
+        """Exact leave-one-out fits under ``kernel`` in float64 (NaN where a design is singular)."""
+        pred, singular = self._fit_at(self.X_fit_, self._bind(kernel), exclude_self=True)
+        pred = pred.astype(np.float64)
+        pred[singular] = np.nan
+        return pred
+
     def _loo_objective(self, kernel):
         """Mean squared leave-one-out error under ``kernel`` (inf where a design is singular)."""
-        bk = bind_kernel(kernel, self.X_fit_, self.sample_weight_, False, type(self).__name__)
-        pred, singular = self._fit_at(self.X_fit_, bk, exclude_self=True)
-        return _mean_squared(None if singular.any() else pred, self.y_fit_, self.sample_weight_)
+        return _mean_squared(self._loo_fit(kernel), self.y_fit_, self.sample_weight_)
 
     def predict(self, X):
         """Local polynomial fits at X; NaN (with a warning) where the local design is singular.
@@ -265,7 +323,8 @@ class LocalPolynomialRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator)
         own point).
         """
         check_is_fitted(self)
-        pred, singular = self._fit_at(self.X_fit_, exclude_self=True) if X is None else self._fit_at(self._query(X))
+        Q = self.X_fit_ if X is None else self._query(X)
+        pred, singular = self._mixture(lambda bk: self._fit_at(Q, bk, exclude_self=X is None))
         warn_zero_weight(singular, "local polynomial fit", SINGULAR)
         return _out(self, pred)
 
@@ -277,12 +336,16 @@ class LocalPolynomialRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator)
         that does not fit raises ``MemoryError`` at once); use it on modest numbers of queries.
         Sample weights are not folded in (ℓ is defined for unit weights).
         """
-        bk, Qs, kw = self._core_args(self._query(X))
+        Q = self._query(X)
         if self.sample_weight_ is not None:
             raise ValueError("equivalent_kernel is defined for unweighted fits; refit without sample_weight")
-        ell, singular = _core.equivalent_kernel(
-            Qs, bk.Xs, degree=self.degree, ridge=float(self.ridge), algorithm=self.algorithm, n_jobs=self.n_jobs, **kw
-        )
+
+        def equivalent(bk):
+            bk, Qs, kw = self._core_args(Q, bk)
+            return _core.equivalent_kernel(Qs, bk.Xs, degree=self.degree, ridge=float(self.ridge),
+                                           algorithm=self.algorithm, n_jobs=self.n_jobs, **kw)
+
+        ell, singular = self._mixture(equivalent)
         warn_zero_weight(singular, "equivalent kernel", SINGULAR)
         return ell
 

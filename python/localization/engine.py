@@ -424,10 +424,13 @@ def local_mean(
         with Progress(progress, "local_mean", unit="query") as bar:
             num, den, log_scale, _, _ = bk.sums(Q, V, w, exclude_self=exclude_self, algorithm=algorithm, n_jobs=n_jobs,
                                                 progress=bar.callback)
-        mean, bound = ratio(num, den), np.zeros(num.shape)
-        weight = den * np.exp(log_scale.astype(np.float64))
+        mean = ratio(num, den)
+        # (Only what is returned is computed: this path is the whole cost of small calls.)
+        bound = np.zeros(num.shape) if return_error_bound else None
+        weight = den * np.exp(log_scale.astype(np.float64)) if return_weight else None
     if one_d:
-        mean, bound = mean[:, 0], bound[:, 0]
+        mean = mean[:, 0]
+        bound = None if bound is None else bound[:, 0]
     out = (mean,) + ((weight,) if return_weight else ()) + ((bound,) if return_error_bound else ())
     return out if len(out) > 1 else mean
 

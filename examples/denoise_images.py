@@ -1,8 +1,9 @@
 """Denoising images with self-local means: bilateral filter vs non-local means.
 
-Adds Gaussian noise to a crop of the scikit-image "camera" picture and to a few
-Fashion-MNIST images (if ``../shared/data`` is present next to the repository), denoises them
-with both self-local means, prints a PSNR table and saves a figure.
+Adds Gaussian noise to a crop of the scikit-image "camera" picture and to a mosaic of four
+Fashion-MNIST test images (``localization.datasets.load_fashion_mnist``: the full files when
+``LOCALIZATION_DATA`` or the user cache folder holds them, else the copy shipped with the
+package), denoises them with both self-local means, prints a PSNR table and saves a figure.
 
     python examples/denoise_images.py [--sigma 0.1] [--out denoise_images.png]
 """
@@ -10,9 +11,7 @@ with both self-local means, prints a PSNR table and saves a figure.
 from __future__ import annotations
 
 import argparse
-import gzip
 import time
-from pathlib import Path
 
 import matplotlib
 
@@ -20,9 +19,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from localization.datasets import load_fashion_mnist  # noqa: E402
 from localization.denoise import bilateral, nl_means  # noqa: E402
-
-DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
 
 
 def psnr(clean, est):
@@ -36,12 +34,7 @@ def camera_crop():
 
 
 def fashion_mnist(n=4):
-    path = DATA / "fashion-mnist" / "t10k-images-idx3-ubyte.gz"
-    if not path.exists():
-        return None
-    with gzip.open(path, "rb") as f:
-        raw = f.read()
-    imgs = np.frombuffer(raw, dtype=np.uint8, offset=16).reshape(-1, 28, 28)
+    imgs, _ = load_fashion_mnist("test", n, as_images=True)
     # A 2×2 mosaic of test images, upsampled ×2 so that patches have room.
     tiles = [np.kron(imgs[i], np.ones((2, 2), dtype=np.uint8)) for i in range(n)]
     return np.block([[tiles[0], tiles[1]], [tiles[2], tiles[3]]]) / 255.0
@@ -53,10 +46,7 @@ def main():
     ap.add_argument("--out", default="denoise_images.png")
     args = ap.parse_args()
     rng = np.random.default_rng(0)
-    images = {"camera": camera_crop()}
-    fm = fashion_mnist()
-    if fm is not None:
-        images["fashion-mnist"] = fm
+    images = {"camera": camera_crop(), "fashion-mnist": fashion_mnist()}
     s = args.sigma
     methods = {
         "bilateral": lambda z: bilateral(z, spatial_bandwidth=1.5, range_bandwidth=2 * s, mode="reflect"),

@@ -12,6 +12,14 @@ def pytest_report_header(config):
 
 
 @pytest.fixture
+def instant_progress(monkeypatch):
+    """Progress bars appear at once (they normally wait 0.2 s), so that a quick call draws one."""
+    from localization import _progress
+
+    monkeypatch.setattr(_progress, "DELAY", 0.0)
+
+
+@pytest.fixture
 def rng():
     return np.random.default_rng(12345)
 

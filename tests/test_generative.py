@@ -189,7 +189,7 @@ def test_diffusion_on_fashion_mnist_memorises():
     assert nearest.max() < 1e-6
 
 
-def test_diffusion_thread_invariance_and_progress(capsys):
+def test_diffusion_thread_invariance_and_progress(capsys, instant_progress):
     X = two_clusters(400)
     a = LocalMeanDiffusion(n_steps=10, sampler="heun", random_state=0, n_jobs=1).fit(X).sample(50)
     b = LocalMeanDiffusion(n_steps=10, sampler="heun", random_state=0, n_jobs=2).fit(X).sample(50, progress=True)

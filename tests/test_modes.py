@@ -498,7 +498,7 @@ def test_concurrent_python_threads():
         np.testing.assert_array_equal(g, want if i % 2 else want_q)
 
 
-def test_pc_shift_verbose_progress(capsys):
+def test_pc_shift_verbose_progress(capsys, instant_progress):
     X = circle(100, seed=2)
     a = PCShift(1, bandwidth=0.3, verbose=True).fit(X)
     b = PCShift(1, bandwidth=0.3).fit(X)

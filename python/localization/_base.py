@@ -1,5 +1,5 @@
 """What every local estimator shares: validated training data and a bound kernel; and the helpers
-several families use (the kNN kernel's default k, local covariance frames, progress bars)."""
+several families use (the kNN kernel's default k, local covariance frames)."""
 
 from __future__ import annotations
 
@@ -142,21 +142,3 @@ def local_frames(bk, Q, sample_weight, n_components, algorithm="auto", n_jobs=No
         vals[valid] = np.maximum(ev, 0.0)
         vecs[valid] = V
     return mu, vals, vecs, valid
-
-
-def progress_bar(enabled, desc, unit="it"):
-    """A (callback, close) pair driving a tqdm bar from the core's (done, total) reports."""
-    if not enabled:
-        return None, lambda: None
-    from tqdm.auto import tqdm
-
-    # A short delay keeps quick fits silent; long ones show the bar.
-    bar = tqdm(desc=desc, total=None, leave=False, delay=0.2, unit=unit)
-
-    def update(done, total):
-        if bar.total != total:
-            bar.total = total
-        bar.n = done
-        bar.refresh()
-
-    return update, bar.close

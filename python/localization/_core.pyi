@@ -30,8 +30,10 @@ def local_sums(
     exclude_self: bool = False,
     algorithm: str = "auto",
     n_jobs: Optional[int] = None,
+    progress: Progress = None,
 ) -> tuple[Array, Array, Array, Optional[Array], Optional[Array]]:
-    """(num m×p, den m, log_scale m, moments m×D×D | None, cross m×D×p | None); true sums are × exp(log_scale)."""
+    """(num m×p, den m, log_scale m, moments m×D×D | None, cross m×D×p | None); true sums are × exp(log_scale).
+    ``progress(done, total)`` receives the queries done (exact paths other than the expansion)."""
 
 def local_polynomial(
     queries: Array, x: Array, values: Array, weights: Optional[Array] = None, kernel: str = "gaussian",

@@ -35,7 +35,8 @@ from sklearn.utils.validation import check_array, check_is_fitted
 from threadpoolctl import threadpool_limits
 
 from . import _core
-from ._base import keeps_state_on_error, knn_k, local_frames, progress_bar
+from ._base import keeps_state_on_error, knn_k, local_frames
+from ._progress import progress_bar
 from ._validation import (
     FLOAT_DTYPES,
     NON_NEGATIVE,

@@ -15,6 +15,7 @@ import numpy as np
 from scipy.spatial.distance import cdist
 
 from . import _binned, _core
+from ._progress import Progress
 from ._validation import (
     StrOptions,
     as_float_array,
@@ -135,8 +136,10 @@ class BoundKernel:
         return kw
 
     def sums(self, Q, values=None, sample_weight=None, *, degree=None, exclude_self=False, algorithm="auto", n_jobs=None,
-             grid_size=None):
-        """Native local sums for validated queries: (num, den, log_scale, moments, cross)."""
+             grid_size=None, progress=None):
+        """Native local sums for validated queries: (num, den, log_scale, moments, cross).
+
+        ``progress(done, total)`` is called with the queries done (native paths only)."""
         check_algorithm(algorithm)
         Qs = self._scale(Q)
         if algorithm == "binned":
@@ -154,7 +157,7 @@ class BoundKernel:
             kw["sample_bandwidth"] = self.sample_h
         return _core.local_sums(
             Qs, self.Xs, values, sample_weight, degree=degree, exclude_self=exclude_self,
-            algorithm=algorithm, n_jobs=n_jobs, **kw,
+            algorithm=algorithm, n_jobs=n_jobs, progress=progress, **kw,
         )
 
     def binned(self, Q, values=None, sample_weight=None, *, degree=None, exclude_self=False, grid_size=None, n_jobs=None,
@@ -253,11 +256,13 @@ class BoundCombination:
         self.callable = False
         self.name = None
 
-    def sums(self, Q, values=None, sample_weight=None, *, degree=None, exclude_self=False, algorithm="auto", n_jobs=None):
+    def sums(self, Q, values=None, sample_weight=None, *, degree=None, exclude_self=False, algorithm="auto", n_jobs=None,
+             progress=None):
         if degree is not None:
             raise ValueError("local polynomial moments need a single kernel, not a KernelCombination")
-        parts = [t.sums(Q, values, sample_weight, exclude_self=exclude_self, algorithm=algorithm, n_jobs=n_jobs)[:3]
-                 for t in self.terms]
+        # (A progress bar follows each term's pass in turn.)
+        parts = [t.sums(Q, values, sample_weight, exclude_self=exclude_self, algorithm=algorithm, n_jobs=n_jobs,
+                        progress=progress)[:3] for t in self.terms]
         dt = Q.dtype
         m = len(Q)
         p = 0 if values is None else values.shape[1]
@@ -316,6 +321,8 @@ def ratio(num, den, warn=True, what="local mean"):
     Weights may be negative under a signed kernel; zero (or NaN) is what is undefined.
     """
     zero = ~(den != 0)
+    if not zero.any():
+        return num / den[:, None]
     with np.errstate(invalid="ignore", divide="ignore"):
         out = num / den[:, None]
     out[zero] = np.nan
@@ -327,7 +334,7 @@ def ratio(num, den, warn=True, what="local mean"):
 def local_mean(
     X_query, X, values=None, *, kernel="gaussian", bandwidth=1.0, n_neighbors=None, sample_weight=None,
     exclude_self=False, return_weight=False, algorithm="auto", n_jobs=None, grid_size=None, atol=None, rtol=None,
-    return_error_bound=False,
+    return_error_bound=False, progress=False,
 ):
     """The local mean m(x*) = Σ K(x*, xᵢ) wᵢ vᵢ / Σ K(x*, xᵢ) wᵢ for every query row.
 
@@ -380,6 +387,9 @@ def local_mean(
         Also return a bound on |mean − exact mean| per query and column (0 for the exact
         algorithms, whose error is rounding only; inf where the binned total weight does
         not exceed its own bound). It is returned last.
+    progress : bool, default=False
+        Show a progress bar (queries done) on stderr when the call lasts more than 0.2 s
+        (exact native algorithms; see the "Progress bars" section of the guide).
 
     Returns
     -------
@@ -411,11 +421,16 @@ def local_mean(
     if binned is not None:
         mean, weight, bound = binned
     else:
-        num, den, log_scale, _, _ = bk.sums(Q, V, w, exclude_self=exclude_self, algorithm=algorithm, n_jobs=n_jobs)
-        mean, bound = ratio(num, den), np.zeros(num.shape)
-        weight = den * np.exp(log_scale.astype(np.float64))
+        with Progress(progress, "local_mean", unit="query") as bar:
+            num, den, log_scale, _, _ = bk.sums(Q, V, w, exclude_self=exclude_self, algorithm=algorithm, n_jobs=n_jobs,
+                                                progress=bar.callback)
+        mean = ratio(num, den)
+        # (Only what is returned is computed: this path is the whole cost of small calls.)
+        bound = np.zeros(num.shape) if return_error_bound else None
+        weight = den * np.exp(log_scale.astype(np.float64)) if return_weight else None
     if one_d:
-        mean, bound = mean[:, 0], bound[:, 0]
+        mean = mean[:, 0]
+        bound = None if bound is None else bound[:, 0]
     out = (mean,) + ((weight,) if return_weight else ()) + ((bound,) if return_error_bound else ())
     return out if len(out) > 1 else mean
 
@@ -423,6 +438,7 @@ def local_mean(
 def kernel_sum(
     X_query, X, values=None, *, kernel="gaussian", bandwidth=1.0, n_neighbors=None, sample_weight=None, log=False,
     exclude_self=False, algorithm="auto", n_jobs=None, grid_size=None, atol=None, rtol=None, return_error_bound=False,
+    progress=False,
 ):
     """The kernel sum Σᵢ K(x*, xᵢ) wᵢ for every query (unnormalised kernel density), or with
     ``values`` the weighted sum Σᵢ K(x*, xᵢ) wᵢ vᵢ (the numerator of the local mean).
@@ -437,6 +453,7 @@ def kernel_sum(
     tolerance applies to the returned sums (or, with ``log=True``, to their logarithm).
     With ``return_error_bound=True`` a bound on |returned − exact| is returned too (0 for the
     exact algorithms; for ``"binned"`` uniform over the queries plus the final rounding).
+    ``progress=True`` shows a progress bar as :func:`local_mean` does.
 
     Returns
     -------
@@ -476,7 +493,9 @@ def kernel_sum(
             if V is not None and one_d:
                 total, bound = total[:, 0], bound[:, 0]
             return (total, bound) if return_error_bound else total
-    num, den, log_scale, _, _ = bk.sums(Q, V, w, exclude_self=exclude_self, algorithm=algorithm, n_jobs=n_jobs)
+    with Progress(progress, "kernel_sum", unit="query") as bar:
+        num, den, log_scale, _, _ = bk.sums(Q, V, w, exclude_self=exclude_self, algorithm=algorithm, n_jobs=n_jobs,
+                                            progress=bar.callback)
     total = den if V is None else num
     total = total.astype(np.float64)
     if log:

@@ -20,6 +20,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from ._base import keeps_state_on_error
+from ._progress import Progress
 from ._validation import FLOAT_DTYPES, check_allocation, check_number, check_positive_int, check_sample_weight, validate_data
 from .engine import BoundKernel, ratio
 from .kernels import Kernel
@@ -312,33 +313,30 @@ class LocalMeanDiffusion(_LocalMeanPrior):
         def D(z, s):
             return self._denoise(np.ascontiguousarray(z, dtype=dt), s).astype(np.float64)
 
-        steps = range(len(sig) - 1)
-        if progress:
-            from tqdm.auto import tqdm
-
-            steps = tqdm(steps, desc=f"{self.sampler} sampling", unit="level")
-        for i in steps:
-            s, s_next = sig[i], sig[i + 1]
-            if self.sampler in ("euler", "ddim"):
-                den = D(x, s)
-                x = den + (s_next / s) * (x - den)
-            elif self.sampler == "heun":
-                den = D(x, s)
-                slope = (x - den) / s
-                x_e = x + (s_next - s) * slope
-                slope2 = (x_e - D(x_e, s_next)) / s_next
-                x = x + (s_next - s) * 0.5 * (slope + slope2)
-            elif self.sampler == "ancestral":
-                den = D(x, s)
-                s_up = np.sqrt(s_next**2 * (s**2 - s_next**2) / s**2)
-                s_down = np.sqrt(s_next**2 - s_up**2)
-                x = den + (s_down / s) * (x - den) + s_up * rng.standard_normal(x.shape)
-            else:  # annealed Langevin at level s_next
-                eta = float(self.langevin_step)
-                for _ in range(int(self.n_langevin)):
-                    x = x + 0.5 * eta * (D(x, s_next) - x) + np.sqrt(eta) * s_next * rng.standard_normal(x.shape)
-            if traj is not None:
-                traj.append(x.copy())
+        with Progress(progress, f"{self.sampler} sampling", unit="level", total=len(sig) - 1) as bar:
+            for i in range(len(sig) - 1):
+                s, s_next = sig[i], sig[i + 1]
+                if self.sampler in ("euler", "ddim"):
+                    den = D(x, s)
+                    x = den + (s_next / s) * (x - den)
+                elif self.sampler == "heun":
+                    den = D(x, s)
+                    slope = (x - den) / s
+                    x_e = x + (s_next - s) * slope
+                    slope2 = (x_e - D(x_e, s_next)) / s_next
+                    x = x + (s_next - s) * 0.5 * (slope + slope2)
+                elif self.sampler == "ancestral":
+                    den = D(x, s)
+                    s_up = np.sqrt(s_next**2 * (s**2 - s_next**2) / s**2)
+                    s_down = np.sqrt(s_next**2 - s_up**2)
+                    x = den + (s_down / s) * (x - den) + s_up * rng.standard_normal(x.shape)
+                else:  # annealed Langevin at level s_next
+                    eta = float(self.langevin_step)
+                    for _ in range(int(self.n_langevin)):
+                        x = x + 0.5 * eta * (D(x, s_next) - x) + np.sqrt(eta) * s_next * rng.standard_normal(x.shape)
+                if traj is not None:
+                    traj.append(x.copy())
+                bar.update()
         if self.final_denoise:
             x = D(x, sig[-1])
             if traj is not None:

@@ -21,6 +21,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._base import keeps_state_on_error
+from ._progress import Progress
 from ._validation import LocalizationWarning, check_number, check_positive_int
 from .adaptive import check_grid, search
 
@@ -224,14 +225,13 @@ class LocalMeanImputer(TransformerMixin, BaseEstimator):
             donors = np.where(fit_obs, self.X_fit_, self._layer1(np.where(fit_obs, self.X_fit_, self.statistics_),
                                                                   self.feature_bandwidth_))
         current = np.where(observed, X, self.statistics_)
-        bar = _bar(self.progress, self.n_iter, "LocalMeanImputer")
-        for _ in range(self.n_iter):
-            L = self._layer1(current, self.feature_bandwidth_)
-            if same:
-                donors = np.where(observed, X, L)
-            current = np.where(observed, X, self._layer2(nbr_d, nbr_i, donors, L, self.bandwidth_))
-            bar.update(1)
-        bar.close()
+        with Progress(self.progress, "LocalMeanImputer", total=self.n_iter) as bar:
+            for _ in range(self.n_iter):
+                L = self._layer1(current, self.feature_bandwidth_)
+                if same:
+                    donors = np.where(observed, X, L)
+                current = np.where(observed, X, self._layer2(nbr_d, nbr_i, donors, L, self.bandwidth_))
+                bar.update(1)
         out[~observed] = current[~observed].astype(X.dtype)
         return out
 
@@ -301,24 +301,23 @@ class LocalMeanImputer(TransformerMixin, BaseEstimator):
         idx = np.empty((len(Q), k), dtype=np.int64)
         Qm = np.where(q_observed, Q, 0).astype(dt)
         Qf = q_observed.astype(dt)
-        bar = _bar(self.progress, len(Q), "neighbours", unit="row")
-        for a in range(0, len(Q), _BLOCK):
-            b = min(a + _BLOCK, len(Q))
-            qm, qf = Qm[a:b], Qf[a:b]
-            count = qf @ Mf.T
-            d2 = np.hstack([qm * qm, qf]) @ right - 2 * (qm @ Xm.T)
-            with np.errstate(invalid="ignore", divide="ignore"):
-                d2 = np.maximum(d2, 0) * (p / count)
-            d2[~(count > 0)] = np.inf
-            if self_rows is not None:
-                d2[np.arange(b - a), self_rows[a:b]] = np.inf
-            part = np.argpartition(d2, k - 1, axis=1)[:, :k] if k < n else np.tile(np.arange(n), (b - a, 1))
-            pd = np.take_along_axis(d2, part, 1)
-            order = np.argsort(pd, axis=1, kind="stable")
-            dist[a:b] = np.sqrt(np.take_along_axis(pd, order, 1))
-            idx[a:b] = np.take_along_axis(part, order, 1)
-            bar.update(b - a)
-        bar.close()
+        with Progress(self.progress, "neighbours", unit="row", total=len(Q)) as bar:
+            for a in range(0, len(Q), _BLOCK):
+                b = min(a + _BLOCK, len(Q))
+                qm, qf = Qm[a:b], Qf[a:b]
+                count = qf @ Mf.T
+                d2 = np.hstack([qm * qm, qf]) @ right - 2 * (qm @ Xm.T)
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    d2 = np.maximum(d2, 0) * (p / count)
+                d2[~(count > 0)] = np.inf
+                if self_rows is not None:
+                    d2[np.arange(b - a), self_rows[a:b]] = np.inf
+                part = np.argpartition(d2, k - 1, axis=1)[:, :k] if k < n else np.tile(np.arange(n), (b - a, 1))
+                pd = np.take_along_axis(d2, part, 1)
+                order = np.argsort(pd, axis=1, kind="stable")
+                dist[a:b] = np.sqrt(np.take_along_axis(pd, order, 1))
+                idx[a:b] = np.take_along_axis(part, order, 1)
+                bar.update(b - a)
         return dist, idx
 
     def _layer2(self, dist, idx, donors, own, s, w0=None):
@@ -366,18 +365,3 @@ def _spatial_hollow_mean(Z, shape, sigma):
     out = (num - centre * imgs) / (ones - centre)
     return out.reshape(len(Z), -1)
 
-
-class _NoBar:
-    def update(self, n):
-        pass
-
-    def close(self):
-        pass
-
-
-def _bar(enabled, total, desc, unit="it"):
-    if not enabled:
-        return _NoBar()
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc=desc, unit=unit, leave=False)

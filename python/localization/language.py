@@ -34,6 +34,7 @@ import numpy as np
 from scipy import sparse
 from sklearn.utils import check_random_state
 
+from ._progress import Progress
 from ._validation import check_positive_int
 from .sequence import _Adam, attention, attention_backward, block_backward, block_forward, init_block, layer_norm, layer_norm_backward, rowwise
 
@@ -338,11 +339,7 @@ def train_language_model(model, train_ids, valid_ids, *, context=128, epochs=10,
     opt = _Adam(model.params, learning_rate, weight_decay=weight_decay, decay=tables)
     steps_per_epoch = math.ceil(len(W) / batch_size)
     total = epochs * steps_per_epoch
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=epochs * steps_per_epoch, desc=desc, unit="step")
+    bar = Progress(progress, desc, unit="step", total=total)
     history = {"train_loss": [], "valid_perplexity": [], "seconds": 0.0}
     best, best_params = np.inf, None
     t0 = time.perf_counter()
@@ -354,16 +351,13 @@ def train_language_model(model, train_ids, valid_ids, *, context=128, epochs=10,
                 lr = learning_rate * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * opt.t / total)))
                 opt.step(model.params, grads, lr)
                 history["train_loss"].append(loss)
-                if bar is not None:
-                    bar.update(1)
-                    bar.set_postfix(loss=f"{loss:.3f}")
+                bar.update(1, loss=f"{loss:.3f}")
             ppl = float(np.exp(_heldout_nll(model, valid_ids, context).mean()))
             history["valid_perplexity"].append(ppl)
             if ppl < best:
                 best, best_params = ppl, {k: v.copy() for k, v in model.params.items()}
     finally:
-        if bar is not None:
-            bar.close()
+        bar.close()
     model.params = best_params
     history["seconds"] = time.perf_counter() - t0
     return history

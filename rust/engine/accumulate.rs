@@ -1,10 +1,9 @@
 //! Per-query f64 accumulators shared by every path of the engine.
 
 use super::lanes;
-use super::types::LocalSums;
+use super::types::{LocalSums, Options};
 use crate::error::Result;
 use crate::real::Real;
-use crate::parallel::Monitor;
 use ndarray::Axis;
 use rayon::prelude::*;
 
@@ -140,21 +139,23 @@ impl Acc {
 /// `f(i)` for every query i in parallel, in chunks that are each gathered into arrays at once:
 /// no per-query accumulator outlives its chunk, so memory stays near the size of the output
 /// (which is allocated first). Stops between queries once `mon` is stopped.
-pub fn per_query<F: Real>(m: usize, p: usize, basis: Option<usize>, mon: &Monitor, f: impl Fn(usize) -> Acc + Sync) -> Result<LocalSums<F>> {
+pub fn per_query<F: Real>(m: usize, p: usize, basis: Option<usize>, opts: &Options, f: impl Fn(usize) -> Acc + Sync) -> Result<LocalSums<F>> {
     let mut out = LocalSums::try_zeros(m, p, basis)?;
     // Enough chunks to balance the threads when per-query costs differ, at most 256 queries each.
     let chunk = (m / (16 * rayon::current_num_threads())).clamp(1, 256);
+    opts.start_progress(m);
     let parts: Vec<LocalSums<F>> = (0..m)
         .step_by(chunk)
         .collect::<Vec<_>>()
         .into_par_iter()
         .map(|c0| {
-            let accs = (c0..(c0 + chunk).min(m))
+            let accs: Vec<Acc> = (c0..(c0 + chunk).min(m))
                 .map(|i| {
-                    mon.check()?;
+                    opts.monitor.check()?;
                     Ok(f(i))
                 })
                 .collect::<Result<_>>()?;
+            opts.advance(accs.len());
             Acc::finish(accs, p, basis)
         })
         .collect::<Result<_>>()?;

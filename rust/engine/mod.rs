@@ -359,13 +359,16 @@ fn brute<F: Real, K: TileKernel>(pb: &Problem<F>, bw: &Bandwidth<F>, opts: &Opti
     let rows = (Rows::new("X_query", pb.queries)?, Rows::new("X", pb.x)?, Rows::new("X_query", blocks.queries.view())?);
     let m = pb.queries.nrows();
     let mut out = LocalSums::try_zeros(m, tiles.p, basis)?;
+    opts.start_progress(m);
     let parts: Vec<LocalSums<F>> = (0..m)
         .step_by(qblock)
         .collect::<Vec<_>>()
         .into_par_iter()
         .map(|b0| {
             opts.monitor.check()?;
-            Acc::finish(run_block::<F, K>(&Ctx { pb, tiles: &tiles, blocks: &blocks, queries: rows.0, x: rows.1, blocked: rows.2, bw, opts, basis, c }, b0), tiles.p, basis)
+            let part = Acc::finish(run_block::<F, K>(&Ctx { pb, tiles: &tiles, blocks: &blocks, queries: rows.0, x: rows.1, blocked: rows.2, bw, opts, basis, c }, b0), tiles.p, basis);
+            opts.advance(qblock.min(m - b0));
+            part
         })
         .collect::<Result<_>>()?;
     // A block cut short by a stop is not a result.
@@ -775,7 +778,7 @@ fn tree_sums<F: Real, P: ProfileFn>(pb: &Problem<F>, tree: &KdTree<F>, bw: &Band
     let basis = opts.degree.map(|g| n_basis(pb.x.ncols(), g));
     let degree = opts.degree.unwrap_or(0);
     let queries = Rows::new("X_query", pb.queries)?;
-    per_query(pb.queries.nrows(), p, basis, &opts.monitor, |i| {
+    per_query(pb.queries.nrows(), p, basis, opts, |i| {
         let q = queries.row(i);
         let mut acc = Acc::new(p, basis, false);
         let r = support_radius(bw, i);
@@ -815,7 +818,7 @@ fn knn_sums<F: Real>(pb: &Problem<F>, k: usize, profile: Option<Profile>, opts: 
     let p = pb.values.as_ref().map_or(0, |v| v.ncols());
     let basis = opts.degree.map(|g| n_basis(pb.x.ncols(), g));
     let degree = opts.degree.unwrap_or(0);
-    per_query(pb.queries.nrows(), p, basis, &opts.monitor, |i| {
+    per_query(pb.queries.nrows(), p, basis, opts, |i| {
         let q = pb.queries.row(i);
         let mut acc = Acc::new(p, basis, false);
         // Leave-one-out drops the query's own index (wherever ties put it); when more than k

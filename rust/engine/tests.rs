@@ -462,3 +462,29 @@ fn a_stopped_monitor_interrupts_every_path() {
     let ell = crate::algorithms::local_poly::equivalent_kernel(x.view(), x.view(), &gauss, &bw, 1, 0.0, Neighborhood::Auto, &stopped);
     assert_eq!(ell.unwrap_err(), LocalizationError::Interrupted);
 }
+
+#[test]
+fn progress_counts_the_queries_only_when_asked() {
+    let mut rng = StdRng::seed_from_u64(10);
+    let x = rand_mat(&mut rng, 700, 2);
+    let v = rand_mat(&mut rng, 700, 1);
+    let pb = Problem { queries: x.view(), x: x.view(), values: Some(v.view()), weights: None };
+    let bw = Bandwidth::Scalar(0.3);
+    let cases = [
+        (Kernel::Radial(Profile::Gaussian), Neighborhood::Brute),
+        (Kernel::Radial(Profile::Epanechnikov), Neighborhood::Tree),
+        (Kernel::Knn { k: 5, profile: None }, Neighborhood::Auto),
+        (Kernel::Dot { temperature: 1.0 }, Neighborhood::Auto),
+    ];
+    for (kernel, neighborhood) in cases {
+        let reported = Options { neighborhood, progress: true, ..Options::default() };
+        let with = install(2, || local_sums(&pb, &kernel, &bw, &reported)).unwrap().unwrap();
+        assert_eq!(reported.monitor.progress(), (700, 700), "{kernel:?} {neighborhood:?}");
+        // Inside an algorithm that counts its own units, the engine leaves the monitor alone.
+        let quiet = Options { neighborhood, ..Options::default() };
+        let without = install(2, || local_sums(&pb, &kernel, &bw, &quiet)).unwrap().unwrap();
+        assert_eq!(quiet.monitor.progress(), (0, 0));
+        assert_eq!(with.num, without.num);
+        assert_eq!(with.den, without.den);
+    }
+}

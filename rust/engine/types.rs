@@ -63,11 +63,30 @@ pub struct Options {
     pub neighborhood: Neighborhood,
     /// The run's cancellation (polled per tile or query) and progress.
     pub monitor: Monitor,
+    /// Report the queries done to `monitor` (off when the engine runs inside an algorithm that
+    /// reports its own progress, such as mean shift's seeds).
+    pub progress: bool,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { degree: None, exclude_self: false, neighborhood: Neighborhood::Auto, monitor: Monitor::default() }
+        Options { degree: None, exclude_self: false, neighborhood: Neighborhood::Auto, monitor: Monitor::default(), progress: false }
+    }
+}
+
+impl Options {
+    /// `total` queries to do, none done yet (when reporting progress).
+    pub(crate) fn start_progress(&self, total: usize) {
+        if self.progress {
+            self.monitor.set_progress(0, total);
+        }
+    }
+
+    /// `k` more queries done (when reporting progress).
+    pub(crate) fn advance(&self, k: usize) {
+        if self.progress {
+            self.monitor.advance(k);
+        }
     }
 }
 

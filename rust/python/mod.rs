@@ -121,13 +121,14 @@ fn neighborhood(s: &str) -> PyResult<Neighborhood> {
 #[pyfunction]
 #[pyo3(signature = (queries, x, values=None, weights=None, kernel="gaussian", bandwidth=1.0, query_bandwidth=None,
     sample_bandwidth=None, n_neighbors=None, knn_profile=None, temperature=None, degree=None, exclude_self=false,
-    algorithm="auto", n_jobs=None))]
+    algorithm="auto", n_jobs=None, progress=None))]
 #[allow(clippy::too_many_arguments)]
 fn local_sums<'py>(
     py: Python<'py>, queries: &Bound<'py, PyAny>, x: &Bound<'py, PyAny>, values: Option<&Bound<'py, PyAny>>,
     weights: Option<&Bound<'py, PyAny>>, kernel: &str, bandwidth: f64, query_bandwidth: Option<&Bound<'py, PyAny>>,
     sample_bandwidth: Option<&Bound<'py, PyAny>>, n_neighbors: Option<usize>, knn_profile: Option<&str>,
     temperature: Option<f64>, degree: Option<usize>, exclude_self: bool, algorithm: &str, n_jobs: Option<NJobs>,
+    progress: Option<Py<PyAny>>,
 ) -> PyResult<Bound<'py, PyTuple>> {
     let nbh = neighborhood(algorithm)?;
     with_float!(x, F, {
@@ -136,8 +137,8 @@ fn local_sums<'py>(
         let v = values.map(|v| view2::<F>(v, "values")).transpose()?;
         let w = weights.map(|w| view1::<F>(w, "sample_weight")).transpose()?;
         let pb = Problem { queries: q.as_array(), x: xr.as_array(), values: v.as_ref().map(|a| a.as_array()), weights: w.as_ref().map(|a| a.as_array()) };
-        let s = run(py, n_jobs, None, |mon| {
-            let opts = Options { degree, exclude_self, neighborhood: nbh, monitor: mon.clone() };
+        let s = run(py, n_jobs, progress.as_ref(), |mon| {
+            let opts = Options { degree, exclude_self, neighborhood: nbh, monitor: mon.clone(), progress: progress.is_some() };
             engine::local_sums(&pb, &ka.kernel, &ka.bandwidth, &opts)
         })?;
         let moments = s.moments.map(|m| m.into_pyarray(py).into_any());

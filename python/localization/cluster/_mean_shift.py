@@ -22,7 +22,8 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from .. import _core
-from .._base import keeps_state_on_error, progress_bar
+from .._base import keeps_state_on_error
+from .._progress import progress_bar
 from .._validation import (
     COUNT,
     COUNT_OR_ZERO,

@@ -15,7 +15,7 @@ from .. import _core, cluster
 from .._base import keeps_state_on_error
 from .._sums import LocalSums, tree_reduce
 from .._validation import as_float_array, check_positive_int, fit_context
-from .._base import progress_bar
+from .._progress import progress_bar
 from ..cluster._mean_shift import _BANDWIDTH_SAMPLE, bin_counts, bin_seeds
 from ._common import Shards, as_dask, client, each, is_dask, put, task_threads
 from ._estimators import fit_sample

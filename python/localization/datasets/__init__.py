@@ -24,6 +24,6 @@ def make_curve(n_samples=200, noise=0.25, random_state=0):
     return x[:, None], y
 
 
-from ._real import FASHION_MNIST_CLASSES, load_fashion_mnist, load_oliver_twist  # noqa: E402
+from ._real import FASHION_MNIST_CLASSES, data_home, load_fashion_mnist, load_oliver_twist  # noqa: E402
 
-__all__ = ["FASHION_MNIST_CLASSES", "load_fashion_mnist", "load_oliver_twist", "make_curve"]
+__all__ = ["FASHION_MNIST_CLASSES", "data_home", "load_fashion_mnist", "load_oliver_twist", "make_curve"]

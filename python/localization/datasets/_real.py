@@ -2,19 +2,26 @@
 
 Small copies ship inside the package (2,000 Fashion-MNIST test images, 200 per class, and
 the whole novel gzip-compressed), so tests and demos work offline on a fresh machine. The
-full Fashion-MNIST IDX files are read when they can be found, in this order:
+full files are read when they can be found, in this order:
 
-1. the ``path`` argument;
-2. the ``LOCALIZATION_DATA`` environment variable;
-3. a ``shared/data`` folder beside the working directory, then beside the source checkout.
+1. the ``path`` argument (then nowhere else);
+2. the folder named by the ``LOCALIZATION_DATA`` environment variable;
+3. the user cache folder, :func:`data_home`: ``$XDG_CACHE_HOME/localization-methods`` when
+   ``XDG_CACHE_HOME`` is set, else ``~/.cache/localization-methods`` (Linux),
+   ``~/Library/Caches/localization-methods`` (macOS) or
+   ``%LOCALAPPDATA%\\localization-methods`` (Windows);
+4. the copies shipped with the package.
 
 A folder qualifies if it holds the IDX files directly or in a ``fashion-mnist/`` sub-folder.
+Nothing is downloaded. Asking for data that only the full files have (the training set, more
+than the shipped test images) raises a ``FileNotFoundError`` listing the places searched.
 """
 
 from __future__ import annotations
 
 import gzip
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +35,8 @@ FASHION_MNIST_CLASSES = (
 )
 _IDX = {"test": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"), "train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte")}
 _SIZES = {"test": 10_000, "train": 60_000}
+#: The environment variable naming the folder with the full data files.
+DATA_ENV = "LOCALIZATION_DATA"
 
 
 def _read_idx(path, magic):
@@ -47,24 +56,53 @@ def _read_idx(path, magic):
     return data.reshape(dims)
 
 
+def data_home():
+    """The user cache folder searched for the full data files (it need not exist).
+
+    ``$XDG_CACHE_HOME/localization-methods`` when ``XDG_CACHE_HOME`` is set, else the
+    platform's cache folder: ``~/.cache`` (Linux and other Unix), ``~/Library/Caches``
+    (macOS), ``%LOCALAPPDATA%`` (Windows).
+
+    Examples
+    --------
+    >>> from localization.datasets import data_home
+    >>> data_home().name
+    'localization-methods'
+    """
+    base = os.environ.get("XDG_CACHE_HOME")
+    if not base:
+        if sys.platform == "win32":
+            base = os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local"
+        elif sys.platform == "darwin":
+            base = Path.home() / "Library" / "Caches"
+        else:
+            base = Path.home() / ".cache"
+    return Path(base) / "localization-methods"
+
+
 def _candidates(path):
+    """The folders searched, in order, each with how it was chosen (for error messages)."""
     if path is not None:
-        return [Path(path)]
+        return [(Path(path), "`path`")]
     out = []
-    env = os.environ.get("LOCALIZATION_DATA")
+    env = os.environ.get(DATA_ENV)
     if env:
-        out.append(Path(env))
-    out.append(Path.cwd().parent / "shared" / "data")
-    # A source checkout: <root>/python/localization/datasets/_real.py → a shared/data folder beside <root>.
-    here = Path(__file__).resolve()
-    if len(here.parents) > 4:
-        out.append(here.parents[4] / "shared" / "data")
+        out.append((Path(env), DATA_ENV))
+    out.append((data_home(), "the user cache folder"))
     return out
+
+
+def _searched(path):
+    """Where the full files were looked for, for an error message."""
+    places = [f"{where} ({str(folder)!r})" for folder, where in _candidates(path)]
+    if path is None and not os.environ.get(DATA_ENV):
+        places.insert(0, f"{DATA_ENV} (not set)")
+    return "; ".join(places)
 
 
 def _find_idx(subset, path):
     images, labels = _IDX[subset]
-    for base in _candidates(path):
+    for base, _ in _candidates(path):
         for folder in (base, base / "fashion-mnist"):
             for suffix in (".gz", ""):
                 img, lab = folder / (images + suffix), folder / (labels + suffix)
@@ -75,13 +113,13 @@ def _find_idx(subset, path):
     return None
 
 
-def _check_n(n, available, what):
+def _check_n(n, available, what, hint=""):
     if n is None:
         return available
     if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)) or n < 1:
         raise ValueError(f"`n` must be a positive integer or None, got {n!r}")
     if n > available:
-        raise ValueError(f"`n`={n} exceeds the {available} images of {what}")
+        raise ValueError(f"`n`={n} exceeds the {available} images of {what}{hint}")
     return int(n)
 
 
@@ -137,12 +175,14 @@ def load_fashion_mnist(subset="test", n=None, path=None, *, as_images=False, ret
     else:
         if subset == "train":
             raise FileNotFoundError(
-                "the Fashion-MNIST training set is not shipped with the package; pass `path` to the folder "
-                "with train-images-idx3-ubyte.gz or set LOCALIZATION_DATA (subset='test' works offline)"
+                "the Fashion-MNIST training set is not shipped with the package and its IDX files "
+                f"(train-images-idx3-ubyte[.gz], train-labels-idx1-ubyte[.gz]) were not found; searched: {_searched(path)}. "
+                f"Pass `path` or set {DATA_ENV} to the folder holding them (subset='test' works offline)"
             )
         with np.load(SUBSET_FILE) as z:
             images, labels = z["images"], z["labels"]
-        n = _check_n(n, len(labels), "the shipped Fashion-MNIST subset")
+        n = _check_n(n, len(labels), "the shipped Fashion-MNIST subset",
+                     f" (the full test set's IDX files were not found; searched: {_searched(path)})")
         images, labels = images[:n], labels[:n]
         source = "shipped subset"
     y = labels.astype(np.int64)
@@ -153,9 +193,9 @@ def load_fashion_mnist(subset="test", n=None, path=None, *, as_images=False, ret
 def load_oliver_twist(path=None):
     """The text of Charles Dickens' *Oliver Twist* (Project Gutenberg eBook #730, public domain).
 
-    Reads ``oliver_twist.txt`` from ``path`` (a file or a folder), ``LOCALIZATION_DATA`` or
-    a ``shared/data`` folder beside the working directory or the checkout when present, else the gzip-compressed copy shipped with the package
-    (the same text).
+    Reads ``oliver_twist.txt`` from ``path`` (a file or a folder), else from the folder in
+    ``LOCALIZATION_DATA`` or the user cache folder (:func:`data_home`) when it is there, else
+    the gzip-compressed copy shipped with the package (the same text).
 
     Examples
     --------
@@ -170,7 +210,7 @@ def load_oliver_twist(path=None):
         if not p.is_file():
             raise FileNotFoundError(f"no oliver_twist.txt at `path`={str(path)!r}")
         return p.read_text(encoding="utf-8")
-    for base in _candidates(None):
+    for base, _ in _candidates(None):
         p = base / "oliver_twist.txt"
         if p.is_file():
             return p.read_text(encoding="utf-8")

@@ -177,6 +177,20 @@ def test_a_bandwidth_too_small_for_the_data_is_a_clear_error():
         MeanShift(bandwidth=1e-200, kernel="epanechnikov").fit(X)
 
 
+@pytest.mark.parametrize("dtype,tiny", [(np.float64, 5e-324), (np.float64, 1e-300), (np.float32, 1e-45), (np.float32, 1e-30)])
+def test_coordinates_far_below_the_bandwidth(dtype, tiny):
+    """Data of magnitude 1e-300 (or subnormal) under h = 1: every kernel value is 1, so local
+    means are plain means. The bandwidth takes part in choosing the exact rescaling; scaled by
+    the coordinates alone it overflowed and the call was refused (found by hypothesis with
+    LabelPropagation)."""
+    X = (np.arange(8, dtype=np.float64)[:, None] * tiny).astype(dtype)
+    y = np.arange(8, dtype=dtype)
+    for kernel in ("gaussian", "epanechnikov", "cauchy"):
+        np.testing.assert_allclose(local_mean(X, X, y, kernel=kernel, bandwidth=1.0), np.full(8, y.mean()), rtol=1e-6)
+        np.testing.assert_allclose(kernel_sum(X[:2], X, kernel=kernel, bandwidth=1.0), [8.0, 8.0], rtol=1e-6)
+        np.testing.assert_allclose(kernel_matrix(X[:2], X, kernel=kernel, bandwidth=1.0), np.ones((2, 8)), rtol=1e-6)
+
+
 # ------------------------------------------------------------------ overflowing sums
 
 @pytest.mark.parametrize("dtype,factors", [(np.float64, [2.0**1000, 1e300, 2.0**-1060, 1e-310]), (np.float32, [2.0**120, 1e36, 2.0**-140, 1e-42])])

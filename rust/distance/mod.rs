@@ -158,13 +158,19 @@ impl Scale {
 
     /// For the entries of some arrays (coordinates of several point sets, say).
     pub fn of_arrays<F: Real>(arrays: &[ArrayView2<F>]) -> Scale {
+        Scale::of_arrays_and(arrays, 0.0)
+    }
+
+    /// For the entries of some arrays and one more magnitude `also` (a bandwidth, which must
+    /// stay in range too: subnormal coordinates under h = 1 must not scale h up to infinity).
+    pub fn of_arrays_and<F: Real>(arrays: &[ArrayView2<F>], also: f64) -> Scale {
         let m = arrays
             .iter()
             .map(|a| match a.as_slice() {
                 Some(s) => Scale::max_abs(s),
                 None => a.rows().into_iter().map(|r| Scale::max_abs(&r.to_vec())).fold(0.0, f64::max),
             })
-            .fold(0.0, f64::max);
+            .fold(if also.is_finite() { also.abs() } else { 0.0 }, f64::max);
         Scale::for_max::<F>(m)
     }
 

@@ -30,7 +30,7 @@ pub(crate) fn fill_kernel_matrix<F: Real>(
     if out.dim() != (q.nrows(), n) {
         return Err(LocalizationError::shape("kernel matrix", format!("{} × {n}", q.nrows()), format!("{:?}", out.dim())));
     }
-    let lengths = lengths_of(kernel, q, x);
+    let lengths = lengths_of(kernel, q, x, bw);
     let (q, x) = (lengths.down_array(q), lengths.down_array(x));
     let (q, x, bw) = (q.view(), x.view(), &bw.scaled(lengths));
     let knn = match kernel {

@@ -84,7 +84,7 @@ pub fn local_sums<F: Real>(pb: &Problem<F>, kernel: &Kernel, bw: &Bandwidth<F>, 
 /// For callers that only need the moments up to a power of two per basis function (the local
 /// polynomial solve), which can then be taken where the true ones would overflow.
 pub(crate) fn local_sums_scaled<F: Real>(pb: &Problem<F>, kernel: &Kernel, bw: &Bandwidth<F>, opts: &Options) -> Result<(LocalSums<F>, Scale)> {
-    let lengths = lengths_of(kernel, pb.queries, pb.x);
+    let lengths = lengths_of(kernel, pb.queries, pb.x, bw);
     let weight_scale = pb.weights.map_or(Scale::ONE, |w| Scale::of_values(w.iter().copied()));
     let value_scales: Vec<Scale> = pb.values.map_or_else(Vec::new, |v| {
         // Column maxima row by row (the rows are contiguous).
@@ -865,9 +865,11 @@ mod tests;
 
 /// The exact power-of-two rescaling under which a kernel is evaluated: distance kernels are
 /// invariant to scaling coordinates and bandwidths alike, the dot kernel is not.
-pub(super) fn lengths_of<F: Real>(kernel: &Kernel, q: ArrayView2<F>, x: ArrayView2<F>) -> Scale {
+/// A radial kernel's bandwidth is a length too, so it takes part in choosing the scale.
+pub(super) fn lengths_of<F: Real>(kernel: &Kernel, q: ArrayView2<F>, x: ArrayView2<F>, bw: &Bandwidth<F>) -> Scale {
     match kernel {
         Kernel::Dot { .. } => Scale::ONE,
+        Kernel::Radial(_) => Scale::of_arrays_and(&[q, x], bw.largest()),
         _ => Scale::of_arrays(&[q, x]),
     }
 }
@@ -876,7 +878,7 @@ pub(super) fn lengths_of<F: Real>(kernel: &Kernel, q: ArrayView2<F>, x: ArrayVie
 /// rescaling (a bandwidth is too small only against the coordinates, not in absolute terms):
 /// for callers that check before they allocate.
 pub(crate) fn validate_in_range<F: Real>(pb: &Problem<F>, kernel: &Kernel, bw: &Bandwidth<F>, opts: &Options) -> Result<()> {
-    let lengths = lengths_of(kernel, pb.queries, pb.x);
+    let lengths = lengths_of(kernel, pb.queries, pb.x, bw);
     if lengths.is_one() {
         return validate(pb, kernel, bw, opts);
     }

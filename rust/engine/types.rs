@@ -33,6 +33,15 @@ pub enum Bandwidth<F> {
 }
 
 impl<F: Real> Bandwidth<F> {
+    /// The largest finite bandwidth (0 when there is none).
+    pub fn largest(&self) -> f64 {
+        let all: &[F] = match self {
+            Bandwidth::Scalar(h) => std::slice::from_ref(h),
+            Bandwidth::PerQuery(h) | Bandwidth::PerReference(h) => h,
+        };
+        all.iter().map(|h| h.f64().abs()).filter(|h| h.is_finite()).fold(0.0, f64::max)
+    }
+
     /// The bandwidth in the working units of `lengths`.
     pub fn scaled(&self, lengths: Scale) -> Self {
         match self {

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numbers
 import warnings
+from typing import TYPE_CHECKING
 
 import numpy as np
 from scipy.sparse import csr_matrix
@@ -23,6 +24,10 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from ._base import keeps_state_on_error
 from ._validation import LocalizationWarning, check_number, check_positive_int
 from .adaptive import check_grid, search
+
+if TYPE_CHECKING:
+    from ._typing import ArrayLike, BandwidthLike, SeedLike, Self
+
 
 _FLOATS = (np.float64, np.float32)
 # Rows per block of the sample-level distances: bounds the working memory to a few block × n arrays.
@@ -45,7 +50,7 @@ class LocalMeanImputer(TransformerMixin, BaseEstimator):
     bandwidth ``feature_bandwidth`` (in pixels); for tables, each entry is the local mean of
     the sample's other features under the kernel exp(−δ²ⱼₖ / (2h²)), with δ²ⱼₖ the mean
     squared difference of the standardised columns j and ±k on the rows that observe both
-    (δ² = 2(1 − |correlation|), in standard units; an anti-correlated column enters with
+    (``δ² = 2(1 − |correlation|)``, in standard units; an anti-correlated column enters with
     its sign flipped).
 
     Layer 2 (across samples): each sample's entries are the local mean of its own layer-1
@@ -116,8 +121,11 @@ class LocalMeanImputer(TransformerMixin, BaseEstimator):
     (True, [1.0, 2.0, 3.0])
     """
 
-    def __init__(self, image_shape=None, n_neighbors=20, bandwidth="loo", feature_bandwidth="loo", n_iter=2,
-                 max_loo_samples=1000, random_state=None, progress=False):
+    def __init__(
+        self, image_shape: tuple[int, ...] | None = None, n_neighbors: int | None = 20,
+        bandwidth: BandwidthLike = "loo", feature_bandwidth: float | str = "loo", n_iter: int = 2,
+        max_loo_samples: int = 1000, random_state: SeedLike = None, progress: bool = False,
+    ) -> None:
         self.image_shape = image_shape
         self.n_neighbors = n_neighbors
         self.bandwidth = bandwidth
@@ -151,7 +159,7 @@ class LocalMeanImputer(TransformerMixin, BaseEstimator):
     # -- fit / transform ------------------------------------------------------------------
 
     @keeps_state_on_error
-    def fit(self, X, y=None):
+    def fit(self, X: ArrayLike, y: object = None) -> Self:
         """Learn the column statistics, the layer kernels and (for "loo") their bandwidths."""
         X = self._validate(X, reset=True)
         self._check_params(X.shape[1])

@@ -346,7 +346,7 @@ class NonLocalMeans(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         self.image_shape_ = shape
         return self
 
-    def transform(self, X):
+    def transform(self, X: ArrayLike) -> FloatArray:
         """Denoise every row (as an image of ``image_shape_``); returns an array like X."""
         check_is_fitted(self)
         X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C", reset=False)

@@ -173,7 +173,7 @@ class LocalPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator)
         warn_zero_weight(~valid, "local PCA")
         return Q.astype(np.float64) + off, vecs, vals
 
-    def transform(self, X):
+    def transform(self, X: ArrayLike) -> FloatArray:
         """Local coordinates V(x)(x − μ(x)), shape (n, n_components)."""
         Q, dt = self._query(X)
         mu, V, _ = self._frames(Q)
@@ -415,10 +415,10 @@ class LocallyLinearEmbedding(TransformerMixin, BaseEstimator):
         self.X_fit_ = X
         return self
 
-    def fit_transform(self, X, y=None):
+    def fit_transform(self, X: ArrayLike, y: object = None) -> FloatArray:
         return self.fit(X).embedding_
 
-    def transform(self, X):
+    def transform(self, X: ArrayLike) -> FloatArray:
         """Embed new points: Σ_j w_j y_j over their k nearest fitted points, with the
         barycentric weights that rebuild them from those points (scikit-learn's rule)."""
         check_is_fitted(self)
@@ -681,7 +681,7 @@ class TripletEmbedding(TransformerMixin, BaseEstimator):
             raise ValueError(f"`init` must have shape ({n}, {q}), got {Y0.shape}")
         return Y0
 
-    def fit_transform(self, X, y=None):
+    def fit_transform(self, X: ArrayLike, y: object = None) -> FloatArray:
         return self.fit(X).embedding_
 
     def __sklearn_tags__(self):
@@ -1206,10 +1206,10 @@ class AsymmetricMDS(TransformerMixin, BaseEstimator):
             self.n_iter_ = max_iter
         self._target_normalizer = normalizer
 
-    def fit_transform(self, X, y=None):
+    def fit_transform(self, X: ArrayLike, y: object = None) -> FloatArray:
         return self.fit(X).embedding_
 
-    def transform(self, X):
+    def transform(self, X: ArrayLike) -> FloatArray:
         """Query coordinates of new items against the fitted keys (``affinity="kernel"``).
 
         Frobenius loss: the least-squares z minimising ‖K(x, ·) − z Z₂ᵀ‖², i.e.

@@ -19,6 +19,7 @@ from scipy.spatial.distance import cdist
 
 from . import _binned, _core
 from ._validation import (
+    LocalizationError,
     StrOptions,
     as_float_array,
     check_number,
@@ -47,9 +48,9 @@ _ALGORITHMS = ("auto", "brute", "kd_tree", "expansion", "binned")
 ALGORITHM = [StrOptions(set(_ALGORITHMS))]
 
 
-def check_algorithm(algorithm):
+def check_algorithm(algorithm: str) -> None:
     if algorithm not in _ALGORITHMS:
-        raise ValueError(f"`algorithm` must be one of {_ALGORITHMS}, got {algorithm!r}")
+        raise LocalizationError(f"`algorithm` must be one of {_ALGORITHMS}, got {algorithm!r}", "algorithm")
 
 
 class BoundKernel:

@@ -124,7 +124,7 @@ class LocalMeanDenoiser(_LocalMeanPrior):
         """The posterior mean E[z | x] = m_σ(x) for each row of the noisy ``X``."""
         return self._denoise(self._query(X), check_number(self.sigma, "sigma"))
 
-    def transform(self, X):
+    def transform(self, X: ArrayLike) -> FloatArray:
         """Same as :meth:`denoise` (so the denoiser can sit in a Pipeline)."""
         return self.denoise(X)
 
@@ -283,7 +283,7 @@ class LocalMeanDiffusion(_LocalMeanPrior):
         """The ideal denoiser D(x; σ) = m_σ(x) of the training set."""
         return self._denoise(self._query(X), check_number(sigma, "sigma"))
 
-    def transform(self, X):
+    def transform(self, X: ArrayLike) -> FloatArray:
         """Denoise ``X`` at σ_min (projects points onto the training set's neighbourhood)."""
         check_is_fitted(self)
         return self.denoise(X, self.sigmas_[-1])

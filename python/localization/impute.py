@@ -26,7 +26,7 @@ from ._validation import LocalizationWarning, check_number, check_positive_int
 from .adaptive import check_grid, search
 
 if TYPE_CHECKING:
-    from ._typing import ArrayLike, BandwidthLike, SeedLike, Self
+    from ._typing import ArrayLike, BandwidthLike, FloatArray, SeedLike, Self
 
 
 _FLOATS = (np.float64, np.float32)
@@ -213,7 +213,7 @@ class LocalMeanImputer(TransformerMixin, BaseEstimator):
         self.cv_results_[name] = results
         return float(best)
 
-    def transform(self, X):
+    def transform(self, X: ArrayLike) -> FloatArray:
         """Fill the NaN of X; observed entries are returned unchanged (bit for bit).
 
         Rows of the fitted data itself (the same array) are imputed without themselves as

@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from . import _core
-from ._validation import POSITIVE, StrOptions, check_number, check_positive_int
+from ._validation import POSITIVE, LocalizationError, StrOptions, check_number, check_positive_int
 
 if TYPE_CHECKING:
     from ._typing import ArrayLike, BandwidthLike, FloatArray, KernelLike, NDArray
@@ -175,7 +175,7 @@ def rule_of_thumb(X: ArrayLike, rule: str = "scott", sample_weight: ArrayLike | 
     [0.891, 8.909]
     """
     if rule not in RULES:
-        raise ValueError(f"unknown bandwidth rule {rule!r}; use one of {', '.join(map(repr, RULES))}")
+        raise LocalizationError(f"unknown bandwidth rule {rule!r}; use one of {', '.join(map(repr, RULES))}", "bandwidth")
     X = np.asarray(X, dtype=np.float64)
     n, d = X.shape
     scaled = rule.endswith("_scaled")

@@ -169,7 +169,7 @@ class Hopfield(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
                 break
         return S, n_iter
 
-    def transform(self, X):
+    def transform(self, X: ArrayLike) -> FloatArray:
         """Same as :meth:`recall`."""
         return self.recall(X)
 
@@ -260,7 +260,7 @@ class ModernHopfield(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
                 break
         return S, n_iter
 
-    def transform(self, X):
+    def transform(self, X: ArrayLike) -> FloatArray:
         """Same as :meth:`recall`."""
         return self.recall(X)
 

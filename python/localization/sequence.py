@@ -702,7 +702,7 @@ class TemporalLocalMean(TransformerMixin, BaseEstimator):
                 break
         self.W_q_, self.W_k_ = params["W_q"], params["W_k"]
 
-    def transform(self, X):
+    def transform(self, X: ArrayLike) -> FloatArray:
         """The multi-head temporal local mean of each sequence: shape (T, n_out) or (n, T, n_out)."""
         check_is_fitted(self, "W_o_")
         A, single = _sequences_input(self, X, reset=False)
@@ -1040,7 +1040,7 @@ class HierarchicalLocalModel(TransformerMixin, BaseEstimator):
         p = f"layers.{i}."
         return {k[len(p):]: v for k, v in self.weights_.items() if k.startswith(p)}
 
-    def transform(self, X):
+    def transform(self, X: ArrayLike) -> FloatArray:
         """The model's output for sequences X of shape (T, d_model) or (n, T, d_model)."""
         check_is_fitted(self, "weights_")
         cfg = self._config()

@@ -42,7 +42,7 @@ from .._validation import (
 from ..kernels import SPECIAL, canonical_name
 
 if TYPE_CHECKING:
-    from .._typing import ArrayLike, FloatArray, IntArray, Self
+    from .._typing import ArrayLike, FloatArray, IntArray, SeedLike, Self
 
 __all__ = ["MeanShift", "estimate_bandwidth", "get_bin_seeds", "mean_shift"]
 
@@ -65,7 +65,8 @@ _GRID_RESOLUTION = {1: 8, 2: 4, 3: 2, 4: 1}
     },
     prefer_skip_nested_validation=True,
 )
-def estimate_bandwidth(X, *, quantile=0.3, n_samples=None, random_state=0, n_jobs=None):
+def estimate_bandwidth(X: ArrayLike, *, quantile: float = 0.3, n_samples: int | None = None, random_state: SeedLike = 0,
+                       n_jobs: int | None = None) -> float:
     """Estimate a MeanShift bandwidth: the mean distance from a point to its ⌊quantile·s⌋-th neighbour.
 
     The same statistic as scikit-learn's ``estimate_bandwidth`` (the same subsample for the

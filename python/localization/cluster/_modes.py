@@ -605,11 +605,11 @@ class PCShift(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         return bind(self.kernel, self.bandwidth, self.X_fit_, knn_k(self.kernel, self.n_neighbors), self.sample_weight_,
                     consumer="PCShift")
 
-    def fit_transform(self, X, y=None, sample_weight=None):
+    def fit_transform(self, X: ArrayLike, y: object = None, sample_weight: ArrayLike | None = None) -> FloatArray:
         """Fit and return where the training points end."""
         return self.fit(X, y, sample_weight).points_
 
-    def transform(self, X):
+    def transform(self, X: ArrayLike) -> FloatArray:
         """Move new points by PC-Shift over the fitted sample; returns their end points."""
         check_is_fitted(self)
         Q = validate_data(self, X, dtype=FLOAT_DTYPES, order="C", reset=False)

@@ -1,7 +1,9 @@
 """Input checking shared by every public entry point.
 
 All arrays reaching the native core are C-contiguous float32/float64 of one dtype and free
-of NaN/inf; everything else is turned into a clear ``TypeError``/``ValueError`` here.
+of NaN/inf; everything else is turned into a clear error here, naming the argument: the
+library's exception family, :class:`LocalizationError` (a ``ValueError``) and
+:class:`LocalizationTypeError` (a ``TypeError``), which the native core raises too.
 """
 
 from __future__ import annotations
@@ -97,7 +99,7 @@ def check_number(value, name, within=POSITIVE):
     objects, values computed at fit), by the constraints the estimators declare: by default
     "a finite positive number" (:data:`POSITIVE`: a bandwidth, a noise level, a step).
     Returns ``float(value)``; raises scikit-learn's ``InvalidParameterError`` (a ``ValueError``
-    and a ``TypeError``) naming ``name``."""
+    and a ``TypeError``) that is also a :class:`LocalizationError` naming ``name``."""
     if not within.is_satisfied_by(value):
         raise _InvalidParameter(f"`{name}` must be {within}, got {value!r}", name)
     return float(value)
@@ -183,6 +185,8 @@ class LocalizationError(ValueError):
     X
     """
 
+    __module__ = "localization"  # its public name, in tracebacks and pickles
+
     def __init__(self, message: str, parameter: str | None = None) -> None:
         super().__init__(message)
         self.parameter = parameter
@@ -194,6 +198,8 @@ class LocalizationTypeError(TypeError):
     The ``TypeError`` counterpart of :class:`LocalizationError`, with the same ``parameter``
     attribute.
     """
+
+    __module__ = "localization"
 
     def __init__(self, message: str, parameter: str | None = None) -> None:
         super().__init__(message)

@@ -1,6 +1,7 @@
 //! The one error type of the core. Every fallible public function returns
 //! `Result<T>`; the Python layer maps each variant to a Python exception
-//! (`ValueError` for bad input, `MemoryError`, `KeyboardInterrupt`, `RuntimeError`).
+//! (`localization.LocalizationError`, a `ValueError` carrying [`LocalizationError::parameter`],
+//! for bad input; `MemoryError`, `KeyboardInterrupt`, `RuntimeError`).
 
 use thiserror::Error;
 
@@ -38,6 +39,16 @@ impl LocalizationError {
     pub fn shape(name: &'static str, expected: impl ToString, got: impl ToString) -> Self {
         LocalizationError::ShapeMismatch { name, expected: expected.to_string(), got: got.to_string() }
     }
+    /// The argument at fault, for errors about one argument.
+    pub fn parameter(&self) -> Option<&'static str> {
+        match self {
+            LocalizationError::InvalidParameter { name, .. }
+            | LocalizationError::ShapeMismatch { name, .. }
+            | LocalizationError::EmptyInput { name }
+            | LocalizationError::NonFinite { name } => Some(name),
+            _ => None,
+        }
+    }
 }
 
 /// "320 GB", "1.5 MB": decimal units, as people read memory sizes.
@@ -61,6 +72,17 @@ fn human_bytes(bytes: u128) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn parameter_names_the_argument_at_fault() {
+        assert_eq!(LocalizationError::param("bandwidth", "must be positive").parameter(), Some("bandwidth"));
+        assert_eq!(LocalizationError::shape("X_query", "(m, 2)", "(m, 3)").parameter(), Some("X_query"));
+        assert_eq!(LocalizationError::NonFinite { name: "X" }.parameter(), Some("X"));
+        assert_eq!(LocalizationError::EmptyInput { name: "X" }.parameter(), Some("X"));
+        let env = LocalizationError::Environment { name: "LOCALIZATION_NUM_THREADS", value: "x".into(), reason: "r".into() };
+        assert_eq!(env.parameter(), None);
+        assert_eq!(LocalizationError::Interrupted.parameter(), None);
+    }
 
     #[test]
     fn out_of_memory_names_the_array_and_its_size() {

@@ -12,7 +12,7 @@ from . import _threads  # noqa: F401  (registers the thread pool with threadpool
 from . import adaptive, cluster, datasets, denoise, embedding, fuzzy, generative, kernels, memory, metrics, semi_supervised, sequence, text
 from ._core import __version__
 from ._sums import LocalSums
-from ._validation import LocalizationWarning
+from ._validation import LocalizationError, LocalizationTypeError, LocalizationWarning
 from .adaptive import MultiKernel
 from .classification import LocalModeClassifier
 from .cluster import LocalModeClustering, MeanShift, MedoidShift, PCShift, QuickShift, estimate_bandwidth, mean_shift
@@ -54,6 +54,8 @@ __all__ = [
     "LocallyLinearEmbedding",
     "LocalPolynomialRegressor",
     "LocalSums",
+    "LocalizationError",
+    "LocalizationTypeError",
     "LocalizationWarning",
     "MeanShift",
     "MedoidShift",

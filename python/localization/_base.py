@@ -4,6 +4,7 @@ several families use (the kNN kernel's default k, local covariance frames)."""
 from __future__ import annotations
 
 import functools
+from typing import TYPE_CHECKING
 
 import numpy as np
 from sklearn.base import BaseEstimator
@@ -13,6 +14,9 @@ from ._validation import COUNT, FLOAT_DTYPES, N_JOBS, check_sample_weight, valid
 from .adaptive import LOO_RULES, MultiKernel, is_loo
 from .engine import ALGORITHM, bind_kernel
 from .kernels import BANDWIDTH, KERNEL, KernelCombination, as_kernel
+
+if TYPE_CHECKING:
+    from ._typing import F
 
 DEFAULT_N_NEIGHBORS = 5
 
@@ -27,7 +31,7 @@ KERNEL_CONSTRAINTS = {
 }
 
 
-def keeps_state_on_error(method):
+def keeps_state_on_error(method: F) -> F:
     """Decorate a ``fit``-like method so that, when it raises (bad input, ``MemoryError``, or
     ``KeyboardInterrupt`` from Ctrl-C during a long native call), the estimator gets back the
     attributes it had before the call: an interrupted re-fit leaves the previous fit usable.
@@ -45,7 +49,7 @@ def keeps_state_on_error(method):
             self.__dict__.update(before)
             raise
 
-    return wrapper
+    return wrapper  # type: ignore[return-value]
 
 
 class LocalEstimator(BaseEstimator):

@@ -1,9 +1,23 @@
 # Type stubs of the native module localization._core. Each family keeps its own section.
-from typing import Callable, Optional, Sequence
+from typing import Callable, Optional, Sequence, final
 
 import numpy as np
 import numpy.typing as npt
 from numpy.typing import NDArray
+from typing_extensions import Self
+
+# Every name the extension module registers (stubtest checks this list against it).
+__all__ = [
+    "local_sums", "local_polynomial", "equivalent_kernel", "kernel_matrix", "profile_values",
+    "log_integral", "profile_info", "effective_n_jobs", "NeighborIndex", "bin_linear",
+    "interpolate_grid", "mean_shift_seeds", "mean_shift_grid", "mean_shift_diffuse", "merge_modes",
+    "grid_cells", "grid_merge", "grid_centroids", "grid_keys", "MeanShiftWindow", "MeanShiftSeeds",
+    "medoid_shift_dense", "medoid_shift_knn", "quickshift_links", "quickshift_density",
+    "resolve_forest", "bilateral_filter", "nl_means", "lle_weights", "trimap_triplets",
+    "triplet_loss_grad", "triplet_optimize", "softmax_sampled_loss_grad", "softmax_fit_sampled",
+    "trustworthiness_penalty", "temporal_forward", "attention_backward", "__version__", "LEAF_SIZE",
+    "GEMM_MIN_DIM", "GRID_MAX_FEATURES",
+]
 
 __version__: str
 LEAF_SIZE: int  # kd-tree leaf size of the core's own trees
@@ -12,17 +26,18 @@ GRID_MAX_FEATURES: int  # most features MeanShift's algorithm="grid" takes
 
 # --- engine, kernels, neighbours: rust/python/mod.rs -----------------------------------
 
-Array = NDArray[np.floating]
+_Array = NDArray[np.floating]
+_Progress = Optional[Callable[[int, int], object]]
 
 def local_sums(
-    queries: Array,
-    x: Array,
-    values: Optional[Array] = None,
-    weights: Optional[Array] = None,
+    queries: _Array,
+    x: _Array,
+    values: Optional[_Array] = None,
+    weights: Optional[_Array] = None,
     kernel: str = "gaussian",
     bandwidth: float = 1.0,
-    query_bandwidth: Optional[Array] = None,
-    sample_bandwidth: Optional[Array] = None,
+    query_bandwidth: Optional[_Array] = None,
+    sample_bandwidth: Optional[_Array] = None,
     n_neighbors: Optional[int] = None,
     knn_profile: Optional[str] = None,
     temperature: Optional[float] = None,
@@ -30,51 +45,52 @@ def local_sums(
     exclude_self: bool = False,
     algorithm: str = "auto",
     n_jobs: Optional[int] = None,
-    progress: Progress = None,
-) -> tuple[Array, Array, Array, Optional[Array], Optional[Array]]:
+    progress: _Progress = None,
+) -> tuple[_Array, _Array, _Array, Optional[_Array], Optional[_Array]]:
     """(num m×p, den m, log_scale m, moments m×D×D | None, cross m×D×p | None); true sums are × exp(log_scale).
     ``progress(done, total)`` receives the queries done (exact paths other than the expansion)."""
 
 def local_polynomial(
-    queries: Array, x: Array, values: Array, weights: Optional[Array] = None, kernel: str = "gaussian",
-    bandwidth: float = 1.0, query_bandwidth: Optional[Array] = None, n_neighbors: Optional[int] = None,
+    queries: _Array, x: _Array, values: _Array, weights: Optional[_Array] = None, kernel: str = "gaussian",
+    bandwidth: float = 1.0, query_bandwidth: Optional[_Array] = None, n_neighbors: Optional[int] = None,
     knn_profile: Optional[str] = None, degree: int = 1, ridge: float = 0.0, exclude_self: bool = False,
     algorithm: str = "auto", n_jobs: Optional[int] = None,
-) -> tuple[Array, NDArray[np.bool_]]: ...
+) -> tuple[_Array, NDArray[np.bool_]]: ...
 def equivalent_kernel(
-    queries: Array, x: Array, kernel: str = "gaussian", bandwidth: float = 1.0, query_bandwidth: Optional[Array] = None,
+    queries: _Array, x: _Array, kernel: str = "gaussian", bandwidth: float = 1.0, query_bandwidth: Optional[_Array] = None,
     n_neighbors: Optional[int] = None, knn_profile: Optional[str] = None, degree: int = 1, ridge: float = 0.0,
     algorithm: str = "auto", n_jobs: Optional[int] = None,
-) -> tuple[Array, NDArray[np.bool_]]: ...
+) -> tuple[_Array, NDArray[np.bool_]]: ...
 def kernel_matrix(
-    queries: Array, x: Array, kernel: str = "gaussian", bandwidth: float = 1.0, query_bandwidth: Optional[Array] = None,
-    sample_bandwidth: Optional[Array] = None, n_neighbors: Optional[int] = None, knn_profile: Optional[str] = None,
+    queries: _Array, x: _Array, kernel: str = "gaussian", bandwidth: float = 1.0, query_bandwidth: Optional[_Array] = None,
+    sample_bandwidth: Optional[_Array] = None, n_neighbors: Optional[int] = None, knn_profile: Optional[str] = None,
     temperature: Optional[float] = None, n_jobs: Optional[int] = None,
-) -> Array: ...
+) -> _Array: ...
 def profile_values(kernel: str, u: NDArray[np.float64]) -> NDArray[np.float64]: ...
 def bin_linear(
-    x: Array, lo: Sequence[float], delta: Sequence[float], sizes: Sequence[int], weights: Optional[Array] = None,
-    values: Optional[Array] = None, n_jobs: Optional[int] = None,
+    x: _Array, lo: Sequence[float], delta: Sequence[float], sizes: Sequence[int], weights: Optional[_Array] = None,
+    values: Optional[_Array] = None, n_jobs: Optional[int] = None,
 ) -> NDArray[np.float64]: ...
 def interpolate_grid(
-    sums: NDArray[np.float64], queries: Array, lo: Sequence[float], delta: Sequence[float], sizes: Sequence[int],
+    sums: NDArray[np.float64], queries: _Array, lo: Sequence[float], delta: Sequence[float], sizes: Sequence[int],
     n_jobs: Optional[int] = None,
 ) -> NDArray[np.float64]: ...
 def log_integral(kernel: str, d: int) -> float: ...
 def profile_info(kernel: str) -> tuple[str, Optional[float]]: ...
 def effective_n_jobs(n_jobs: Optional[int] = None) -> int: ...
 
+@final
 class NeighborIndex:
-    def __init__(self, x: Array, algorithm: str = "auto", leaf_size: int = 30) -> None: ...
-    def knn(self, queries: Array, k: int, n_jobs: Optional[int] = None) -> tuple[Array, NDArray[np.int64]]: ...
+    def __new__(
+        cls, x: _Array, algorithm: str = "auto", leaf_size: int = 30) -> Self: ...
+    def knn(self, queries: _Array, k: int, n_jobs: Optional[int] = None) -> tuple[_Array, NDArray[np.int64]]: ...
     def radius(
-        self, queries: Array, r: float | NDArray[np.float64], n_jobs: Optional[int] = None
-    ) -> tuple[Array, NDArray[np.int64], NDArray[np.int64]]:
+        self, queries: _Array, r: float | NDArray[np.float64], n_jobs: Optional[int] = None
+    ) -> tuple[_Array, NDArray[np.int64], NDArray[np.int64]]:
         """(distances, indices, row offsets) of the rows within r (a number, or one per query; +inf allowed)."""
 
 # --- mode seeking (MeanShift): rust/python/cluster.rs ---------------------------------
 
-Progress = Optional[Callable[[int, int], object]]
 
 def mean_shift_seeds(
     x: NDArray[np.floating],
@@ -87,7 +103,7 @@ def mean_shift_seeds(
     max_iter: int = 300,
     trajectories: bool = False,
     n_jobs: Optional[int] = None,
-    progress: Progress = None,
+    progress: _Progress = None,
 ) -> tuple[
     NDArray[np.floating], NDArray[np.float64], NDArray[np.int64], NDArray[np.bool_], NDArray[np.bool_],
     Optional[list[NDArray[np.floating]]],
@@ -105,14 +121,14 @@ def mean_shift_grid(
     max_iter: int = 300,
     trajectories: bool = False,
     n_jobs: Optional[int] = None,
-    progress: Progress = None,
+    progress: _Progress = None,
 ) -> tuple[
     NDArray[np.floating], NDArray[np.float64], NDArray[np.int64], NDArray[np.bool_], NDArray[np.bool_],
     Optional[list[NDArray[np.floating]]], Optional[NDArray[np.int64]], Optional[NDArray[np.floating]],
 ]:
     """As mean_shift_seeds on the grid's weighted cell centroids, plus (point → cell, cell seeds) when seeds is None."""
 
-Cells = tuple[
+_Cells = tuple[
     NDArray[np.uint64], NDArray[np.float64], NDArray[np.float64], Optional[NDArray[np.float64]], Optional[NDArray[np.float64]]
 ]
 
@@ -124,13 +140,13 @@ def grid_cells(
     bandwidth: float = 1.0,
     grid_resolution: int = 4,
     n_jobs: Optional[int] = None,
-) -> Cells:
+) -> _Cells:
     """Occupied grid cells of x in order of first appearance: (keys, Σw, Σwx, count|None, Σx|None)."""
 
-def grid_merge(parts: list[Cells]) -> Cells:
-    """Cells of consecutive parts of the data merged (first appearance, sums in part order)."""
+def grid_merge(parts: list[_Cells]) -> _Cells:
+    """_Cells of consecutive parts of the data merged (first appearance, sums in part order)."""
 
-def grid_centroids(cells: Cells) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+def grid_centroids(cells: _Cells) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """(weighted centroids, weights) of grid cells."""
 
 def grid_keys(
@@ -142,29 +158,31 @@ def grid_keys(
     n_jobs: Optional[int] = None,
 ) -> NDArray[np.uint64]: ...
 
+@final
 class MeanShiftWindow:
     """MeanShift windows over (x, weights), prepared once; pickles as its arguments."""
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         x: NDArray[np.floating],
         weights: Optional[NDArray[np.floating]] = None,
         kernel: str = "flat",
         bandwidth: float = 1.0,
         n_jobs: Optional[int] = None,
-    ) -> None: ...
+    ) -> Self: ...
     def sums(
         self, positions: NDArray[np.floating], n_jobs: Optional[int] = None
     ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
         """(Σ K w x, Σ K w, log_scale) of the windows at the positions, stored divided by exp(log_scale)."""
 
+@final
 class MeanShiftSeeds:
     """Seeds climbing in rounds driven by the caller's (merged) window sums."""
 
     n_active: int
     iteration: int
-    def __init__(
-        self,
+    def __new__(
+        cls,
         seeds: NDArray[np.floating],
         kernel: str = "flat",
         bandwidth: float = 1.0,
@@ -172,7 +190,7 @@ class MeanShiftSeeds:
         tol: float = 1e-3,
         max_iter: int = 300,
         trajectories: bool = False,
-    ) -> None: ...
+    ) -> Self: ...
     def positions(self) -> NDArray[np.floating]: ...
     def advance(self, num: NDArray[np.float64], den: NDArray[np.float64], log_scale: NDArray[np.float64]) -> None: ...
     def result(
@@ -193,7 +211,7 @@ def mean_shift_diffuse(
     blurring: bool = True,
     history: bool = False,
     n_jobs: Optional[int] = None,
-    progress: Progress = None,
+    progress: _Progress = None,
 ) -> tuple[NDArray[np.floating], NDArray[np.float64], int, bool, Optional[list[NDArray[np.floating]]]]:
     """Blurring mean shift (blurring=True) or fixed-kernel diffusion: (positions, support, n_iter, converged, history|None)."""
 

@@ -15,9 +15,15 @@ order in which the parts arrive.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from .engine import ratio
+
+if TYPE_CHECKING:
+    from ._typing import ArrayLike, FloatArray
+
 
 __all__ = ["LocalSums", "tree_reduce"]
 
@@ -71,7 +77,10 @@ class LocalSums:
 
     __slots__ = ("num", "den", "log_scale", "moments", "cross")
 
-    def __init__(self, num, den, log_scale, moments=None, cross=None):
+    def __init__(
+        self, num: ArrayLike, den: ArrayLike, log_scale: ArrayLike, moments: ArrayLike | None = None,
+        cross: ArrayLike | None = None,
+    ) -> None:
         num, den, log_scale = np.asarray(num), np.asarray(den), np.asarray(log_scale)
         if num.ndim != 2 or den.ndim != 1 or log_scale.shape != den.shape or num.shape[0] != den.shape[0]:
             raise ValueError(
@@ -122,7 +131,7 @@ class LocalSums:
         return cls(np.zeros((m, p), dtype=dtype), z, z.copy(), moments, cross)
 
     @property
-    def n_queries(self):
+    def n_queries(self) -> int:
         return self.den.shape[0]
 
     def __repr__(self):
@@ -132,7 +141,7 @@ class LocalSums:
         """log-scale as float64, −inf where nothing was summed (so it never sets the scale)."""
         return np.where(self.den > 0, self.log_scale.astype(np.float64), -np.inf)
 
-    def merge(self, other):
+    def merge(self, other: LocalSums) -> LocalSums:
         """The sums over the references of both (disjoint) parts.
 
         Both sides are rescaled to the larger log-scale per query and added, in float64;
@@ -166,14 +175,14 @@ class LocalSums:
 
     @classmethod
     def reduce(cls, parts):
-        """Merge the sums of consecutive parts in a fixed balanced tree (see :func:`tree_reduce`)."""
+        """Merge the sums of consecutive parts in a fixed balanced tree (see ``tree_reduce``)."""
         return tree_reduce(parts, lambda a, b: a.merge(b))
 
-    def mean(self, warn=True):
+    def mean(self, warn: bool = True) -> FloatArray:
         """The local means num / den, shape (m, p); NaN (with a warning) where den is 0."""
         return ratio(self.num, self.den, warn=warn)
 
-    def total(self, values=False):
+    def total(self, values: bool = False) -> FloatArray:
         """The true sums, float64 (they may underflow to 0 where the log-scale is very
         negative): Σ K w = den · exp(log_scale), shape (m,); with ``values=True`` Σ K w v =
         num · exp(log_scale), shape (m, p)."""
@@ -182,7 +191,7 @@ class LocalSums:
             return self.num.astype(np.float64) * scale[:, None]
         return self.den.astype(np.float64) * scale
 
-    def log_total(self):
+    def log_total(self) -> FloatArray:
         """log Σ K w, finite where the total itself underflows; −inf where it is zero."""
         with np.errstate(divide="ignore"):
             return np.log(self.den.astype(np.float64)) + self.log_scale.astype(np.float64)

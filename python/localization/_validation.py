@@ -1,23 +1,30 @@
 """Input checking shared by every public entry point.
 
 All arrays reaching the native core are C-contiguous float32/float64 of one dtype and free
-of NaN/inf; everything else is turned into a clear ``TypeError``/``ValueError`` here.
+of NaN/inf; everything else is turned into a clear error here, naming the argument: the
+library's exception family, :class:`LocalizationError` (a ``ValueError``) and
+:class:`LocalizationTypeError` (a ``TypeError``), which the native core raises too.
 """
 
 from __future__ import annotations
 
+import functools
 import numbers
 import os
 import warnings
 from numbers import Integral, Real
+from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import _fit_context
 from sklearn.utils._param_validation import Interval as _Interval
-from sklearn.utils._param_validation import InvalidParameterError, StrOptions, validate_params
+from sklearn.utils._param_validation import InvalidParameterError, StrOptions, validate_parameter_constraints, validate_params
 from sklearn.utils.validation import check_array
 from sklearn.utils.validation import validate_data as _sklearn_validate_data
+
+if TYPE_CHECKING:
+    from ._typing import F
 
 FLOAT_DTYPES = (np.float64, np.float32)
 
@@ -30,8 +37,35 @@ FLOAT_DTYPES = (np.float64, np.float32)
 # private there but stable since 1.3 and used by the peers the estimators are checked against.
 # This module is the only one importing it: the estimators take these names from here.
 
-fit_context = _fit_context(prefer_skip_nested_validation=True)
-"""Decorator of ``fit``: validates ``_parameter_constraints`` once, before any work."""
+def fit_context(fit: F) -> F:
+    """Decorator of ``fit``: validates ``_parameter_constraints`` once, before any work.
+
+    A parameter outside its domain raises a :class:`LocalizationError` (still scikit-learn's
+    ``InvalidParameterError``, with its message) whose ``parameter`` names it."""
+    checked = _fit_context(prefer_skip_nested_validation=True)(fit)
+
+    @functools.wraps(fit)
+    def wrapper(est, *args, **kwargs):
+        try:
+            return checked(est, *args, **kwargs)
+        except InvalidParameterError as e:
+            name = None if isinstance(e, LocalizationError) else _failing_parameter(est)
+            if name is None:  # raised by a nested call, not by this estimator's constraints
+                raise
+            raise _InvalidParameter(str(e), name).with_traceback(e.__traceback__) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _failing_parameter(est):
+    """The first of ``est``'s parameters outside its declared domain, or None."""
+    params = est.get_params(deep=False)
+    for name, constraints in est._parameter_constraints.items():
+        try:
+            validate_parameter_constraints({name: constraints}, {name: params.get(name)}, type(est).__name__)
+        except InvalidParameterError:
+            return name
+    return None
 
 
 class Interval(_Interval):
@@ -65,11 +99,11 @@ def check_number(value, name, within=POSITIVE):
     objects, values computed at fit), by the constraints the estimators declare: by default
     "a finite positive number" (:data:`POSITIVE`: a bandwidth, a noise level, a step).
     Returns ``float(value)``; raises scikit-learn's ``InvalidParameterError`` (a ``ValueError``
-    and a ``TypeError``) naming ``name``."""
+    and a ``TypeError``) that is also a :class:`LocalizationError` naming ``name``."""
     if within is POSITIVE and type(value) is float and 0.0 < value < np.inf:
         return value  # the common case, without scikit-learn's generic check (~5 µs)
     if not within.is_satisfied_by(value):
-        raise InvalidParameterError(f"`{name}` must be {within}, got {value!r}")
+        raise _InvalidParameter(f"`{name}` must be {within}, got {value!r}", name)
     return float(value)
 
 
@@ -123,6 +157,63 @@ class LocalizationWarning(UserWarning):
     """Warning about a numerically degenerate result (e.g. a query with zero total weight)."""
 
 
+class LocalizationError(ValueError):
+    """A parameter or an input the library cannot use.
+
+    Raised by the native core and by the Python checks alike, so one ``except`` catches
+    every refusal; a ``ValueError``, so code written against ``ValueError`` keeps working.
+
+    Parameters
+    ----------
+    message : str
+        What is wrong, naming the argument.
+    parameter : str, optional
+        The offending argument.
+
+    Attributes
+    ----------
+    parameter : str or None
+        Name of the offending argument (``"X"``, ``"bandwidth"``, ``"sample_weight"``, ...),
+        or None when no single argument is at fault (e.g. an environment variable).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from localization import LocalizationError, local_mean
+    >>> try:
+    ...     local_mean([[0.0]], [[0.0], [np.nan]], [1.0, 2.0])
+    ... except LocalizationError as e:
+    ...     print(e.parameter)
+    X
+    """
+
+    __module__ = "localization"  # its public name, in tracebacks and pickles
+
+    def __init__(self, message: str, parameter: str | None = None) -> None:
+        super().__init__(message)
+        self.parameter = parameter
+
+
+class LocalizationTypeError(TypeError):
+    """An argument of the wrong type (a string where an array is expected, a float count).
+
+    The ``TypeError`` counterpart of :class:`LocalizationError`, with the same ``parameter``
+    attribute.
+    """
+
+    __module__ = "localization"
+
+    def __init__(self, message: str, parameter: str | None = None) -> None:
+        super().__init__(message)
+        self.parameter = parameter
+
+
+class _InvalidParameter(LocalizationError, InvalidParameterError):
+    """A parameter outside its declared domain: scikit-learn's ``InvalidParameterError`` (a
+    ``ValueError`` and a ``TypeError``, as scikit-learn's checks expect) that is also a
+    :class:`LocalizationError`."""
+
+
 def as_float_array(X, name, *, dtype=None, ensure_2d=True, allow_empty=False):
     """Validate an array argument: numeric, finite, C-contiguous float32/float64.
 
@@ -134,9 +225,9 @@ def as_float_array(X, name, *, dtype=None, ensure_2d=True, allow_empty=False):
         return X
     arr = np.asarray(X) if not hasattr(X, "__array__") else X
     if getattr(arr, "dtype", None) is not None and arr.dtype == object:
-        raise TypeError(f"`{name}` has dtype object; pass a numeric array (float32 or float64)")
+        raise LocalizationTypeError(f"`{name}` has dtype object; pass a numeric array (float32 or float64)", name)
     if getattr(arr, "dtype", None) is not None and arr.dtype.kind in "USV":
-        raise TypeError(f"`{name}` has dtype {arr.dtype}; pass a numeric array (float32 or float64)")
+        raise LocalizationTypeError(f"`{name}` has dtype {arr.dtype}; pass a numeric array (float32 or float64)", name)
     try:
         out = check_array(
             X,
@@ -150,7 +241,7 @@ def as_float_array(X, name, *, dtype=None, ensure_2d=True, allow_empty=False):
         msg = str(e)
         if name not in msg:
             msg = f"`{name}`: {msg}"
-        raise ValueError(msg) from None
+        raise LocalizationError(msg, name) from None
     if dtype is not None and out.dtype != dtype:
         out = out.astype(dtype)
     return np.ascontiguousarray(out)
@@ -160,7 +251,7 @@ def check_query(X_query, X, name="X_query"):
     """Validate query rows against fitted/reference rows: same width, same dtype."""
     Q = as_float_array(X_query, name, dtype=X.dtype)
     if Q.shape[1] != X.shape[1]:
-        raise ValueError(f"`{name}` has {Q.shape[1]} features, but X has {X.shape[1]}")
+        raise LocalizationError(f"`{name}` has {Q.shape[1]} features, but X has {X.shape[1]}", name)
     return Q
 
 
@@ -168,11 +259,11 @@ def check_values(values, n, dtype, name="values"):
     """Validate per-sample values (1-D or 2-D); returns (2-D array, was_1d)."""
     v = np.asarray(values)
     if v.ndim not in (1, 2):
-        raise ValueError(f"`{name}` must be 1-D or 2-D, got {v.ndim}-D")
+        raise LocalizationError(f"`{name}` must be 1-D or 2-D, got {v.ndim}-D", name)
     was_1d = v.ndim == 1
     v2 = as_float_array(v.reshape(-1, 1) if was_1d else v, name, dtype=dtype)
     if v2.shape[0] != n:
-        raise ValueError(f"`{name}` has {v2.shape[0]} rows, but X has {n}")
+        raise LocalizationError(f"`{name}` has {v2.shape[0]} rows, but X has {n}", name)
     return v2, was_1d
 
 
@@ -186,7 +277,7 @@ def check_sample_weight(sample_weight, n, dtype, *, require_positive=True):
         w = np.full(n, float(w))
     w = as_float_array(w, "sample_weight", dtype=dtype, ensure_2d=False)
     if w.ndim != 1 or w.shape[0] != n:
-        raise ValueError(f"`sample_weight` must have shape ({n},), got {w.shape}")
+        raise LocalizationError(f"`sample_weight` must have shape ({n},), got {w.shape}", "sample_weight")
     check_weight_summary(bool(np.any(w < 0)), float(np.sum(w, dtype=np.float64)), require_positive=require_positive)
     return w
 
@@ -195,14 +286,14 @@ def check_weight_summary(negative, total, *, require_positive=True):
     """The rules on finite sample weights of the right shape, from a summary (any negative
     weight? the total weight) that a sharded sample computes shard by shard."""
     if negative:
-        raise ValueError("`sample_weight` must be non-negative")
+        raise LocalizationError("`sample_weight` must be non-negative", "sample_weight")
     if require_positive and not total > 0:
-        raise ValueError("`sample_weight` is zero everywhere: the total weight must be positive")
+        raise LocalizationError("`sample_weight` is zero everywhere: the total weight must be positive", "sample_weight")
 
 
 def check_positive_int(value, name, minimum=1):
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or value < minimum:
-        raise ValueError(f"`{name}` must be an integer >= {minimum}, got {value!r}")
+        raise LocalizationError(f"`{name}` must be an integer >= {minimum}, got {value!r}", name)
     return int(value)
 
 
@@ -212,16 +303,16 @@ def check_n_jobs(n_jobs):
     if n_jobs is None:
         return None
     if isinstance(n_jobs, bool) or not isinstance(n_jobs, numbers.Integral):
-        raise TypeError(f"`n_jobs` must be an integer or None, got {type(n_jobs).__name__} {n_jobs!r}")
+        raise LocalizationTypeError(f"`n_jobs` must be an integer or None, got {type(n_jobs).__name__} {n_jobs!r}", "n_jobs")
     if n_jobs == 0:
-        raise ValueError("`n_jobs` must be None or a non-zero integer, got 0")
+        raise LocalizationError("`n_jobs` must be None or a non-zero integer, got 0", "n_jobs")
     return n_jobs
 
 
 def check_n_components(q, d, allow_zero):
     q = check_positive_int(q, "n_components", minimum=0 if allow_zero else 1)
     if q > d:
-        raise ValueError(f"`n_components`={q} exceeds the {d} features")
+        raise LocalizationError(f"`n_components`={q} exceeds the {d} features", "n_components")
     return q
 
 
@@ -247,8 +338,8 @@ def check_allocation(nbytes, name, what):
     limit = _physical_memory() or _FALLBACK_MEMORY
     if nbytes > limit:
         need = f"{nbytes / 2**30:.3g} GiB" if nbytes < 2**100 else f"about 10^{len(str(int(nbytes))) - 1} bytes"
-        raise ValueError(f"`{name}` is too large: {what} would need {need}, more than this machine's memory "
-                         f"({limit / 2**30:.3g} GiB)")
+        raise LocalizationError(f"`{name}` is too large: {what} would need {need}, more than this machine's memory "
+                                f"({limit / 2**30:.3g} GiB)", name)
 
 
 def warn_zero_weight(mask, what="local mean", reason="zero total kernel weight"):

@@ -22,12 +22,19 @@ from __future__ import annotations
 import dataclasses
 import math
 import warnings
+from collections.abc import Callable, Collection, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from . import _core
 from ._validation import LocalizationWarning, check_positive_int
 from .kernels import Balloon, Kernel, KernelCombination, SamplePoint, as_kernel, rule_of_thumb
+
+if TYPE_CHECKING:
+    from scipy.sparse import csr_matrix
+
+    from ._typing import ArrayLike, E, FloatArray, KernelLike
 
 LOO_RULES = ("loo", "loo_per_feature")
 _GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
@@ -40,7 +47,7 @@ _LOG_TOL = 1e-4
 _PATIENCE = 3
 
 
-def is_loo(bandwidth, rules=LOO_RULES):
+def is_loo(bandwidth: object, rules: Collection[str] = LOO_RULES) -> bool:
     return isinstance(bandwidth, str) and bandwidth in rules
 
 
@@ -57,7 +64,7 @@ def _rescale_bandwidth(bw, s, X):
     return float(out) if out.ndim == 0 else out
 
 
-def scaled_kernel(kernel, s, X):
+def scaled_kernel(kernel: Kernel | KernelCombination, s: float | ArrayLike, X: FloatArray) -> Kernel | KernelCombination:
     """``kernel`` with every bandwidth multiplied by ``s`` (a number or a per-feature vector)."""
     if isinstance(kernel, KernelCombination):
         return KernelCombination([scaled_kernel(k, s, X) for k in kernel.kernels], kernel.coefficients, kernel.normalized)
@@ -67,7 +74,7 @@ def scaled_kernel(kernel, s, X):
                   temperature=kernel.temperature, knn_profile=kernel.knn_profile)
 
 
-def base_kernel(kernel, n_neighbors=None):
+def base_kernel(kernel: KernelLike, n_neighbors: int | None = None) -> Kernel | KernelCombination:
     """The kernel whose bandwidths the search scales (a name gets h = 1)."""
     return as_kernel(kernel, 1.0, n_neighbors)
 
@@ -82,7 +89,7 @@ def _fixed_scale(kernel, X):
     return np.broadcast_to(np.asarray(h, dtype=np.float64), (X.shape[1],))
 
 
-def default_grid(kernel, X, size=_GRID_SIZE):
+def default_grid(kernel: Kernel | KernelCombination, X: FloatArray, size: int = _GRID_SIZE) -> FloatArray:
     """Factors from the median nearest-neighbour distance to the data diameter, measured in
     the base kernel's units (an adaptive rule's scale: 1/4 to 8)."""
     scale = _fixed_scale(kernel, X)
@@ -98,7 +105,7 @@ def default_grid(kernel, X, size=_GRID_SIZE):
     return np.geomspace(lo, diam, size)
 
 
-def check_grid(grid):
+def check_grid(grid: ArrayLike) -> FloatArray:
     grid = np.asarray(grid, dtype=np.float64)
     if grid.ndim != 1 or len(grid) == 0 or not np.all(np.isfinite(grid)) or np.any(grid <= 0):
         raise ValueError("`bandwidth_grid` must be a non-empty 1-D array of positive numbers")
@@ -132,7 +139,7 @@ class _Recorder:
         return {"bandwidth": h, "objective": np.array(self.value), "stage": np.array(self.stage)}
 
 
-def golden_section(f, a, b, tol=_LOG_TOL):
+def golden_section(f: Callable[[float], float], a: float, b: float, tol: float = _LOG_TOL) -> tuple[float, float]:
     """Minimise a function of one variable on [a, b] by golden-section search (f is called
     on the variable itself); returns (argmin, min)."""
     c, d = b - _GOLDEN * (b - a), a + _GOLDEN * (b - a)
@@ -149,8 +156,9 @@ def golden_section(f, a, b, tol=_LOG_TOL):
     return (c, fc) if fc <= fd else (d, fd)
 
 
-def search(objective, grid, *, per_feature=False, n_features=1, refine=True, tol=_LOG_TOL, warn_edge=True,
-           gradient=None):
+def search(objective: Callable[[Any], float], grid: ArrayLike, *, per_feature: bool = False, n_features: int = 1,
+           refine: bool = True, tol: float = _LOG_TOL, warn_edge: bool = True,
+           gradient: Callable[..., Any] | None = None) -> tuple[float | FloatArray, dict[str, Any]]:
     """Minimise a LOO objective over bandwidth factors.
 
     Parameters
@@ -233,7 +241,8 @@ def _per_feature(rec, s0, v0, gradient=None, step=1e-4):
     return np.exp(res.x) if res.fun <= v0 else s0
 
 
-def fit_loo(est, objective, *, n_features, refine=True, gradient=None):
+def fit_loo(est: E, objective: Callable[..., float], *, n_features: int, refine: bool = True,
+            gradient: Callable[..., Any] | None = None) -> E:
     """Run the search for an estimator whose ``bandwidth`` is a LOO rule.
 
     ``objective(kernel)`` evaluates the LOO objective of the estimator under a candidate
@@ -298,7 +307,7 @@ class MultiKernel:
     (True, True)
     """
 
-    def __init__(self, kernels):
+    def __init__(self, kernels: Sequence[Kernel]) -> None:
         kernels = list(kernels)
         if not 1 <= len(kernels) <= 16:
             raise ValueError(f"a MultiKernel takes 1 to 16 kernels, got {len(kernels)}")
@@ -317,7 +326,7 @@ class MultiKernel:
         return hash(tuple(self.kernels))
 
 
-def simplex_qp(A):
+def simplex_qp(A: ArrayLike) -> FloatArray:
     """argmin wᵀAw over the probability simplex, exactly, for a small symmetric PSD A.
 
     On an active set S (the support of w) the minimiser solves A_S w_S = λ1, 1ᵀw_S = 1; it is
@@ -357,7 +366,7 @@ def simplex_qp(A):
     return best
 
 
-def fit_multikernel(est, residuals):
+def fit_multikernel(est: E, residuals: Callable[..., FloatArray]) -> E:
     """Learn the simplex weights of ``est.kernel`` (a MultiKernel) from LOO residuals.
 
     ``residuals(kernel)`` returns the (n, p) LOO residuals under one kernel. Sets
@@ -452,7 +461,7 @@ def fit_multikernel_density(est, log_density):
 # -- the self-consistent kernel ------------------------------------------------------------------
 
 
-def self_consistent_kernel(X, n_neighbors=10, *, reg=1e-3, n_jobs=None):
+def self_consistent_kernel(X: ArrayLike, n_neighbors: int = 10, *, reg: float = 1e-3, n_jobs: int | None = None) -> csr_matrix:
     """Fit a hollow kernel to the data itself: min ‖X − K̃X‖_F over K̃ supported on each
     point's k nearest other points, with rows summing to one.
 

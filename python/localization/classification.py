@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from sklearn.base import ClassifierMixin
@@ -14,6 +15,10 @@ from ._base import LocalEstimator, keeps_state_on_error
 from .adaptive import MultiKernel, fit_loo, fit_multikernel, is_loo
 from .engine import bind_kernel
 from ._validation import FLOAT_DTYPES, LocalizationWarning, validate_data
+
+if TYPE_CHECKING:
+    from ._typing import ArrayLike, BandwidthLike, FloatArray, KernelLike, NDArray, Self
+
 
 
 class LocalModeClassifier(ClassifierMixin, LocalEstimator):
@@ -69,8 +74,11 @@ class LocalModeClassifier(ClassifierMixin, LocalEstimator):
     ['a', 'a', 'a', 'b', 'b', 'b']
     """
 
-    def __init__(self, kernel="gaussian", bandwidth=1.0, n_neighbors=None, scoring="log_loss", bandwidth_grid=None,
-                 algorithm="auto", n_jobs=None):
+    def __init__(
+        self, kernel: KernelLike = "gaussian", bandwidth: BandwidthLike = 1.0, n_neighbors: int | None = None,
+        scoring: str = "log_loss", bandwidth_grid: ArrayLike | None = None, algorithm: str = "auto",
+        n_jobs: int | None = None,
+    ) -> None:
         self.kernel = kernel
         self.bandwidth = bandwidth
         self.n_neighbors = n_neighbors
@@ -80,7 +88,7 @@ class LocalModeClassifier(ClassifierMixin, LocalEstimator):
         self.n_jobs = n_jobs
 
     @keeps_state_on_error
-    def fit(self, X, y, sample_weight=None):
+    def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> Self:
         """Store the sample and its classes. Returns self."""
         X, y = validate_data(self, X, y, dtype=FLOAT_DTYPES, order="C", multi_output=True, densify=True)
         y = np.asarray(y)
@@ -145,7 +153,7 @@ class LocalModeClassifier(ClassifierMixin, LocalEstimator):
                 total += 1.0 - np.average(truth[np.arange(len(P)), np.argmax(P, axis=1)], weights=w)
         return total / (len(self._splits) + 1)
 
-    def predict_proba(self, X):
+    def predict_proba(self, X: ArrayLike | None) -> FloatArray | list[FloatArray]:
         """Local class shares, shape (n_queries, n_classes) (a list of them for multi-output);
         rows sum to one. ``X=None``: leave-one-out at the training points (each point's own
         label left out), as scikit-learn's ``predict_proba(None)``."""
@@ -166,7 +174,7 @@ class LocalModeClassifier(ClassifierMixin, LocalEstimator):
         parts = np.split(proba, self._splits, axis=1)
         return parts if self.outputs_2d_ else parts[0]
 
-    def predict(self, X):
+    def predict(self, X: ArrayLike | None) -> NDArray[Any]:
         """The local mode (ties go to the first class, as in scikit-learn); shape (n_queries,)
         or (n_queries, n_outputs). ``X=None``: leave-one-out at the training points."""
         check_is_fitted(self)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from typing import TYPE_CHECKING
 
 import numpy as np
 from sklearn.base import BaseEstimator, MultiOutputMixin, OneToOneFeatureMixin, RegressorMixin, TransformerMixin
@@ -39,6 +40,10 @@ from ._validation import (
 )
 from .engine import bind, ratio
 from .kernels import SPECIAL
+
+if TYPE_CHECKING:
+    from ._typing import ArrayLike, FloatArray, Self
+
 
 __all__ = ["NonLocalMeans", "SelfLocalMean", "bilateral", "nl_means", "self_local_mean"]
 
@@ -99,7 +104,8 @@ def _pad(img, radius, mode, cval):
     return np.pad(img, width, mode=mode)
 
 
-def bilateral(image, spatial_bandwidth=1.0, range_bandwidth=None, *, window_size=None, mode="constant", cval=0.0, n_jobs=None):
+def bilateral(image: ArrayLike, spatial_bandwidth: float = 1.0, range_bandwidth: float | None = None, *,
+              window_size: int | None = None, mode: str = "constant", cval: float = 0.0, n_jobs: int | None = None) -> FloatArray:
     """Bilateral filter: the self-local mean of an image over a pixel window.
 
     Every pixel becomes Σⱼ K_x(xᵢ, xⱼ) K_y(fᵢ, fⱼ) fⱼ / Σⱼ K_x K_y over the square window around
@@ -210,7 +216,8 @@ def _patch_side(patch_size, shape, itemsize):
     return s
 
 
-def nl_means(image, patch_size=7, patch_distance=11, h=0.1, sigma=0.0, *, exact=False, n_jobs=None):
+def nl_means(image: ArrayLike, patch_size: int = 7, patch_distance: int = 11, h: float = 0.1, sigma: float = 0.0, *,
+             exact: bool = False, n_jobs: int | None = None) -> FloatArray:
     """Non-local means: every pixel is the mean of the pixels around it, weighted by patch similarity.
 
     uᵢ = Σⱼ w(i, j) fⱼ / Σⱼ w(i, j) over the pixels j within ``patch_distance`` of i (a square
@@ -299,7 +306,10 @@ class NonLocalMeans(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     (3, 64)
     """
 
-    def __init__(self, patch_size=7, patch_distance=11, h=0.1, sigma=0.0, image_shape=None, exact=False, n_jobs=None):
+    def __init__(
+        self, patch_size: int = 7, patch_distance: int = 11, h: float = 0.1, sigma: float = 0.0,
+        image_shape: ArrayLike | None = None, exact: bool = False, n_jobs: int | None = None,
+    ) -> None:
         self.patch_size = patch_size
         self.patch_distance = patch_distance
         self.h = h
@@ -320,7 +330,7 @@ class NonLocalMeans(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
 
     @keeps_state_on_error
     @fit_context
-    def fit(self, X, y=None):
+    def fit(self, X: ArrayLike, y: object = None) -> Self:
         """Check X and the parameters; non-local means learns nothing. Returns self."""
         X = validate_data(self, X, dtype=FLOAT_DTYPES)
         if self.image_shape is None:
@@ -336,7 +346,7 @@ class NonLocalMeans(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         self.image_shape_ = shape
         return self
 
-    def transform(self, X):
+    def transform(self, X: ArrayLike) -> FloatArray:
         """Denoise every row (as an image of ``image_shape_``); returns an array like X."""
         check_is_fitted(self)
         X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C", reset=False)
@@ -402,7 +412,9 @@ def _fixed_point(X, Y, Y0, hx, hy, kernel, max_iter, tol, blurring, n_jobs):
     return cur, n_iter, not np.any(active)
 
 
-def self_local_mean(X, y, *, spatial_bandwidth=1.0, range_bandwidth=1.0, kernel="gaussian", max_iter=100, tol=1e-4, blurring=False, n_jobs=None):
+def self_local_mean(X: ArrayLike, y: ArrayLike, *, spatial_bandwidth: float | ArrayLike = 1.0,
+                    range_bandwidth: float | ArrayLike = 1.0, kernel: str = "gaussian", max_iter: int = 100, tol: float = 1e-4,
+                    blurring: bool = False, n_jobs: int | None = None) -> tuple[FloatArray, int]:
     """Functional twin of :class:`SelfLocalMean`: the denoised values at the samples.
 
     Returns
@@ -481,7 +493,11 @@ class SelfLocalMean(MultiOutputMixin, RegressorMixin, BaseEstimator):
     True
     """
 
-    def __init__(self, spatial_bandwidth=1.0, range_bandwidth=1.0, kernel="gaussian", max_iter=100, tol=1e-4, blurring=False, n_jobs=None):
+    def __init__(
+        self, spatial_bandwidth: float | ArrayLike = 1.0, range_bandwidth: float | ArrayLike = 1.0,
+        kernel: str = "gaussian", max_iter: int = 100, tol: float = 1e-4, blurring: bool = False,
+        n_jobs: int | None = None,
+    ) -> None:
         self.spatial_bandwidth = spatial_bandwidth
         self.range_bandwidth = range_bandwidth
         self.kernel = kernel
@@ -510,7 +526,7 @@ class SelfLocalMean(MultiOutputMixin, RegressorMixin, BaseEstimator):
 
     @keeps_state_on_error
     @fit_context
-    def fit(self, X, y):
+    def fit(self, X: ArrayLike, y: ArrayLike) -> Self:
         """Run the fixed-point iteration on the training sample. Returns self."""
         X, y = validate_data(self, X, y, dtype=FLOAT_DTYPES, order="C", multi_output=True, y_numeric=True)
         y = np.asarray(y, dtype=X.dtype)
@@ -524,7 +540,7 @@ class SelfLocalMean(MultiOutputMixin, RegressorMixin, BaseEstimator):
         self.y_denoised_ = out[:, 0] if self._y_1d else out
         return self
 
-    def predict(self, X):
+    def predict(self, X: ArrayLike) -> FloatArray:
         """Fixed point at new positions, started from the position-only local mean."""
         check_is_fitted(self)
         X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C", reset=False)

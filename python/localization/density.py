@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Literal, overload
+
 import numpy as np
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
@@ -12,6 +15,9 @@ from ._validation import FLOAT_DTYPES, check_allocation, check_positive_int, val
 from .adaptive import LOO_RULES, MultiKernel, fit_loo, fit_multikernel_density, is_loo
 from .engine import bind_kernel
 from .kernels import SPECIAL, Balloon, Kernel, SamplePoint, canonical_name, log_normalization
+
+if TYPE_CHECKING:
+    from ._typing import ArrayLike, BandwidthLike, FloatArray, KernelLike, SeedLike, Self
 
 LSCV_RULES = ("lscv", "lscv_per_feature")
 
@@ -86,8 +92,9 @@ class KernelDensity(LocalEstimator):
     0.398942
     """
 
-    def __init__(self, bandwidth=1.0, kernel="gaussian", bandwidth_grid=None, algorithm="auto", n_jobs=None, grid_size=None,
-                 atol=None, rtol=None):
+    def __init__(self, bandwidth: BandwidthLike = 1.0, kernel: KernelLike = "gaussian", bandwidth_grid: ArrayLike | None = None,
+                 algorithm: str = "auto", n_jobs: int | None = None, grid_size: int | Sequence[int] | None = None,
+                 atol: float | None = None, rtol: float | None = None) -> None:
         self.bandwidth = bandwidth
         self.kernel = kernel
         self.bandwidth_grid = bandwidth_grid
@@ -98,7 +105,7 @@ class KernelDensity(LocalEstimator):
         self.rtol = rtol
 
     @keeps_state_on_error
-    def fit(self, X, y=None, sample_weight=None):
+    def fit(self, X: ArrayLike, y: object = None, sample_weight: ArrayLike | None = None) -> Self:
         """Store the sample. Returns self."""
         X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C", densify=True)
         _binned.check_params(self, X.shape[1])
@@ -135,7 +142,7 @@ class KernelDensity(LocalEstimator):
     def _log_density(self, bk, Q, exclude_self=False, return_bound=False):
         """log p̂ at the rows of Q under the bound kernel; ``exclude_self``: Q is the sample and
         each point's own term (and weight) is left out. ``return_bound``: also a bound on
-        |log p̂ − log p̂_exact| (0 on the exact paths)."""
+        ``|log p̂ − log p̂_exact|`` (0 on the exact paths)."""
         w = self.sample_weight_
         d = Q.shape[1]
         log_norm = log_normalization(bk.name, d)
@@ -194,10 +201,14 @@ class KernelDensity(LocalEstimator):
         log_loo = self._log_density(self._bind(kernel), X, exclude_self=True)
         return float(np.sum(w * np.exp(log_sq)) / W - 2.0 * np.sum(w * np.exp(log_loo)) / W)
 
-    def score_samples(self, X, return_error_bound=False):
+    @overload
+    def score_samples(self, X: ArrayLike, return_error_bound: Literal[False] = False) -> FloatArray: ...
+    @overload
+    def score_samples(self, X: ArrayLike, return_error_bound: Literal[True]) -> tuple[FloatArray, FloatArray]: ...
+    def score_samples(self, X: ArrayLike, return_error_bound: bool = False) -> FloatArray | tuple[FloatArray, FloatArray]:
         """log p̂(x) for each row of X (−inf where the density is exactly zero).
 
-        ``return_error_bound=True`` also returns a bound on |log p̂ − log p̂_exact| per row: 0 on
+        ``return_error_bound=True`` also returns a bound on ``|log p̂ − log p̂_exact|`` per row: 0 on
         the exact paths; with ``algorithm="binned"`` it comes from the bound on the kernel sum,
         −log(1 − bound/sum), and is inf where the binned sum does not exceed its bound (the
         density there is below what the grid resolves).
@@ -224,11 +235,11 @@ class KernelDensity(LocalEstimator):
             return [(0.0, self._bound())]
         return [(np.log(w), self._bind(k)) for w, k in zip(self.kernel_.coefficients, self.kernel_.kernels) if w > 0]
 
-    def score(self, X, y=None):
+    def score(self, X: ArrayLike, y: object = None) -> float:
         """Total log-likelihood of X under the model."""
         return float(np.sum(self.score_samples(X)))
 
-    def score_function(self, X):
+    def score_function(self, X: ArrayLike) -> FloatArray:
         """The score ∇ₓ log p̂(x), shape (n_queries, n_features).
 
         Exact for the differentiable profiles whose derivative is again a profile: gaussian
@@ -274,7 +285,7 @@ class KernelDensity(LocalEstimator):
             g /= bk.feature_scale
         return g
 
-    def sample(self, n_samples=1, random_state=None):
+    def sample(self, n_samples: int = 1, random_state: SeedLike = None) -> FloatArray:
         """Draw from p̂: pick a sample point by weight, add a draw from the kernel.
 
         For the gaussian and tophat kernels with a scalar bandwidth the draws are

@@ -23,6 +23,7 @@ dot-product kernel.
 from __future__ import annotations
 
 import warnings
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import scipy.linalg
@@ -53,6 +54,10 @@ from ._validation import (
 from .engine import BoundKernel, bind
 from .kernels import as_kernel, profile
 
+if TYPE_CHECKING:
+    from ._typing import ArrayLike, BandwidthLike, FloatArray, KernelLike, SeedLike, Self
+
+
 __all__ = [
     "AsymmetricMDS",
     "LocalPCA",
@@ -78,7 +83,7 @@ class LocalPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator)
       frame at x (``inverse_transform(transform(X), X) == reconstruct(X)``).
 
     With a very large bandwidth every weight is equal and this is ordinary PCA (same axes,
-    same sign convention as scikit-learn's ``PCA``: the largest-|.| entry of each axis is
+    same sign convention as scikit-learn's ``PCA``: the entry of largest magnitude of each axis is
     positive). Sign and order of the axes are defined per target, so coordinates of different
     targets live in different frames.
 
@@ -110,7 +115,10 @@ class LocalPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator)
     True
     """
 
-    def __init__(self, n_components=1, bandwidth=1.0, kernel="gaussian", n_neighbors=None, algorithm="auto", n_jobs=None):
+    def __init__(
+        self, n_components: int = 1, bandwidth: BandwidthLike = 1.0, kernel: KernelLike = "gaussian",
+        n_neighbors: int | None = None, algorithm: str = "auto", n_jobs: int | None = None,
+    ) -> None:
         self.n_components = n_components
         self.bandwidth = bandwidth
         self.kernel = kernel
@@ -119,7 +127,7 @@ class LocalPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator)
         self.n_jobs = n_jobs
 
     @keeps_state_on_error
-    def fit(self, X, y=None, sample_weight=None):
+    def fit(self, X: ArrayLike, y: object = None, sample_weight: ArrayLike | None = None) -> Self:
         """Store the sample (lazy learning). Returns self."""
         X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C")
         check_n_components(self.n_components, X.shape[1], allow_zero=False)
@@ -143,7 +151,7 @@ class LocalPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator)
         Q = validate_data(self, X, dtype=FLOAT_DTYPES, order="C", reset=False)
         return np.ascontiguousarray(Q, dtype=self.X_fit_.dtype), Q.dtype
 
-    def local_components(self, X):
+    def local_components(self, X: ArrayLike) -> tuple[FloatArray, FloatArray]:
         """Local frames at each row of X.
 
         Returns
@@ -166,20 +174,20 @@ class LocalPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator)
         warn_zero_weight(~valid, "local PCA")
         return Q.astype(np.float64) + off, vecs, vals
 
-    def transform(self, X):
+    def transform(self, X: ArrayLike) -> FloatArray:
         """Local coordinates V(x)(x − μ(x)), shape (n, n_components)."""
         Q, dt = self._query(X)
         mu, V, _ = self._frames(Q)
         return np.einsum("nqd,nd->nq", V, Q - mu).astype(dt)
 
-    def reconstruct(self, X):
+    def reconstruct(self, X: ArrayLike) -> FloatArray:
         """Projection of each row onto its local affine subspace, shape (n, n_features)."""
         Q, dt = self._query(X)
         mu, V, _ = self._frames(Q)
         z = np.einsum("nqd,nd->nq", V, Q - mu)
         return (mu + np.einsum("nqd,nq->nd", V, z)).astype(dt)
 
-    def inverse_transform(self, Z, X):
+    def inverse_transform(self, Z: ArrayLike, X: ArrayLike) -> FloatArray:
         """Points with local coordinates Z in the frames at the rows of X."""
         Q, dt = self._query(X)
         Z = as_float_array(Z, "Z")
@@ -367,8 +375,11 @@ class LocallyLinearEmbedding(TransformerMixin, BaseEstimator):
     True
     """
 
-    def __init__(self, n_neighbors=5, n_components=2, reg=1e-3, eigen_solver="auto", tol=1e-6, max_iter=100,
-                 algorithm="auto", random_state=None, n_jobs=None):
+    def __init__(
+        self, n_neighbors: int | None = 5, n_components: int = 2, reg: float = 1e-3, eigen_solver: str = "auto",
+        tol: float = 1e-6, max_iter: int = 100, algorithm: str = "auto", random_state: SeedLike = None,
+        n_jobs: int | None = None,
+    ) -> None:
         self.n_neighbors = n_neighbors
         self.n_components = n_components
         self.reg = reg
@@ -380,7 +391,7 @@ class LocallyLinearEmbedding(TransformerMixin, BaseEstimator):
         self.n_jobs = n_jobs
 
     @keeps_state_on_error
-    def fit(self, X, y=None):
+    def fit(self, X: ArrayLike, y: object = None) -> Self:
         """Compute the local kernel W and the embedding. Returns self."""
         X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C", ensure_min_samples=2)
         n, d = X.shape
@@ -405,10 +416,10 @@ class LocallyLinearEmbedding(TransformerMixin, BaseEstimator):
         self.X_fit_ = X
         return self
 
-    def fit_transform(self, X, y=None):
+    def fit_transform(self, X: ArrayLike, y: object = None) -> FloatArray:
         return self.fit(X).embedding_
 
-    def transform(self, X):
+    def transform(self, X: ArrayLike) -> FloatArray:
         """Embed new points: Σ_j w_j y_j over their k nearest fitted points, with the
         barycentric weights that rebuild them from those points (scikit-learn's rule)."""
         check_is_fitted(self)
@@ -449,7 +460,8 @@ def _check_triplets(triplets, n_samples=None, name="triplets", distinct=True):
     return np.ascontiguousarray(T, dtype=np.int64)
 
 
-def triplet_loss(Y, triplets, weights=None, *, loss="trimap", alpha=1.0, n_jobs=None):
+def triplet_loss(Y: ArrayLike, triplets: ArrayLike, weights: ArrayLike | None = None, *, loss: str = "trimap", alpha: float = 1.0,
+                 n_jobs: int | None = None) -> tuple[float, FloatArray]:
     """Σ_t w_t ℓ(d²_ij, d²_ik) over triplets t = (i, j, k) and its gradient in ``Y``.
 
     d² are squared distances between rows of the embedding ``Y`` (degenerate triplets such
@@ -562,7 +574,7 @@ class TripletEmbedding(TransformerMixin, BaseEstimator):
     triplet_weights_ : ndarray of shape (n_triplets,)
     loss_ : float
         Mean loss per triplet at the last iteration.
-    loss_curve_ : ndarray of shape (n_iter_,)
+    loss_curve_ : ndarray of shape (n_iter,)
     n_iter_ : int
 
     Examples
@@ -577,8 +589,12 @@ class TripletEmbedding(TransformerMixin, BaseEstimator):
     True
     """
 
-    def __init__(self, n_components=2, n_inliers=12, n_outliers=4, n_random=3, weight_temp=0.5, learning_rate=0.05,
-                 max_iter=400, init="pca", pca_components=100, random_state=None, n_jobs=None, verbose=False):
+    def __init__(
+        self, n_components: int = 2, n_inliers: int = 12, n_outliers: int = 4, n_random: int = 3,
+        weight_temp: float = 0.5, learning_rate: float = 0.05, max_iter: int = 400, init: str | ArrayLike = "pca",
+        pca_components: int = 100, random_state: SeedLike = None, n_jobs: int | None = None,
+        verbose: bool | int = False,
+    ) -> None:
         self.n_components = n_components
         self.n_inliers = n_inliers
         self.n_outliers = n_outliers
@@ -611,7 +627,7 @@ class TripletEmbedding(TransformerMixin, BaseEstimator):
         return n_in, n_out, n_rand
 
     @keeps_state_on_error
-    def fit(self, X, y=None):
+    def fit(self, X: ArrayLike, y: object = None) -> Self:
         """Sample the triplets and optimise the embedding. Returns self."""
         X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C")
         n, d = X.shape
@@ -666,7 +682,7 @@ class TripletEmbedding(TransformerMixin, BaseEstimator):
             raise ValueError(f"`init` must have shape ({n}, {q}), got {Y0.shape}")
         return Y0
 
-    def fit_transform(self, X, y=None):
+    def fit_transform(self, X: ArrayLike, y: object = None) -> FloatArray:
         return self.fit(X).embedding_
 
     def __sklearn_tags__(self):
@@ -724,8 +740,11 @@ class OrdinalEmbedding(BaseEstimator):
     1.0
     """
 
-    def __init__(self, n_components=2, loss="tste", alpha=None, l2=0.0, max_iter=1000, tol=1e-9, random_state=None,
-                 n_jobs=None, verbose=False):
+    def __init__(
+        self, n_components: int = 2, loss: str = "tste", alpha: float | None = None, l2: float = 0.0,
+        max_iter: int = 1000, tol: float = 1e-9, random_state: SeedLike = None, n_jobs: int | None = None,
+        verbose: bool | int = False,
+    ) -> None:
         self.n_components = n_components
         self.loss = loss
         self.alpha = alpha
@@ -737,7 +756,7 @@ class OrdinalEmbedding(BaseEstimator):
         self.verbose = verbose
 
     @keeps_state_on_error
-    def fit(self, X, y=None, *, n_samples=None, sample_weight=None):
+    def fit(self, X: ArrayLike, y: object = None, *, n_samples: int | None = None, sample_weight: ArrayLike | None = None) -> Self:
         """Fit to triplets ``X`` (integer array of shape (n_triplets, 3), rows (i, j, k)).
 
         ``n_samples`` defaults to the largest index + 1; ``sample_weight`` weighs the triplets.
@@ -772,7 +791,7 @@ class OrdinalEmbedding(BaseEstimator):
         self.satisfied_ = float(np.sum(w * (d2(T[:, 0], T[:, 1]) < d2(T[:, 0], T[:, 2]))) / np.sum(w))
         return self
 
-    def fit_transform(self, X, y=None, **fit_params):
+    def fit_transform(self, X: ArrayLike, y: object = None, **fit_params: Any) -> FloatArray:
         return self.fit(X, **fit_params).embedding_
 
 
@@ -1055,9 +1074,13 @@ class AsymmetricMDS(TransformerMixin, BaseEstimator):
     True
     """
 
-    def __init__(self, n_components=2, affinity="kernel", kernel="gaussian", bandwidth=1.0, n_neighbors=None,
-                 loss="frobenius", normalizer="auto", n_negative=20, row_weight="uniform", max_iter=500, tol=1e-9,
-                 learning_rate=0.05, random_state=None, n_jobs=None, verbose=False):
+    def __init__(
+        self, n_components: int = 2, affinity: str = "kernel", kernel: KernelLike = "gaussian",
+        bandwidth: BandwidthLike = 1.0, n_neighbors: int | None = None, loss: str = "frobenius",
+        normalizer: str = "auto", n_negative: int = 20, row_weight: str = "uniform", max_iter: int = 500,
+        tol: float = 1e-9, learning_rate: float = 0.05, random_state: SeedLike = None, n_jobs: int | None = None,
+        verbose: bool | int = False,
+    ) -> None:
         self.n_components = n_components
         self.affinity = affinity
         self.kernel = kernel
@@ -1089,7 +1112,7 @@ class AsymmetricMDS(TransformerMixin, BaseEstimator):
         return None, _KernelAffinity(BoundKernel(kernel, X), self.n_jobs)
 
     @keeps_state_on_error
-    def fit(self, X, y=None):
+    def fit(self, X: ArrayLike, y: object = None) -> Self:
         """Fit the query and key coordinates. Returns self."""
         if self.loss not in ("frobenius", "softmax"):
             raise ValueError(f"`loss` must be 'frobenius' or 'softmax', got {self.loss!r}")
@@ -1184,10 +1207,10 @@ class AsymmetricMDS(TransformerMixin, BaseEstimator):
             self.n_iter_ = max_iter
         self._target_normalizer = normalizer
 
-    def fit_transform(self, X, y=None):
+    def fit_transform(self, X: ArrayLike, y: object = None) -> FloatArray:
         return self.fit(X).embedding_
 
-    def transform(self, X):
+    def transform(self, X: ArrayLike) -> FloatArray:
         """Query coordinates of new items against the fitted keys (``affinity="kernel"``).
 
         Frobenius loss: the least-squares z minimising ‖K(x, ·) − z Z₂ᵀ‖², i.e.

@@ -11,12 +11,16 @@ nearest neighbour, not 0/0) and gives bit-identical results for any ``n_jobs``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Literal, overload
+
 import numpy as np
 from scipy.spatial.distance import cdist
 
 from . import _binned, _core
 from ._progress import Progress
 from ._validation import (
+    LocalizationError,
     StrOptions,
     as_float_array,
     check_number,
@@ -37,14 +41,17 @@ from .kernels import (
     rule_of_thumb,
 )
 
+if TYPE_CHECKING:
+    from ._typing import ArrayLike, BandwidthLike, FloatArray, KernelLike
+
 _ALGORITHMS = ("auto", "brute", "kd_tree", "expansion", "binned")
 #: The `_parameter_constraints` entry of an estimator's engine `algorithm`.
 ALGORITHM = [StrOptions(set(_ALGORITHMS))]
 
 
-def check_algorithm(algorithm):
+def check_algorithm(algorithm: str) -> None:
     if algorithm not in _ALGORITHMS:
-        raise ValueError(f"`algorithm` must be one of {_ALGORITHMS}, got {algorithm!r}")
+        raise LocalizationError(f"`algorithm` must be one of {_ALGORITHMS}, got {algorithm!r}", "algorithm")
 
 
 class BoundKernel:
@@ -243,7 +250,7 @@ class BoundCombination:
     ``sums`` has the contract of :meth:`BoundKernel.sums` (true sums = num·exp(log_scale)):
     every term is one engine pass, and the terms are added after rescaling to the common
     log-scale L = max_l log_scale_l, so nothing overflows or underflows that the terms alone
-    would not. A signed total weight indistinguishable from zero — |Σ K w| ≤ 64·ε·Σ |K| w — is
+    would not. A signed total weight indistinguishable from zero — ``|Σ K w| ≤ 64·ε·Σ |K| w`` — is
     returned as exactly 0, so callers treat it as "no weight" (NaN and a warning).
     """
 
@@ -331,11 +338,32 @@ def ratio(num, den, warn=True, what="local mean"):
     return out
 
 
+@overload
 def local_mean(
-    X_query, X, values=None, *, kernel="gaussian", bandwidth=1.0, n_neighbors=None, sample_weight=None,
-    exclude_self=False, return_weight=False, algorithm="auto", n_jobs=None, grid_size=None, atol=None, rtol=None,
-    return_error_bound=False, progress=False,
-):
+    X_query: ArrayLike, X: ArrayLike, values: ArrayLike | None = None, *, kernel: KernelLike = "gaussian",
+    bandwidth: BandwidthLike = 1.0, n_neighbors: int | None = None, sample_weight: ArrayLike | None = None,
+    exclude_self: bool = False, return_weight: Literal[False] = False, algorithm: str = "auto", n_jobs: int | None = None,
+    grid_size: int | Sequence[int] | None = None, atol: float | None = None, rtol: float | None = None,
+    return_error_bound: Literal[False] = False,
+    progress: bool = False,
+) -> FloatArray: ...
+@overload
+def local_mean(
+    X_query: ArrayLike, X: ArrayLike, values: ArrayLike | None = None, *, kernel: KernelLike = "gaussian",
+    bandwidth: BandwidthLike = 1.0, n_neighbors: int | None = None, sample_weight: ArrayLike | None = None,
+    exclude_self: bool = False, return_weight: bool = False, algorithm: str = "auto", n_jobs: int | None = None,
+    grid_size: int | Sequence[int] | None = None, atol: float | None = None, rtol: float | None = None,
+    return_error_bound: bool = False,
+    progress: bool = False,
+) -> FloatArray | tuple[FloatArray, ...]: ...
+def local_mean(
+    X_query: ArrayLike, X: ArrayLike, values: ArrayLike | None = None, *, kernel: KernelLike = "gaussian",
+    bandwidth: BandwidthLike = 1.0, n_neighbors: int | None = None, sample_weight: ArrayLike | None = None,
+    exclude_self: bool = False, return_weight: bool = False, algorithm: str = "auto", n_jobs: int | None = None,
+    grid_size: int | Sequence[int] | None = None, atol: float | None = None, rtol: float | None = None,
+    return_error_bound: bool = False,
+    progress: bool = False,
+) -> FloatArray | tuple[FloatArray, ...]:
     """The local mean m(x*) = Σ K(x*, xᵢ) wᵢ vᵢ / Σ K(x*, xᵢ) wᵢ for every query row.
 
     Parameters
@@ -351,7 +379,7 @@ def local_mean(
         Any profile of :mod:`localization.kernels`, ``"knn"``, ``"dot"``, ``"identity"``, a
         callable, or a (possibly signed) combination such as a difference of Gaussians.
         Under a signed kernel the mean is NaN (with a warning) where the signed total weight
-        is zero to rounding, |Σ K w| ≤ 64·ε·Σ |K| w.
+        is zero to rounding, ``|Σ K w| ≤ 64·ε·Σ |K| w``.
     bandwidth : float, array, rule name, Balloon or SamplePoint, default=1.0
     n_neighbors : int, optional
         k for ``kernel="knn"``.
@@ -381,10 +409,10 @@ def local_mean(
         and 3 features.
     atol, rtol : float, optional
         Tolerances that let ``algorithm="auto"`` use the binned path: it is used only where
-        its bound guarantees |mean − exact| ≤ atol + rtol·|exact| at every query (0 or None:
+        its bound guarantees ``|mean − exact| ≤ atol + rtol·|exact|`` at every query (0 or None:
         exact sums).
     return_error_bound : bool, default=False
-        Also return a bound on |mean − exact mean| per query and column (0 for the exact
+        Also return a bound on ``|mean − exact mean|`` per query and column (0 for the exact
         algorithms, whose error is rounding only; inf where the binned total weight does
         not exceed its own bound). It is returned last.
     progress : bool, default=False
@@ -435,11 +463,32 @@ def local_mean(
     return out if len(out) > 1 else mean
 
 
+@overload
 def kernel_sum(
-    X_query, X, values=None, *, kernel="gaussian", bandwidth=1.0, n_neighbors=None, sample_weight=None, log=False,
-    exclude_self=False, algorithm="auto", n_jobs=None, grid_size=None, atol=None, rtol=None, return_error_bound=False,
-    progress=False,
-):
+    X_query: ArrayLike, X: ArrayLike, values: ArrayLike | None = None, *, kernel: KernelLike = "gaussian",
+    bandwidth: BandwidthLike = 1.0, n_neighbors: int | None = None, sample_weight: ArrayLike | None = None,
+    log: bool = False, exclude_self: bool = False, algorithm: str = "auto", n_jobs: int | None = None,
+    grid_size: int | Sequence[int] | None = None, atol: float | None = None, rtol: float | None = None,
+    return_error_bound: Literal[False] = False,
+    progress: bool = False,
+) -> FloatArray: ...
+@overload
+def kernel_sum(
+    X_query: ArrayLike, X: ArrayLike, values: ArrayLike | None = None, *, kernel: KernelLike = "gaussian",
+    bandwidth: BandwidthLike = 1.0, n_neighbors: int | None = None, sample_weight: ArrayLike | None = None,
+    log: bool = False, exclude_self: bool = False, algorithm: str = "auto", n_jobs: int | None = None,
+    grid_size: int | Sequence[int] | None = None, atol: float | None = None, rtol: float | None = None,
+    return_error_bound: Literal[True] = False,
+    progress: bool = False,
+) -> tuple[FloatArray, FloatArray]: ...
+def kernel_sum(
+    X_query: ArrayLike, X: ArrayLike, values: ArrayLike | None = None, *, kernel: KernelLike = "gaussian",
+    bandwidth: BandwidthLike = 1.0, n_neighbors: int | None = None, sample_weight: ArrayLike | None = None,
+    log: bool = False, exclude_self: bool = False, algorithm: str = "auto", n_jobs: int | None = None,
+    grid_size: int | Sequence[int] | None = None, atol: float | None = None, rtol: float | None = None,
+    return_error_bound: bool = False,
+    progress: bool = False,
+) -> FloatArray | tuple[FloatArray, FloatArray]:
     """The kernel sum Σᵢ K(x*, xᵢ) wᵢ for every query (unnormalised kernel density), or with
     ``values`` the weighted sum Σᵢ K(x*, xᵢ) wᵢ vᵢ (the numerator of the local mean).
 
@@ -451,7 +500,7 @@ def kernel_sum(
 
     ``algorithm``, ``grid_size``, ``atol``, ``rtol`` are those of :func:`local_mean`; the
     tolerance applies to the returned sums (or, with ``log=True``, to their logarithm).
-    With ``return_error_bound=True`` a bound on |returned − exact| is returned too (0 for the
+    With ``return_error_bound=True`` a bound on ``|returned − exact|`` is returned too (0 for the
     exact algorithms; for ``"binned"`` uniform over the queries plus the final rounding).
     ``progress=True`` shows a progress bar as :func:`local_mean` does.
 
@@ -509,7 +558,10 @@ def kernel_sum(
     return (out, np.zeros(out.shape)) if return_error_bound else out
 
 
-def kernel_matrix(X_query, X, *, kernel="gaussian", bandwidth=1.0, n_neighbors=None, n_jobs=None):
+def kernel_matrix(
+    X_query: ArrayLike, X: ArrayLike, *, kernel: KernelLike = "gaussian", bandwidth: BandwidthLike = 1.0,
+    n_neighbors: int | None = None, n_jobs: int | None = None,
+) -> FloatArray:
     """The dense kernel matrix K(x*_i, x_j), shape (m, n). For small problems and inspection.
 
     Dense by nature: m × n × itemsize bytes (8 in float64), allocated before any work — a

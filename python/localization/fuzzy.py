@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numbers
 import warnings
+from typing import TYPE_CHECKING
 
 import numpy as np
 from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin
@@ -23,6 +24,10 @@ from ._base import keeps_state_on_error
 from ._validation import FLOAT_DTYPES, check_positive_int, check_sample_weight, validate_data
 from .engine import BoundKernel, ratio
 from .kernels import Kernel, canonical_name
+
+if TYPE_CHECKING:
+    from ._typing import ArrayLike, BandwidthLike, FloatArray, KernelLike, SeedLike, Self
+
 
 _CONSEQUENTS = ("local_mean", "least_squares")
 
@@ -59,8 +64,8 @@ class FuzzyInferenceRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
 
     Attributes
     ----------
-    prototypes_ : ndarray of shape (n_rules_, n_features)
-    consequents_ : ndarray of shape (n_rules_,) or (n_rules_, n_outputs)
+    prototypes_ : ndarray of shape (n_rules, n_features)
+    consequents_ : ndarray of shape (n_rules,) or (n_rules, n_outputs)
     bandwidth_ : float or ndarray
     n_rules_ : int
     rules_ : list of str
@@ -79,7 +84,11 @@ class FuzzyInferenceRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
     12
     """
 
-    def __init__(self, n_rules=10, kernel="gaussian", bandwidth="auto", consequents="local_mean", ridge=1e-8, random_state=None, n_jobs=None):
+    def __init__(
+        self, n_rules: int = 10, kernel: KernelLike = "gaussian", bandwidth: BandwidthLike = "auto",
+        consequents: str = "local_mean", ridge: float = 1e-8, random_state: SeedLike = None,
+        n_jobs: int | None = None,
+    ) -> None:
         self.n_rules = n_rules
         self.kernel = kernel
         self.bandwidth = bandwidth
@@ -106,7 +115,7 @@ class FuzzyInferenceRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         return bw  # numbers and per-feature arrays are checked by BoundKernel
 
     @keeps_state_on_error
-    def fit(self, X, y, sample_weight=None):
+    def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> Self:
         """Place the rules and fit their consequents. Returns self."""
         X, y = validate_data(self, X, y, dtype=FLOAT_DTYPES, order="C", multi_output=True, y_numeric=True)
         y = np.asarray(y, dtype=X.dtype)
@@ -170,8 +179,8 @@ class FuzzyInferenceRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         cons = f"{c[0]:.4g}" if len(c) == 1 else f"({fmt(c)})"
         return f"IF x ≈ ({fmt(p)}) THEN y = {cons}"
 
-    def memberships(self, X):
-        """Normalised memberships μ̃_j(x) = μ_j(x) / Σ_k μ_k(x), shape (n, n_rules_) (NaN rows where none fires)."""
+    def memberships(self, X: ArrayLike) -> FloatArray:
+        """Normalised memberships μ̃_j(x) = μ_j(x) / Σ_k μ_k(x), shape (n, ``n_rules_``) (NaN rows where none fires)."""
         Q = self._query(X)
         num, den, *_ = self._bound().sums(Q, np.eye(self.n_rules_, dtype=Q.dtype), n_jobs=self.n_jobs)
         return ratio(num, den, what="membership")
@@ -184,7 +193,7 @@ class FuzzyInferenceRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C", reset=False)
         return np.ascontiguousarray(X, dtype=self.prototypes_.dtype)
 
-    def predict(self, X):
+    def predict(self, X: ArrayLike) -> FloatArray:
         """Σ_j μ_j(x) c_j / Σ_j μ_j(x) (NaN with a warning where no rule fires)."""
         Q = self._query(X)
         C = self.consequents_.reshape(self.n_rules_, -1)

@@ -13,6 +13,8 @@ is that ideal one needs no training at all — at the price of memorising the tr
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 
 import numpy as np
 from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
@@ -24,6 +26,10 @@ from ._progress import Progress
 from ._validation import FLOAT_DTYPES, check_allocation, check_number, check_positive_int, check_sample_weight, validate_data
 from .engine import BoundKernel, ratio
 from .kernels import Kernel
+
+if TYPE_CHECKING:
+    from ._typing import ArrayLike, FloatArray, SeedLike, Self
+
 
 _SCHEDULES = ("geometric", "karras")
 _SAMPLERS = ("euler", "ddim", "heun", "ancestral", "langevin")
@@ -104,33 +110,33 @@ class LocalMeanDenoiser(_LocalMeanPrior):
     [[-1.2, -0.4]]
     """
 
-    def __init__(self, sigma=1.0, n_jobs=None):
+    def __init__(self, sigma: float = 1.0, n_jobs: int | None = None) -> None:
         self.sigma = sigma
         self.n_jobs = n_jobs
 
     @keeps_state_on_error
-    def fit(self, X, y=None, sample_weight=None):
+    def fit(self, X: ArrayLike, y: object = None, sample_weight: ArrayLike | None = None) -> Self:
         """Store the training set (the empirical prior). Returns self."""
         check_number(self.sigma, "sigma")
         self._fit(X, sample_weight)
         return self
 
-    def denoise(self, X):
+    def denoise(self, X: ArrayLike) -> FloatArray:
         """The posterior mean E[z | x] = m_σ(x) for each row of the noisy ``X``."""
         return self._denoise(self._query(X), check_number(self.sigma, "sigma"))
 
-    def transform(self, X):
+    def transform(self, X: ArrayLike) -> FloatArray:
         """Same as :meth:`denoise` (so the denoiser can sit in a Pipeline)."""
         return self.denoise(X)
 
-    def score_function(self, X):
+    def score_function(self, X: ArrayLike) -> FloatArray:
         """∇ log p̂_σ(x) = (m_σ(x) − x) / σ² (Tweedie), shape (n, n_features)."""
         Q = self._query(X)
         sigma = check_number(self.sigma, "sigma")
         return (self._denoise(Q, sigma) - Q) / sigma**2
 
 
-def sigma_schedule(sigma_max, sigma_min, n_steps, schedule="geometric", rho=7.0):
+def sigma_schedule(sigma_max: float, sigma_min: float, n_steps: int, schedule: str = "geometric", rho: float = 7.0) -> FloatArray:
     """Noise levels σ_max = σ₀ > σ₁ > … > σ_{n−1} = σ_min.
 
     ``"geometric"``: equally spaced in log σ. ``"karras"``: σᵢ = (σ_max^{1/ρ} + i/(n−1)
@@ -230,9 +236,11 @@ class LocalMeanDiffusion(_LocalMeanPrior):
     """
 
     def __init__(
-        self, n_steps=50, sigma_max="auto", sigma_min="auto", schedule="geometric", rho=7.0, sampler="euler",
-        n_langevin=3, langevin_step=0.2, final_denoise=True, random_state=None, n_jobs=None,
-    ):
+        self, n_steps: int = 50, sigma_max: float | str = "auto", sigma_min: float | str = "auto",
+        schedule: str = "geometric", rho: float = 7.0, sampler: str = "euler", n_langevin: int = 3,
+        langevin_step: float = 0.2, final_denoise: bool = True, random_state: SeedLike = None,
+        n_jobs: int | None = None,
+    ) -> None:
         self.n_steps = n_steps
         self.sigma_max = sigma_max
         self.sigma_min = sigma_min
@@ -246,7 +254,7 @@ class LocalMeanDiffusion(_LocalMeanPrior):
         self.n_jobs = n_jobs
 
     @keeps_state_on_error
-    def fit(self, X, y=None, sample_weight=None):
+    def fit(self, X: ArrayLike, y: object = None, sample_weight: ArrayLike | None = None) -> Self:
         """Store the training set and resolve the noise schedule. Returns self."""
         X = self._fit(X, sample_weight)
         if self.sampler not in _SAMPLERS:
@@ -272,16 +280,17 @@ class LocalMeanDiffusion(_LocalMeanPrior):
         self.sigmas_ = sigma_schedule(smax, smin, self.n_steps, self.schedule, self.rho)
         return self
 
-    def denoise(self, X, sigma):
+    def denoise(self, X: ArrayLike, sigma: float) -> FloatArray:
         """The ideal denoiser D(x; σ) = m_σ(x) of the training set."""
         return self._denoise(self._query(X), check_number(sigma, "sigma"))
 
-    def transform(self, X):
+    def transform(self, X: ArrayLike) -> FloatArray:
         """Denoise ``X`` at σ_min (projects points onto the training set's neighbourhood)."""
         check_is_fitted(self)
         return self.denoise(X, self.sigmas_[-1])
 
-    def sample(self, n_samples=1, random_state=None, return_trajectory=False, progress=False):
+    def sample(self, n_samples: int = 1, random_state: SeedLike = None, return_trajectory: bool = False,
+               progress: bool = False) -> FloatArray | tuple[FloatArray, FloatArray]:
         """Draw ``n_samples`` points by running the sampler down the σ schedule.
 
         Parameters

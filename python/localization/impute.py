@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numbers
 import warnings
+from typing import TYPE_CHECKING
 
 import numpy as np
 from scipy.sparse import csr_matrix
@@ -24,6 +25,10 @@ from ._base import keeps_state_on_error
 from ._progress import Progress
 from ._validation import LocalizationWarning, check_number, check_positive_int
 from .adaptive import check_grid, search
+
+if TYPE_CHECKING:
+    from ._typing import ArrayLike, BandwidthLike, FloatArray, SeedLike, Self
+
 
 _FLOATS = (np.float64, np.float32)
 # Rows per block of the sample-level distances: bounds the working memory to a few block × n arrays.
@@ -46,7 +51,7 @@ class LocalMeanImputer(TransformerMixin, BaseEstimator):
     bandwidth ``feature_bandwidth`` (in pixels); for tables, each entry is the local mean of
     the sample's other features under the kernel exp(−δ²ⱼₖ / (2h²)), with δ²ⱼₖ the mean
     squared difference of the standardised columns j and ±k on the rows that observe both
-    (δ² = 2(1 − |correlation|), in standard units; an anti-correlated column enters with
+    (``δ² = 2(1 − |correlation|)``, in standard units; an anti-correlated column enters with
     its sign flipped).
 
     Layer 2 (across samples): each sample's entries are the local mean of its own layer-1
@@ -117,8 +122,11 @@ class LocalMeanImputer(TransformerMixin, BaseEstimator):
     (True, [1.0, 2.0, 3.0])
     """
 
-    def __init__(self, image_shape=None, n_neighbors=20, bandwidth="loo", feature_bandwidth="loo", n_iter=2,
-                 max_loo_samples=1000, random_state=None, progress=False):
+    def __init__(
+        self, image_shape: tuple[int, ...] | None = None, n_neighbors: int | None = 20,
+        bandwidth: BandwidthLike = "loo", feature_bandwidth: float | str = "loo", n_iter: int = 2,
+        max_loo_samples: int = 1000, random_state: SeedLike = None, progress: bool = False,
+    ) -> None:
         self.image_shape = image_shape
         self.n_neighbors = n_neighbors
         self.bandwidth = bandwidth
@@ -152,7 +160,7 @@ class LocalMeanImputer(TransformerMixin, BaseEstimator):
     # -- fit / transform ------------------------------------------------------------------
 
     @keeps_state_on_error
-    def fit(self, X, y=None):
+    def fit(self, X: ArrayLike, y: object = None) -> Self:
         """Learn the column statistics, the layer kernels and (for "loo") their bandwidths."""
         X = self._validate(X, reset=True)
         self._check_params(X.shape[1])
@@ -206,7 +214,7 @@ class LocalMeanImputer(TransformerMixin, BaseEstimator):
         self.cv_results_[name] = results
         return float(best)
 
-    def transform(self, X):
+    def transform(self, X: ArrayLike) -> FloatArray:
         """Fill the NaN of X; observed entries are returned unchanged (bit for bit).
 
         Rows of the fitted data itself (the same array) are imputed without themselves as

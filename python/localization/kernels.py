@@ -37,7 +37,7 @@ Kernels combine linearly, ``Kernel(...) - 0.5 * Kernel(...)``, into a
 and :func:`laplacian` the normalised Laplacian L̃ = I − K̃. Each term costs one pass of the
 engine; the terms are combined exactly through the engine's log-scales. A combination with
 a negative coefficient is *signed*: its local mean Σ K w v / Σ K w is defined where the signed
-total weight is not zero, and NaN (with a warning) where |Σ K w| ≤ 64·ε·Σ |K| w (ε the float
+total weight is not zero, and NaN (with a warning) where ``|Σ K w| ≤ 64·ε·Σ |K| w`` (ε the float
 type's epsilon), which covers the rows of a Laplacian (they sum to exactly 0). Signed kernels
 are accepted by ``local_mean``, ``kernel_sum`` (without ``log``), ``kernel_matrix`` and
 ``LocalMeanRegressor``; every other estimator needs a non-negative kernel and says so.
@@ -46,12 +46,18 @@ are accepted by ``local_mean``, ``kernel_sum`` (without ``log``), ``kernel_matri
 from __future__ import annotations
 
 import numbers
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from . import _core
-from ._validation import POSITIVE, StrOptions, check_number, check_positive_int
+from ._validation import POSITIVE, LocalizationError, StrOptions, check_number, check_positive_int
+
+if TYPE_CHECKING:
+    from ._typing import ArrayLike, BandwidthLike, FloatArray, KernelLike, NDArray
+
 
 PROFILES = (
     "gaussian",
@@ -80,7 +86,7 @@ SPECIAL = ("knn", "dot", "identity")
 _MAX_DIM = 2**31 - 1
 
 
-def canonical_name(name):
+def canonical_name(name: str) -> str:
     """The canonical profile name of a kernel name or alias (``"flat"`` → ``"tophat"``)."""
     if not isinstance(name, str):
         raise TypeError(f"`kernel` must be a string, a Kernel or a callable, got {type(name).__name__}")
@@ -90,7 +96,7 @@ def canonical_name(name):
     return _core.profile_info(low)[0]
 
 
-def profile(name, u):
+def profile(name: str, u: ArrayLike) -> NDArray[np.float64]:
     """Evaluate the profile ``k(u)`` of a named kernel at distances ``u`` (in units of h).
 
     Examples
@@ -105,13 +111,13 @@ def profile(name, u):
     return _core.profile_values(canonical_name(name), u.ravel()).reshape(u.shape)
 
 
-def support(name):
+def support(name: str) -> float:
     """Support radius of a profile in units of h (``inf`` for unbounded kernels)."""
     s = _core.profile_info(canonical_name(name))[1]
     return np.inf if s is None else s
 
 
-def log_normalization(name, d):
+def log_normalization(name: str, d: int) -> float:
     """log of ∫_{ℝ^d} k(‖x‖) dx: a KDE divides by ``h^d`` times this integral.
 
     Examples
@@ -150,7 +156,7 @@ RULES = ("scott", "silverman", "scott_scaled", "silverman_scaled")
 BANDWIDTH = [POSITIVE, "array-like", StrOptions(set(RULES)), Balloon, SamplePoint]
 
 
-def rule_of_thumb(X, rule="scott", sample_weight=None):
+def rule_of_thumb(X: ArrayLike, rule: str = "scott", sample_weight: ArrayLike | None = None) -> float | FloatArray:
     """The bandwidth a named rule of thumb gives for the data X.
 
     ``"scott"``: h = n^{-1/(d+4)}; ``"silverman"``: h = (n (d+2) / 4)^{-1/(d+4)}: scalars
@@ -169,7 +175,7 @@ def rule_of_thumb(X, rule="scott", sample_weight=None):
     [0.891, 8.909]
     """
     if rule not in RULES:
-        raise ValueError(f"unknown bandwidth rule {rule!r}; use one of {', '.join(map(repr, RULES))}")
+        raise LocalizationError(f"unknown bandwidth rule {rule!r}; use one of {', '.join(map(repr, RULES))}", "bandwidth")
     X = np.asarray(X, dtype=np.float64)
     n, d = X.shape
     scaled = rule.endswith("_scaled")
@@ -196,7 +202,7 @@ class Kernel:
     Parameters
     ----------
     name : str or callable, default="gaussian"
-        A profile name or alias (see :data:`PROFILES`), ``"knn"``, ``"dot"``, or a
+        A profile name or alias (see ``localization.kernels.PROFILES``), ``"knn"``, ``"dot"``, or a
         vectorised callable ``k(u)`` (slow path).
     bandwidth : float, array of shape (n_features,), rule name, Balloon or SamplePoint
         The bandwidth h (ignored by ``"knn"`` and ``"dot"``); rule names: ``"scott"``,
@@ -217,7 +223,10 @@ class Kernel:
     [[1.0, 0.75, 0.0]]
     """
 
-    def __init__(self, name="gaussian", bandwidth=1.0, *, n_neighbors=None, temperature=1.0, knn_profile=None):
+    def __init__(
+        self, name: str = "gaussian", bandwidth: BandwidthLike = 1.0, *, n_neighbors: int | None = None,
+        temperature: float = 1.0, knn_profile: str | None = None,
+    ) -> None:
         self.name = name
         self.bandwidth = bandwidth
         self.n_neighbors = n_neighbors
@@ -297,7 +306,7 @@ class KernelCombination:
     [1.597]
     """
 
-    def __init__(self, kernels, coefficients, normalized=False):
+    def __init__(self, kernels: Sequence[Kernel], coefficients: Sequence[float], normalized: bool = False) -> None:
         kernels, coefficients = list(kernels), [float(c) for c in coefficients]
         if not kernels or len(kernels) != len(coefficients):
             raise ValueError("a KernelCombination needs one coefficient per kernel, and at least one kernel")
@@ -311,7 +320,7 @@ class KernelCombination:
         self.normalized = bool(normalized)
 
     @property
-    def signed(self):
+    def signed(self) -> bool:
         """Whether a coefficient is negative (the kernel can take negative values)."""
         return any(c < 0 for c in self.coefficients)
 
@@ -371,7 +380,7 @@ class KernelCombination:
         return self * -1.0
 
 
-def normalized(kernel):
+def normalized(kernel: KernelLike) -> KernelCombination:
     """The row-normalised kernel K̃(x*, xᵢ) = K(x*, xᵢ) / Σⱼ K(x*, xⱼ): rows sum to one.
 
     Examples
@@ -388,7 +397,7 @@ def normalized(kernel):
     return KernelCombination([as_kernel(kernel)], [1.0], normalized=True)
 
 
-def laplacian(kernel):
+def laplacian(kernel: KernelLike) -> KernelCombination:
     """The normalised graph Laplacian L̃ = I − K̃ (rows sum to zero, L̃·1 = 0: identity 13 of docs/identities.md).
 
     ``I`` is the ``"identity"`` kernel (1 where the query equals a sample). Applied to values
@@ -413,7 +422,7 @@ def laplacian(kernel):
 KERNEL = [str, Kernel, KernelCombination, callable]
 
 
-def as_kernel(kernel, bandwidth=1.0, n_neighbors=None):
+def as_kernel(kernel: KernelLike, bandwidth: BandwidthLike = 1.0, n_neighbors: int | None = None) -> Kernel | KernelCombination:
     """Turn an estimator's ``kernel``/``bandwidth``/``n_neighbors`` into a :class:`Kernel`.
 
     A :class:`Kernel` or :class:`KernelCombination` keeps its own bandwidths; strings and
@@ -426,7 +435,7 @@ def as_kernel(kernel, bandwidth=1.0, n_neighbors=None):
     return Kernel(canonical_name(kernel), bandwidth, n_neighbors=n_neighbors)
 
 
-def check_adaptive(rule, n_fit):
+def check_adaptive(rule: Balloon | SamplePoint, n_fit: int) -> int:
     k = check_positive_int(rule.n_neighbors, "bandwidth.n_neighbors")
     check_number(rule.scale, "bandwidth.scale")
     if k > n_fit:

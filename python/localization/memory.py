@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import numbers
+from typing import TYPE_CHECKING
 
 import numpy as np
 from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
@@ -20,6 +21,10 @@ from ._base import keeps_state_on_error
 from ._validation import FINITE, FLOAT_DTYPES, check_number, check_positive_int, validate_data
 from .engine import BoundKernel, ratio
 from .kernels import Kernel
+
+if TYPE_CHECKING:
+    from ._typing import ArrayLike, FloatArray, SeedLike, Self
+
 
 _UPDATES = ("synchronous", "asynchronous")
 
@@ -74,7 +79,10 @@ class Hopfield(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     [[1, -1, 1, -1, 1, -1]]
     """
 
-    def __init__(self, update="asynchronous", max_iter=100, zero_diagonal=True, threshold=0.0, random_state=None):
+    def __init__(
+        self, update: str = "asynchronous", max_iter: int = 100, zero_diagonal: bool = True, threshold: float = 0.0,
+        random_state: SeedLike = None,
+    ) -> None:
         self.update = update
         self.max_iter = max_iter
         self.zero_diagonal = zero_diagonal
@@ -82,7 +90,7 @@ class Hopfield(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         self.random_state = random_state
 
     @keeps_state_on_error
-    def fit(self, X, y=None):
+    def fit(self, X: ArrayLike, y: object = None) -> Self:
         """Store the patterns (binarised) and build the Hebbian weights. Returns self."""
         if self.update not in _UPDATES:
             raise ValueError(f"`update` must be one of {_UPDATES}, got {self.update!r}")
@@ -107,12 +115,12 @@ class Hopfield(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C", reset=False)
         return _bipolar(X, self.threshold)
 
-    def energy(self, X):
+    def energy(self, X: ArrayLike) -> FloatArray:
         """E(x) = −½ xᵀWx for each (binarised) row of X."""
         S = self._state(X)
         return -0.5 * np.einsum("ij,ij->i", S @ self.weights_, S)
 
-    def step(self, X):
+    def step(self, X: ArrayLike) -> FloatArray:
         """One synchronous update x ← sign(Wx) (a zero field keeps the current state)."""
         S = self._state(X)
         return self._sync(S)
@@ -121,7 +129,7 @@ class Hopfield(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         H = S @ self._hebb
         return np.where(H > 0, 1.0, np.where(H < 0, -1.0, S))
 
-    def recall(self, X, return_n_iter=False):
+    def recall(self, X: ArrayLike, return_n_iter: bool = False) -> FloatArray | tuple[FloatArray, int]:
         """Run the network from each row of X until a fixed point (or ``max_iter``).
 
         Returns the final states (and the number of sweeps/steps with ``return_n_iter``).
@@ -161,7 +169,7 @@ class Hopfield(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
                 break
         return S, n_iter
 
-    def transform(self, X):
+    def transform(self, X: ArrayLike) -> FloatArray:
         """Same as :meth:`recall`."""
         return self.recall(X)
 
@@ -180,7 +188,7 @@ class ModernHopfield(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     max_iter : int, default=1
         Updates per recall (one update usually suffices at large β).
     tol : float, default=1e-10
-        Stop early when max |Δx| < tol.
+        Stop early when ``max |Δx| < tol``.
     n_jobs : int, optional
 
     Attributes
@@ -198,7 +206,7 @@ class ModernHopfield(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     [[1.0, -1.0, 1.0, -1.0]]
     """
 
-    def __init__(self, beta=1.0, max_iter=1, tol=1e-10, n_jobs=None):
+    def __init__(self, beta: float = 1.0, max_iter: int = 1, tol: float = 1e-10, n_jobs: int | None = None) -> None:
         self.beta = beta
         self.max_iter = max_iter
         self.tol = tol
@@ -208,7 +216,7 @@ class ModernHopfield(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         return check_number(self.beta, "beta")
 
     @keeps_state_on_error
-    def fit(self, X, y=None):
+    def fit(self, X: ArrayLike, y: object = None) -> Self:
         """Store the patterns. Returns self."""
         self._beta()
         check_positive_int(self.max_iter, "max_iter")
@@ -225,14 +233,14 @@ class ModernHopfield(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C", reset=False)
         return np.ascontiguousarray(X, dtype=self.patterns_.dtype)
 
-    def step(self, X):
+    def step(self, X: ArrayLike) -> FloatArray:
         """One update Xᵀ softmax(β X x) for each row of X."""
         Q = self._query(X)
         num, den, *_ = self._bound().sums(Q, self.patterns_, n_jobs=self.n_jobs)
         return ratio(num, den, what="retrieved pattern")
 
-    def recall(self, X, return_n_iter=False):
-        """Iterate :meth:`step` up to ``max_iter`` times (or until max |Δx| < tol).
+    def recall(self, X: ArrayLike, return_n_iter: bool = False) -> FloatArray | tuple[FloatArray, int]:
+        """Iterate :meth:`step` up to ``max_iter`` times (or until ``max |Δx| < tol``).
 
         Returns the final states (and the number of updates with ``return_n_iter``).
         """
@@ -252,11 +260,11 @@ class ModernHopfield(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
                 break
         return S, n_iter
 
-    def transform(self, X):
+    def transform(self, X: ArrayLike) -> FloatArray:
         """Same as :meth:`recall`."""
         return self.recall(X)
 
-    def energy(self, X):
+    def energy(self, X: ArrayLike) -> FloatArray:
         """E(x) = −β⁻¹ log Σᵢ exp(β x·xᵢ) + ½‖x‖² + β⁻¹ log N + ½ M², M = maxᵢ ‖xᵢ‖.
 
         The log-sum-exp is one stabilised engine call (it stays finite for huge β).

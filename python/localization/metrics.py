@@ -6,12 +6,17 @@ the n×n distance or rank matrix that scikit-learn's ``trustworthiness`` needs.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_array
 
 from . import _core
 from ._validation import FLOAT_DTYPES, check_n_jobs, check_positive_int
+
+if TYPE_CHECKING:
+    from ._typing import ArrayLike, SeedLike
 
 __all__ = ["knn_accuracy", "trustworthiness"]
 
@@ -32,7 +37,8 @@ def _pair(X, X_embedded):
     return np.ascontiguousarray(X), np.ascontiguousarray(Y)
 
 
-def trustworthiness(X, X_embedded, *, n_neighbors=5, sample_size=None, random_state=None, n_jobs=None):
+def trustworthiness(X: ArrayLike, X_embedded: ArrayLike, *, n_neighbors: int = 5, sample_size: int | None = None,
+                    random_state: SeedLike = None, n_jobs: int | None = None) -> float:
     """How far the embedding's neighbourhoods are trustworthy, in [0, 1] (Venna & Kaski).
 
     T(k) = 1 − 2 / (n k (2n − 3k − 1)) · Σ_i Σ_{j ∈ E_i} max(r(i, j) − k, 0),
@@ -83,7 +89,7 @@ def trustworthiness(X, X_embedded, *, n_neighbors=5, sample_size=None, random_st
     return 1.0 - penalty * (2.0 / (m * k * (2.0 * n - 3.0 * k - 1.0)))
 
 
-def knn_accuracy(X_embedded, y, *, n_neighbors=10, n_jobs=None):
+def knn_accuracy(X_embedded: ArrayLike, y: ArrayLike, *, n_neighbors: int = 10, n_jobs: int | None = None) -> float:
     """Leave-one-out k-NN classification accuracy of an embedding.
 
     Each point's label is predicted by the majority label among its ``n_neighbors`` nearest

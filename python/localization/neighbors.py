@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numbers
 
+from typing import TYPE_CHECKING, Literal, overload
+
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator
@@ -12,6 +14,9 @@ from sklearn.utils.validation import check_is_fitted
 from . import _core
 from ._base import keeps_state_on_error
 from ._validation import FLOAT_DTYPES, check_positive_int, validate_data
+
+if TYPE_CHECKING:
+    from ._typing import ArrayLike, FloatArray, IntArray, NDArray, Self
 
 
 def drop_self(dist, ind, rows):
@@ -89,7 +94,8 @@ class NearestNeighbors(BaseEstimator):
     [[1.0, 1.0, 0.0]]
     """
 
-    def __init__(self, n_neighbors=5, radius=1.0, algorithm="auto", leaf_size=30, n_jobs=None):
+    def __init__(self, n_neighbors: int = 5, radius: float = 1.0, algorithm: str = "auto", leaf_size: int = 30,
+                 n_jobs: int | None = None) -> None:
         self.n_neighbors = n_neighbors
         self.radius = radius
         self.algorithm = algorithm
@@ -97,7 +103,7 @@ class NearestNeighbors(BaseEstimator):
         self.n_jobs = n_jobs
 
     @keeps_state_on_error
-    def fit(self, X, y=None):
+    def fit(self, X: ArrayLike, y: object = None) -> Self:
         """Build the index. Returns self."""
         X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C", densify=True)
         check_positive_int(self.n_neighbors, "n_neighbors")
@@ -125,7 +131,16 @@ class NearestNeighbors(BaseEstimator):
         X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C", reset=False, densify=True)
         return np.ascontiguousarray(X, dtype=self._fit_X.dtype), False
 
-    def kneighbors(self, X=None, n_neighbors=None, return_distance=True):
+    @overload
+    def kneighbors(self, X: ArrayLike | None = None, n_neighbors: int | None = None,
+                   return_distance: Literal[True] = True) -> tuple[FloatArray, IntArray]: ...
+    @overload
+    def kneighbors(self, X: ArrayLike | None, n_neighbors: int | None, return_distance: Literal[False]) -> IntArray: ...
+    @overload
+    def kneighbors(self, X: ArrayLike | None = None, n_neighbors: int | None = None, *,
+                   return_distance: Literal[False]) -> IntArray: ...
+    def kneighbors(self, X: ArrayLike | None = None, n_neighbors: int | None = None,
+                   return_distance: bool = True) -> tuple[FloatArray, IntArray] | IntArray:
         """Distances and indices of the k nearest fitted points, ascending.
 
         With ``X=None`` the fitted points are queried and each is not its own neighbour
@@ -142,7 +157,8 @@ class NearestNeighbors(BaseEstimator):
             dist, ind = drop_self(dist, ind, np.arange(len(Q)))
         return (dist, ind) if return_distance else ind
 
-    def radius_neighbors(self, X=None, radius=None, return_distance=True, sort_results=False):
+    def radius_neighbors(self, X: ArrayLike | None = None, radius: float | ArrayLike | None = None, return_distance: bool = True,
+                         sort_results: bool = False) -> tuple[NDArray[np.object_], NDArray[np.object_]] | NDArray[np.object_]:
         """All fitted points within ``radius`` (inclusive), as object arrays of arrays.
 
         Memory: (8 + itemsize) bytes per (query, neighbour) pair, up to n_queries × n_samples
@@ -182,7 +198,8 @@ class NearestNeighbors(BaseEstimator):
         I = _object_rows(ind, offsets)
         return (_object_rows(dist, offsets), I) if return_distance else I
 
-    def kneighbors_graph(self, X=None, n_neighbors=None, mode="connectivity"):
+    def kneighbors_graph(self, X: ArrayLike | None = None, n_neighbors: int | None = None,
+                         mode: str = "connectivity") -> sp.csr_matrix:
         """The k-neighbours graph as a CSR matrix of shape (n_queries, n_samples_fit).
 
         ``mode="connectivity"`` stores ones, ``"distance"`` the distances.
@@ -193,7 +210,8 @@ class NearestNeighbors(BaseEstimator):
         data = np.ones(ind.size) if mode == "connectivity" else dist.ravel()
         return sp.csr_matrix((data, ind.ravel(), np.arange(0, n_queries * k + 1, k)), shape=(n_queries, self.n_samples_fit_))
 
-    def radius_neighbors_graph(self, X=None, radius=None, mode="connectivity", sort_results=False):
+    def radius_neighbors_graph(self, X: ArrayLike | None = None, radius: float | ArrayLike | None = None,
+                               mode: str = "connectivity", sort_results: bool = False) -> sp.csr_matrix:
         """The radius-neighbours graph as a CSR matrix of shape (n_queries, n_samples_fit).
 
         ``mode="connectivity"`` stores ones, ``"distance"`` the distances; each row's entries

@@ -4,6 +4,9 @@ local polynomial regression and its equivalent kernel, and the generic localizat
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Literal, overload
+
 import numpy as np
 from sklearn.base import MultiOutputMixin, RegressorMixin, clone, is_classifier
 from sklearn.utils.validation import check_is_fitted
@@ -14,6 +17,9 @@ from ._validation import FLOAT_DTYPES, check_positive_int, validate_data, warn_z
 from .adaptive import MultiKernel, base_kernel, fit_loo, fit_multikernel, is_loo
 from .engine import bind_kernel, check_algorithm, ratio
 from .kernels import Balloon, Kernel, SamplePoint, canonical_name
+
+if TYPE_CHECKING:
+    from ._typing import ArrayLike, BandwidthLike, FloatArray, KernelLike, Self
 
 
 SINGULAR = "a singular local design (too few samples in the window for the polynomial basis, or none)"
@@ -104,8 +110,9 @@ class LocalMeanRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator):
 
     _signed_kernels = True
 
-    def __init__(self, kernel="gaussian", bandwidth=1.0, n_neighbors=None, bandwidth_grid=None, algorithm="auto", n_jobs=None,
-                 grid_size=None, atol=None, rtol=None):
+    def __init__(self, kernel: KernelLike = "gaussian", bandwidth: BandwidthLike = 1.0, n_neighbors: int | None = None,
+                 bandwidth_grid: ArrayLike | None = None, algorithm: str = "auto", n_jobs: int | None = None,
+                 grid_size: int | Sequence[int] | None = None, atol: float | None = None, rtol: float | None = None) -> None:
         self.kernel = kernel
         self.bandwidth = bandwidth
         self.n_neighbors = n_neighbors
@@ -117,7 +124,7 @@ class LocalMeanRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator):
         self.rtol = rtol
 
     @keeps_state_on_error
-    def fit(self, X, y, sample_weight=None):
+    def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> Self:
         """Store the sample (and choose h by leave-one-out if asked). Returns self."""
         X, Y = _fit_xy(self, X, y)
         _binned.check_params(self, X.shape[1])
@@ -165,17 +172,21 @@ class LocalMeanRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator):
         """Mean squared leave-one-out error under ``kernel`` (inf where a sample has no neighbour)."""
         return _mean_squared(self._loo_predictions(kernel), self.y_fit_, self.sample_weight_)
 
-    def loo_predict(self):
+    def loo_predict(self) -> FloatArray:
         """Exact leave-one-out predictions ŷ₋ᵢ(xᵢ) on the training sample (hollow kernel);
         the same as ``predict(None)``."""
         return self.predict(None)
 
-    def predict(self, X, return_error_bound=False):
+    @overload
+    def predict(self, X: ArrayLike | None, return_error_bound: Literal[False] = False) -> FloatArray: ...
+    @overload
+    def predict(self, X: ArrayLike | None, return_error_bound: Literal[True]) -> tuple[FloatArray, FloatArray]: ...
+    def predict(self, X: ArrayLike | None, return_error_bound: bool = False) -> FloatArray | tuple[FloatArray, FloatArray]:
         """Local means at X; NaN (with a warning) where no sample has positive weight.
 
         ``X=None``: exact leave-one-out predictions at the training points (each point's own
         term left out, the hollow kernel), as scikit-learn's ``KNeighborsRegressor.predict(None)``.
-        ``return_error_bound=True`` also returns a bound on |prediction − exact local mean|
+        ``return_error_bound=True`` also returns a bound on ``|prediction − exact local mean|``
         (0 for the exact algorithms, see ``algorithm="binned"``).
         """
         check_is_fitted(self)
@@ -235,8 +246,11 @@ class LocalPolynomialRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator)
     True
     """
 
-    def __init__(self, degree=1, kernel="gaussian", bandwidth=1.0, n_neighbors=None, ridge=0.0, bandwidth_grid=None,
-                 algorithm="auto", n_jobs=None):
+    def __init__(
+        self, degree: int = 1, kernel: KernelLike = "gaussian", bandwidth: BandwidthLike = 1.0,
+        n_neighbors: int | None = None, ridge: float = 0.0, bandwidth_grid: ArrayLike | None = None,
+        algorithm: str = "auto", n_jobs: int | None = None,
+    ) -> None:
         self.degree = degree
         self.kernel = kernel
         self.bandwidth = bandwidth
@@ -247,7 +261,7 @@ class LocalPolynomialRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator)
         self.n_jobs = n_jobs
 
     @keeps_state_on_error
-    def fit(self, X, y, sample_weight=None):
+    def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> Self:
         """Store the sample. Returns self."""
         if self.degree not in (0, 1, 2) or isinstance(self.degree, bool):
             raise ValueError(f"`degree` must be 0, 1 or 2, got {self.degree!r}")
@@ -316,7 +330,7 @@ class LocalPolynomialRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator)
         """Mean squared leave-one-out error under ``kernel`` (inf where a design is singular)."""
         return _mean_squared(self._loo_fit(kernel), self.y_fit_, self.sample_weight_)
 
-    def predict(self, X):
+    def predict(self, X: ArrayLike) -> FloatArray:
         """Local polynomial fits at X; NaN (with a warning) where the local design is singular.
 
         ``X=None``: exact leave-one-out fits at the training points (each fit without its
@@ -328,7 +342,7 @@ class LocalPolynomialRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator)
         warn_zero_weight(singular, "local polynomial fit", SINGULAR)
         return _out(self, pred)
 
-    def equivalent_kernel(self, X):
+    def equivalent_kernel(self, X: ArrayLike) -> FloatArray:
         """The equivalent kernel ℓ(x*) for each row of X: an (m, n_samples) signed matrix.
 
         ``predict(X) == equivalent_kernel(X) @ y`` for any training targets y. This matrix is
@@ -388,7 +402,10 @@ class LocalModel(MultiOutputMixin, LocalEstimator):
     (1,)
     """
 
-    def __init__(self, estimator=None, kernel="gaussian", bandwidth=1.0, n_neighbors=None, n_jobs=None):
+    def __init__(
+        self, estimator: object | None = None, kernel: KernelLike = "gaussian", bandwidth: BandwidthLike = 1.0,
+        n_neighbors: int | None = None, n_jobs: int | None = None,
+    ) -> None:
         self.estimator = estimator
         self.kernel = kernel
         self.bandwidth = bandwidth
@@ -396,7 +413,7 @@ class LocalModel(MultiOutputMixin, LocalEstimator):
         self.n_jobs = n_jobs
 
     @keeps_state_on_error
-    def fit(self, X, y, sample_weight=None):
+    def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> Self:
         """Store the sample. Returns self."""
         from sklearn.linear_model import LinearRegression
 
@@ -422,7 +439,7 @@ class LocalModel(MultiOutputMixin, LocalEstimator):
         est = clone(self.estimator_).fit(self.X_fit_[idx], y[idx], sample_weight=w[idx])
         return est.predict(x[None, :])[0]
 
-    def predict(self, X):
+    def predict(self, X: ArrayLike) -> FloatArray:
         """One weighted fit per query; NaN (with a warning) where every weight is zero."""
         from joblib import Parallel, delayed
 
@@ -447,7 +464,7 @@ class LocalModel(MultiOutputMixin, LocalEstimator):
             return np.array(preds)
         return np.array([fill if p is None else p for p in preds], dtype=np.float64)
 
-    def score(self, X, y, sample_weight=None):
+    def score(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> float:
         from sklearn.metrics import accuracy_score, r2_score
 
         metric = accuracy_score if is_classifier(self.estimator_) else r2_score

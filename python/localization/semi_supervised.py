@@ -12,6 +12,7 @@ importable from here.
 from __future__ import annotations
 
 import warnings
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from sklearn.base import ClassifierMixin
@@ -22,6 +23,10 @@ from sklearn.utils.validation import check_is_fitted
 from ._base import KERNEL_CONSTRAINTS, LocalEstimator, keeps_state_on_error
 from ._validation import COUNT, FLOAT_DTYPES, NON_NEGATIVE, fit_context, validate_data
 from .cluster import LocalModeClustering
+
+if TYPE_CHECKING:
+    from ._typing import ArrayLike, BandwidthLike, FloatArray, KernelLike, NDArray, Self
+
 
 __all__ = ["LabelPropagation", "LocalModeClustering"]
 
@@ -77,7 +82,10 @@ class LabelPropagation(ClassifierMixin, LocalEstimator):
     [0, 0, 0, 1, 1, 1]
     """
 
-    def __init__(self, kernel="gaussian", bandwidth=1.0, n_neighbors=None, max_iter=1000, tol=1e-3, algorithm="auto", n_jobs=None):
+    def __init__(
+        self, kernel: KernelLike = "gaussian", bandwidth: BandwidthLike = 1.0, n_neighbors: int | None = None,
+        max_iter: int = 1000, tol: float = 1e-3, algorithm: str = "auto", n_jobs: int | None = None,
+    ) -> None:
         self.kernel = kernel
         self.bandwidth = bandwidth
         self.n_neighbors = n_neighbors
@@ -98,7 +106,7 @@ class LabelPropagation(ClassifierMixin, LocalEstimator):
 
     @keeps_state_on_error
     @fit_context
-    def fit(self, X, y):
+    def fit(self, X: ArrayLike, y: ArrayLike) -> Self:
         """Propagate the known labels (``-1`` = unlabelled) to every sample. Returns self."""
         X, y = validate_data(self, X, y, dtype=FLOAT_DTYPES, order="C", densify=True)
         check_classification_targets(y)
@@ -134,7 +142,7 @@ class LabelPropagation(ClassifierMixin, LocalEstimator):
         self.transduction_ = classes[np.argmax(self.label_distributions_, axis=1)]
         return self
 
-    def predict_proba(self, X):
+    def predict_proba(self, X: ArrayLike) -> FloatArray:
         """Local mean of the fitted label distributions at new points (rows sum to one)."""
         check_is_fitted(self)
         num, den, *_ = self._sums(X, np.ascontiguousarray(self.label_distributions_, dtype=self.X_fit_.dtype))
@@ -143,7 +151,7 @@ class LabelPropagation(ClassifierMixin, LocalEstimator):
         P[~(den > 0)] = 0.0
         return _normalise_rows(P)
 
-    def predict(self, X):
+    def predict(self, X: ArrayLike) -> NDArray[Any]:
         """The most probable class at each new point."""
         check_is_fitted(self)
         return self.classes_[np.argmax(self.predict_proba(X), axis=1)]

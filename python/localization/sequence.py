@@ -6,8 +6,8 @@ Self-attention is the local mean of a sequence under a temporal kernel,
 
 with the scaled dot-product content kernel exp(q_t·k_s/√d): then m = softmax(QKᵀ/√d + log K_position) V.
 Any radial profile can be the content kernel instead (a Gaussian with a causal window is a causal
-kernel smoother). Position kernels multiply: causal 1[s ≤ t], window 1[|t − s| < w], relative
-decay exp(−λ|t − s|) (λ per head, as in ALiBi), hollow 1[s ≠ t], or a boolean mask.
+kernel smoother). Position kernels multiply: causal 1[s ≤ t], window ``1[|t − s| < w]``, relative
+decay ``exp(−λ|t − s|)`` (λ per head, as in ALiBi), hollow 1[s ≠ t], or a boolean mask.
 
 The native engine computes it block by block with an online softmax: memory O(T·d), no T×T matrix,
 batch and heads in parallel, bit-identical results for any number of threads. The backward pass
@@ -27,7 +27,8 @@ from __future__ import annotations
 import math
 import numbers
 import re
-from typing import NamedTuple
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, overload
 
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
@@ -39,6 +40,9 @@ from ._base import keeps_state_on_error
 from ._validation import check_positive_int, warn_zero_weight
 from .engine import bind
 from .kernels import Balloon, Kernel, SamplePoint
+
+if TYPE_CHECKING:
+    from ._typing import ArrayLike, BandwidthLike, DTypeLike, FloatArray, KernelLike, SeedLike, Self
 
 _FLOATS = (np.float32, np.float64)
 
@@ -169,7 +173,17 @@ def _flat(A):
 # functional API
 
 
-def attention(Q, K, V, *, mask=None, window=None, decay=None, scale=None, return_lse=False, n_jobs=None):
+@overload
+def attention(Q: ArrayLike, K: ArrayLike, V: ArrayLike, *, mask: str | ArrayLike | None = None, window: int | None = None,
+              decay: float | ArrayLike | None = None, scale: float | None = None, return_lse: Literal[False] = False,
+              n_jobs: int | None = None) -> FloatArray: ...
+@overload
+def attention(Q: ArrayLike, K: ArrayLike, V: ArrayLike, *, mask: str | ArrayLike | None = None, window: int | None = None,
+              decay: float | ArrayLike | None = None, scale: float | None = None, return_lse: Literal[True],
+              n_jobs: int | None = None) -> tuple[FloatArray, FloatArray]: ...
+def attention(Q: ArrayLike, K: ArrayLike, V: ArrayLike, *, mask: str | ArrayLike | None = None, window: int | None = None,
+              decay: float | ArrayLike | None = None, scale: float | None = None, return_lse: bool = False,
+              n_jobs: int | None = None) -> FloatArray | tuple[FloatArray, FloatArray]:
     """Scaled dot-product attention, computed as a temporal local mean: softmax(QKᵀ·scale + log K_pos)V.
 
     The weights are K(t, s) = exp(scale · q_t·k_s) · K_position(t, s), normalised over s. The
@@ -187,9 +201,9 @@ def attention(Q, K, V, *, mask=None, window=None, decay=None, scale=None, return
         over the leading axes; a (…, 1, T) mask hides keys (padding). To combine causality
         with padding pass one boolean array, e.g. ``np.tril(np.ones((T, T), bool)) & keep[..., None, :]``.
     window : int, optional
-        Only |t − s| < window is seen (with ``mask="causal"``: 0 ≤ t − s < window).
+        Only ``|t − s| < window`` is seen (with ``mask="causal"``: 0 ≤ t − s < window).
     decay : float or array, optional
-        Relative position kernel exp(−decay·|t − s|) (ALiBi's linear bias), decay ≥ 0; an
+        Relative position kernel ``exp(−decay·|t − s|)`` (ALiBi's linear bias), decay ≥ 0; an
         array broadcasts over the leading axes, e.g. shape (n_heads,) for one slope per head.
     scale : float, optional
         Default 1/√d.
@@ -241,12 +255,15 @@ class AttentionGradients(NamedTuple):
     d_decay: np.ndarray | float | None
 
 
-def attention_backward(grad_output, Q, K, V, out=None, lse=None, *, mask=None, window=None, decay=None, scale=None, n_jobs=None):
+def attention_backward(grad_output: ArrayLike, Q: ArrayLike, K: ArrayLike, V: ArrayLike, out: ArrayLike | None = None,
+                       lse: ArrayLike | None = None, *, mask: str | ArrayLike | None = None, window: int | None = None,
+                       decay: float | ArrayLike | None = None, scale: float | None = None,
+                       n_jobs: int | None = None) -> AttentionGradients:
     """The backward pass of :func:`attention`: gradients of a loss with respect to Q, K, V and the decay.
 
     Given G = ∂loss/∂out, with P the attention weights and D_t = Σ_c G_tc out_tc:
     dV = PᵀG, dS = P ∘ (GVᵀ − D), dQ = scale·dS K, dK = scale·dSᵀ Q and
-    ∂loss/∂λ = −Σ_{t,s} dS_ts |t − s|. Computed block by block from the saved log-normalisers
+    ``∂loss/∂λ = −Σ_{t,s} dS_ts |t − s|``. Computed block by block from the saved log-normalisers
     (``lse``): no T×T matrix, memory O(T·d), bit-identical for any ``n_jobs``.
 
     Parameters
@@ -327,9 +344,10 @@ def _content(kernel, bandwidth, X):
 
 
 def temporal_local_mean(
-    X, values=None, *, kernel="gaussian", bandwidth=1.0, position=None, window=None, decay=None, mask=None,
-    exclude_self=False, n_jobs=None,
-):
+    X: ArrayLike, values: ArrayLike | None = None, *, kernel: KernelLike = "gaussian", bandwidth: BandwidthLike = 1.0,
+    position: str | ArrayLike | None = None, window: int | None = None, decay: float | ArrayLike | None = None,
+    mask: str | ArrayLike | None = None, exclude_self: bool = False, n_jobs: int | None = None,
+) -> FloatArray:
     """The temporal self-local mean m_t = Σ_s K(x_t, t, x_s, s) v_s / Σ_s K(x_t, t, x_s, s).
 
     K = K_content(x_t, x_s) · K_position(t, s): any radial profile of ‖x_t − x_s‖/h (or the
@@ -351,9 +369,9 @@ def temporal_local_mean(
     position : None or "causal", default=None
         ``"causal"``: step t averages over s ≤ t.
     window : int, optional
-        Only |t − s| < window (with ``position="causal"``: 0 ≤ t − s < window).
+        Only ``|t − s| < window`` (with ``position="causal"``: 0 ≤ t − s < window).
     decay : float or array, optional
-        Times exp(−decay·|t − s|); an array broadcasts over the leading axes.
+        Times ``exp(−decay·|t − s|)``; an array broadcasts over the leading axes.
     mask : boolean array of shape (…, T, T) or (…, 1, T), optional
         True where step s may be seen from step t.
     exclude_self : bool, default=False
@@ -404,19 +422,19 @@ def temporal_local_mean(
 # multi-head attention with projections (shared by the estimators and the language models)
 
 
-def rowwise(x, W):
+def rowwise(x: FloatArray, W: FloatArray) -> FloatArray:
     """x @ W for x of shape (…, m): one 2-D matrix product (NumPy's stacked matmul can be
     orders of magnitude slower than a single BLAS call)."""
     return (x.reshape(-1, x.shape[-1]) @ W).reshape(x.shape[:-1] + (W.shape[-1],))
 
 
-def split_heads(A, n_heads):
+def split_heads(A: FloatArray, n_heads: int) -> FloatArray:
     """(…, T, n_heads·k) → (…, n_heads, T, k), contiguous."""
     *lead, T, width = A.shape
     return np.ascontiguousarray(np.moveaxis(A.reshape(*lead, T, n_heads, width // n_heads), -2, -3))
 
 
-def merge_heads(A):
+def merge_heads(A: FloatArray) -> FloatArray:
     """(…, n_heads, T, k) → (…, T, n_heads·k)."""
     *lead, H, T, k = A.shape
     return np.moveaxis(A, -3, -2).reshape(*lead, T, H * k)
@@ -543,9 +561,9 @@ class TemporalLocalMean(TransformerMixin, BaseEstimator):
         h of a radial content kernel (ignored by ``"dot"``).
     position : None or "causal", default=None
     window : int, optional
-        Only |t − s| < window is averaged.
+        Only ``|t − s| < window`` is averaged.
     decay : float or array of shape (n_heads,), optional
-        Relative position kernel exp(−decay_h·|t − s|) per head.
+        Relative position kernel ``exp(−decay_h·|t − s|)`` per head.
     W_q, W_k : arrays of shape (n_features, n_heads·k), optional
     W_v : array of shape (n_features, n_heads·k_v), optional
     W_o : array of shape (n_heads·k_v, n_out), optional
@@ -585,10 +603,12 @@ class TemporalLocalMean(TransformerMixin, BaseEstimator):
     """
 
     def __init__(
-        self, n_heads=1, head_dim=None, kernel="dot", bandwidth=1.0, position=None, window=None, decay=None,
-        W_q=None, W_k=None, W_v=None, W_o=None, max_iter=100, learning_rate=0.01, tol=1e-7, random_state=None,
-        n_jobs=None,
-    ):
+        self, n_heads: int = 1, head_dim: int | None = None, kernel: KernelLike = "dot",
+        bandwidth: BandwidthLike = 1.0, position: str | ArrayLike | None = None, window: int | None = None,
+        decay: float | ArrayLike | None = None, W_q: ArrayLike | None = None, W_k: ArrayLike | None = None,
+        W_v: ArrayLike | None = None, W_o: ArrayLike | None = None, max_iter: int = 100, learning_rate: float = 0.01,
+        tol: float = 1e-7, random_state: SeedLike = None, n_jobs: int | None = None,
+    ) -> None:
         self.n_heads = n_heads
         self.head_dim = head_dim
         self.kernel = kernel
@@ -625,7 +645,7 @@ class TemporalLocalMean(TransformerMixin, BaseEstimator):
         return W
 
     @keeps_state_on_error
-    def fit(self, X, y=None):
+    def fit(self, X: ArrayLike, y: object = None) -> Self:
         """Set (or fit) the projections on sequences X of shape (T, d) or (n, T, d). Returns self."""
         H = check_positive_int(self.n_heads, "n_heads")
         check_positive_int(self.max_iter, "max_iter")
@@ -682,7 +702,7 @@ class TemporalLocalMean(TransformerMixin, BaseEstimator):
                 break
         self.W_q_, self.W_k_ = params["W_q"], params["W_k"]
 
-    def transform(self, X):
+    def transform(self, X: ArrayLike) -> FloatArray:
         """The multi-head temporal local mean of each sequence: shape (T, n_out) or (n, T, n_out)."""
         check_is_fitted(self, "W_o_")
         A, single = _sequences_input(self, X, reset=False)
@@ -738,7 +758,7 @@ def _act_grad(x, name):
     return cdf + x * np.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)
 
 
-def layer_norm(x, weight, bias, eps):
+def layer_norm(x: FloatArray, weight: FloatArray, bias: FloatArray, eps: float) -> tuple[FloatArray, tuple[FloatArray, FloatArray]]:
     """Layer normalisation over the last axis; returns (y, cache)."""
     mu = x.mean(-1, keepdims=True)
     xc = x - mu
@@ -748,7 +768,7 @@ def layer_norm(x, weight, bias, eps):
     return xhat * weight + bias, (xhat, inv)
 
 
-def layer_norm_backward(dy, weight, cache):
+def layer_norm_backward(dy: FloatArray, weight: FloatArray, cache: tuple[FloatArray, FloatArray]) -> tuple[FloatArray, FloatArray, FloatArray]:
     xhat, inv = cache
     axes = tuple(range(dy.ndim - 1))
     dw, db = (dy * xhat).sum(axes), dy.sum(axes)
@@ -757,7 +777,7 @@ def layer_norm_backward(dy, weight, cache):
     return dx, dw, db
 
 
-def block_forward(x, w, cfg, cache=False):
+def block_forward(x: FloatArray, w: Mapping[str, FloatArray], cfg: Mapping[str, Any], cache: bool = False) -> FloatArray | tuple[FloatArray, dict[str, Any]]:
     """One block of the hierarchical local model: temporal local mean + position-wise map.
 
     ``w`` holds the block's weights under torch's ``TransformerEncoderLayer`` names; ``cfg`` the
@@ -792,7 +812,7 @@ def block_forward(x, w, cfg, cache=False):
     return (y, c) if cache else y
 
 
-def block_backward(dy, w, cfg, c):
+def block_backward(dy: FloatArray, w: Mapping[str, FloatArray], cfg: Mapping[str, Any], c: Mapping[str, Any]) -> tuple[FloatArray, dict[str, FloatArray], FloatArray | None]:
     """Gradients of one block: (dx, {weight name: gradient}, d_decay per head or None)."""
     H, act, pos = cfg["n_heads"], cfg["activation"], cfg["pos"]
     g = {}
@@ -836,7 +856,7 @@ def block_backward(dy, w, cfg, c):
     return dx, g, dl
 
 
-def init_block(D, n_heads, d_ff, rng, dtype=np.float64):
+def init_block(D: int, n_heads: int, d_ff: int, rng: np.random.RandomState, dtype: DTypeLike = np.float64) -> dict[str, FloatArray]:
     """Random weights of one block under torch's names (Xavier-uniform projections, zero biases, unit norms)."""
     if D % n_heads:
         raise ValueError(f"d_model={D} is not a multiple of n_heads={n_heads}")
@@ -894,7 +914,7 @@ class HierarchicalLocalModel(TransformerMixin, BaseEstimator):
     position : None or "causal", default=None
     window : int, optional
     decay : float or array of shape (n_heads,), optional
-        Per-head relative position kernel exp(−decay_h·|t − s|) (ALiBi).
+        Per-head relative position kernel ``exp(−decay_h·|t − s|)`` (ALiBi).
     random_state : int, RandomState or None
     n_jobs : int, optional
 
@@ -915,9 +935,11 @@ class HierarchicalLocalModel(TransformerMixin, BaseEstimator):
     """
 
     def __init__(
-        self, weights=None, n_layers=1, n_heads=1, d_ff=None, norm_first=False, activation="relu", layer_norm_eps=1e-5,
-        position=None, window=None, decay=None, random_state=None, n_jobs=None,
-    ):
+        self, weights: Mapping[str, ArrayLike] | None = None, n_layers: int = 1, n_heads: int = 1,
+        d_ff: int | None = None, norm_first: bool = False, activation: str = "relu", layer_norm_eps: float = 1e-5,
+        position: str | ArrayLike | None = None, window: int | None = None, decay: float | ArrayLike | None = None,
+        random_state: SeedLike = None, n_jobs: int | None = None,
+    ) -> None:
         self.weights = weights
         self.n_layers = n_layers
         self.n_heads = n_heads
@@ -942,7 +964,7 @@ class HierarchicalLocalModel(TransformerMixin, BaseEstimator):
                     pos=_positional_params(self, H), n_jobs=self.n_jobs)
 
     @keeps_state_on_error
-    def fit(self, X=None, y=None):
+    def fit(self, X: ArrayLike | None = None, y: object = None) -> Self:
         """Load (and check) the weights, or draw random ones for sequences of X's width. Returns self."""
         cfg = self._config()
         if self.weights is None:
@@ -1012,13 +1034,13 @@ class HierarchicalLocalModel(TransformerMixin, BaseEstimator):
             raise ValueError(f"`weights` has names the model does not use: {extra[:5]}")
         return out, len(layers)
 
-    def layer_weights(self, i):
+    def layer_weights(self, i: int) -> dict[str, FloatArray]:
         """The weights of block i under the names of one ``TransformerEncoderLayer``."""
         check_is_fitted(self, "weights_")
         p = f"layers.{i}."
         return {k[len(p):]: v for k, v in self.weights_.items() if k.startswith(p)}
 
-    def transform(self, X):
+    def transform(self, X: ArrayLike) -> FloatArray:
         """The model's output for sequences X of shape (T, d_model) or (n, T, d_model)."""
         check_is_fitted(self, "weights_")
         cfg = self._config()

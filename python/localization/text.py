@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import scipy.sparse as sp
@@ -22,7 +23,7 @@ __all__ = ["cooccurrence", "tokenize"]
 _WORD = re.compile(r"[^\W\d_]+(?:'[^\W\d_]+)*")
 
 
-def tokenize(text):
+def tokenize(text: str) -> list[str]:
     """Split plain text into lower-case words.
 
     A word is a maximal run of letters (any alphabet), possibly joined by apostrophes inside
@@ -41,7 +42,8 @@ def tokenize(text):
     return _WORD.findall(text.lower().replace("\u2019", "'").replace("\u2018", "'"))
 
 
-def cooccurrence(tokens, window=5, *, directed=True, weighting="count", min_count=1, max_vocab=None, vocabulary=None):
+def cooccurrence(tokens: str | Iterable[str], window: int = 5, *, directed: bool = True, weighting: str = "count", min_count: int = 1,
+                 max_vocab: int | None = None, vocabulary: Sequence[str] | None = None) -> tuple[sp.csr_matrix, list[str]]:
     """Word co-occurrence matrix of a token sequence, as a sparse matrix and its vocabulary.
 
     ``C[a, b]`` counts the positions t, t + o (1 ≤ o ≤ ``window``) with word a at t and word b
@@ -56,8 +58,8 @@ def cooccurrence(tokens, window=5, *, directed=True, weighting="count", min_coun
     window : int, default=5
     directed : bool, default=True
     weighting : {"count", "ppmi"}, default="count"
-        ``"ppmi"``: positive pointwise mutual information max(0, log(C_ab · C / (C_a· C_·b)))
-        (C the total, C_a· and C_·b the row and column sums), on the counted pairs.
+        ``"ppmi"``: positive pointwise mutual information ````max(0, log(C_ab · C / (C_a· C_·b)))````
+        (C the total, ``C_a·`` and ``C_·b`` the row and column sums), on the counted pairs.
     min_count : int, default=1
         Keep only words occurring at least this often.
     max_vocab : int, optional

@@ -12,20 +12,38 @@ use crate::real::Real;
 use crate::memory;
 use crate::neighbors::{Algorithm, Index};
 use numpy::{Element, IntoPyArray, PyArray1, PyArray2, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
-use pyo3::exceptions::{PyKeyboardInterrupt, PyMemoryError, PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyKeyboardInterrupt, PyMemoryError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 use runtime::{run, NJobs};
 
+/// The library's exceptions, defined in Python (`localization._validation`) so that the
+/// native core and the Python checks raise the same classes: `(message, parameter)`.
+mod exceptions {
+    pyo3::import_exception!(localization._validation, LocalizationError);
+    pyo3::import_exception!(localization._validation, LocalizationTypeError);
+}
+
+/// The one conversion of core errors into Python exceptions.
 impl From<LocalizationError> for PyErr {
     fn from(e: LocalizationError) -> PyErr {
         match e {
             LocalizationError::Interrupted => PyKeyboardInterrupt::new_err("interrupted"),
             e @ LocalizationError::OutOfMemory { .. } => PyMemoryError::new_err(e.to_string()),
             e @ LocalizationError::ThreadPool { .. } => PyRuntimeError::new_err(e.to_string()),
-            other => PyValueError::new_err(other.to_string()),
+            other => exceptions::LocalizationError::new_err((other.to_string(), other.parameter())),
         }
     }
+}
+
+/// A `LocalizationError` (a `ValueError`) about the argument `name`.
+pub(crate) fn value_error(name: &str, message: String) -> PyErr {
+    exceptions::LocalizationError::new_err((message, name.to_owned()))
+}
+
+/// A `LocalizationTypeError` (a `TypeError`) about the argument `name`.
+pub(crate) fn type_error(name: &str, message: String) -> PyErr {
+    exceptions::LocalizationTypeError::new_err((message, name.to_owned()))
 }
 
 /// Indices as NumPy's int64, converted into a fallibly allocated array.
@@ -39,9 +57,9 @@ fn indices_i64(name: &'static str, v: &[usize]) -> crate::error::Result<Vec<i64>
 fn view2<'py, F: Element>(obj: &Bound<'py, PyAny>, name: &str) -> PyResult<PyReadonlyArray2<'py, F>> {
     let a: PyReadonlyArray2<'py, F> = obj
         .extract()
-        .map_err(|_| PyTypeError::new_err(format!("`{name}` must be a 2-D float array with the same dtype as X")))?;
+        .map_err(|_| type_error(name, format!("`{name}` must be a 2-D float array with the same dtype as X")))?;
     if !a.is_c_contiguous() {
-        return Err(PyValueError::new_err(format!("`{name}` must be C-contiguous")));
+        return Err(value_error(name, format!("`{name}` must be C-contiguous")));
     }
     Ok(a)
 }
@@ -49,9 +67,9 @@ fn view2<'py, F: Element>(obj: &Bound<'py, PyAny>, name: &str) -> PyResult<PyRea
 fn view1<'py, F: Element>(obj: &Bound<'py, PyAny>, name: &str) -> PyResult<PyReadonlyArray1<'py, F>> {
     let a: PyReadonlyArray1<'py, F> = obj
         .extract()
-        .map_err(|_| PyTypeError::new_err(format!("`{name}` must be a 1-D float array with the same dtype as X")))?;
+        .map_err(|_| type_error(name, format!("`{name}` must be a 1-D float array with the same dtype as X")))?;
     if !a.is_c_contiguous() {
-        return Err(PyValueError::new_err(format!("`{name}` must be C-contiguous")));
+        return Err(value_error(name, format!("`{name}` must be C-contiguous")));
     }
     Ok(a)
 }
@@ -62,7 +80,7 @@ fn is_f32(x: &Bound<'_, PyAny>) -> PyResult<bool> {
     } else if x.extract::<PyReadonlyArray2<f32>>().is_ok() {
         Ok(true)
     } else {
-        Err(PyTypeError::new_err("`X` must be a 2-D float32 or float64 array"))
+        Err(type_error("X", "`X` must be a 2-D float32 or float64 array".into()))
     }
 }
 
@@ -91,7 +109,7 @@ fn kernel_args<F: Real + Element>(
 ) -> PyResult<KernelArgs<F>> {
     let kernel = match kernel {
         "knn" => Kernel::Knn {
-            k: n_neighbors.ok_or_else(|| PyValueError::new_err("kernel='knn' needs `n_neighbors`"))?,
+            k: n_neighbors.ok_or_else(|| value_error("n_neighbors", "kernel='knn' needs `n_neighbors`".into()))?,
             profile: knn_profile.map(Profile::from_name).transpose()?,
         },
         "dot" => Kernel::Dot { temperature: temperature.unwrap_or(1.0) },
@@ -113,7 +131,7 @@ fn neighborhood(s: &str) -> PyResult<Neighborhood> {
         "brute" => Ok(Neighborhood::Brute),
         "tree" | "kd_tree" => Ok(Neighborhood::Tree),
         "expansion" => Ok(Neighborhood::Expansion),
-        o => Err(PyValueError::new_err(format!("`algorithm` must be 'auto', 'brute', 'kd_tree' or 'expansion', got {o:?}"))),
+        o => Err(value_error("algorithm", format!("`algorithm` must be 'auto', 'brute', 'kd_tree' or 'expansion', got {o:?}"))),
     }
 }
 
@@ -179,7 +197,7 @@ fn local_polynomial<'py>(
 
 fn check_ridge(ridge: f64) -> PyResult<()> {
     if !(ridge >= 0.0) || !ridge.is_finite() {
-        return Err(PyValueError::new_err("`ridge` must be a finite non-negative number"));
+        return Err(value_error("ridge", "`ridge` must be a finite non-negative number".into()));
     }
     Ok(())
 }

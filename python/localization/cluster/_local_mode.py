@@ -9,6 +9,7 @@ twin is :class:`localization.semi_supervised.LabelPropagation`.
 from __future__ import annotations
 
 import warnings
+from typing import TYPE_CHECKING
 
 import numpy as np
 from sklearn.base import ClusterMixin
@@ -17,6 +18,10 @@ from sklearn.utils import check_random_state
 
 from .._base import KERNEL_CONSTRAINTS, LocalEstimator, keeps_state_on_error
 from .._validation import COUNT, FLOAT_DTYPES, StrOptions, fit_context, validate_data
+
+if TYPE_CHECKING:
+    from .._typing import ArrayLike, BandwidthLike, KernelLike, SeedLike, Self
+
 
 
 class LocalModeClustering(ClusterMixin, LocalEstimator):
@@ -65,9 +70,10 @@ class LocalModeClustering(ClusterMixin, LocalEstimator):
     """
 
     def __init__(
-        self, kernel="gaussian", bandwidth=1.0, n_neighbors=None, n_init_clusters=30, init="kmeans", exclude_self=False,
-        max_iter=100, algorithm="auto", random_state=None, n_jobs=None,
-    ):
+        self, kernel: KernelLike = "gaussian", bandwidth: BandwidthLike = 1.0, n_neighbors: int | None = None,
+        n_init_clusters: int = 30, init: str | ArrayLike = "kmeans", exclude_self: bool = False, max_iter: int = 100,
+        algorithm: str = "auto", random_state: SeedLike = None, n_jobs: int | None = None,
+    ) -> None:
         self.kernel = kernel
         self.bandwidth = bandwidth
         self.n_neighbors = n_neighbors
@@ -105,7 +111,7 @@ class LocalModeClustering(ClusterMixin, LocalEstimator):
 
     @keeps_state_on_error
     @fit_context
-    def fit(self, X, y=None):
+    def fit(self, X: ArrayLike, y: object = None) -> Self:
         """Cluster X by iterating the local mode of the labels. Returns self."""
         X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C", densify=True)
         max_iter = self.max_iter

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import warnings
 from numbers import Real
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin
@@ -41,6 +42,9 @@ from .._validation import (
 )
 from ..kernels import SPECIAL, canonical_name
 
+if TYPE_CHECKING:
+    from .._typing import ArrayLike, FloatArray, IntArray, SeedLike, Self
+
 __all__ = ["MeanShift", "estimate_bandwidth", "get_bin_seeds", "mean_shift"]
 
 # Above this many points an unspecified `n_samples` subsamples (scikit-learn uses all points,
@@ -62,7 +66,8 @@ _GRID_RESOLUTION = {1: 8, 2: 4, 3: 2, 4: 1}
     },
     prefer_skip_nested_validation=True,
 )
-def estimate_bandwidth(X, *, quantile=0.3, n_samples=None, random_state=0, n_jobs=None):
+def estimate_bandwidth(X: ArrayLike, *, quantile: float = 0.3, n_samples: int | None = None, random_state: SeedLike = 0,
+                       n_jobs: int | None = None) -> float:
     """Estimate a MeanShift bandwidth: the mean distance from a point to its ⌊quantile·s⌋-th neighbour.
 
     The same statistic as scikit-learn's ``estimate_bandwidth`` (the same subsample for the
@@ -108,7 +113,7 @@ def estimate_bandwidth(X, *, quantile=0.3, n_samples=None, random_state=0, n_job
     return np.float64(np.mean(dist[:, -1], dtype=np.float64))
 
 
-def get_bin_seeds(X, bin_size, min_bin_freq=1):
+def get_bin_seeds(X: ArrayLike, bin_size: float, min_bin_freq: int = 1) -> FloatArray:
     """Seeds on a grid of side ``bin_size``: the rounded positions of bins holding ≥ ``min_bin_freq`` points.
 
     The same seeds as scikit-learn's ``get_bin_seeds`` (as a set; the order here is
@@ -315,25 +320,25 @@ class MeanShift(ClusterMixin, BaseEstimator):
     def __init__(
         self,
         *,
-        bandwidth=None,
-        kernel="flat",
-        seeds=None,
-        bin_seeding=False,
-        min_bin_freq=1,
-        cluster_all=True,
-        max_iter=300,
-        tol=1e-3,
-        step=1.0,
-        merge_radius=None,
-        blurring=False,
-        fixed_kernel=False,
-        algorithm="auto",
-        grid_resolution=None,
-        label_assignment="auto",
-        return_trajectories=False,
-        n_jobs=None,
-        verbose=False,
-    ):
+        bandwidth: float | None = None,
+        kernel: str = "flat",
+        seeds: ArrayLike | None = None,
+        bin_seeding: bool = False,
+        min_bin_freq: int = 1,
+        cluster_all: bool = True,
+        max_iter: int = 300,
+        tol: float = 1e-3,
+        step: float = 1.0,
+        merge_radius: float | None = None,
+        blurring: bool = False,
+        fixed_kernel: bool = False,
+        algorithm: str = "auto",
+        grid_resolution: int | None = None,
+        label_assignment: str = "auto",
+        return_trajectories: bool = False,
+        n_jobs: int | None = None,
+        verbose: bool = False,
+    ) -> None:
         self.bandwidth = bandwidth
         self.kernel = kernel
         self.seeds = seeds
@@ -413,7 +418,7 @@ class MeanShift(ClusterMixin, BaseEstimator):
 
     @keeps_state_on_error
     @fit_context
-    def fit(self, X, y=None, sample_weight=None):
+    def fit(self, X: ArrayLike, y: object = None, sample_weight: ArrayLike | None = None) -> Self:
         """Find the modes and label the points.
 
         Parameters
@@ -568,7 +573,7 @@ class MeanShift(ClusterMixin, BaseEstimator):
             out = _core.mean_shift_seeds(self._X, Q, self._w, self.kernel_, self.bandwidth_, **common)
         return out[0], out[4]
 
-    def predict(self, X):
+    def predict(self, X: ArrayLike) -> IntArray:
         """Label new points by the mode they climb to.
 
         Each row is shifted on the fitted data to its mode and labelled by the nearest centre
@@ -602,8 +607,9 @@ class MeanShift(ClusterMixin, BaseEstimator):
         return tags
 
 
-def mean_shift(X, *, bandwidth=None, kernel="flat", seeds=None, bin_seeding=False, min_bin_freq=1, cluster_all=True,
-               max_iter=300, sample_weight=None, n_jobs=None, **kwargs):
+def mean_shift(X: ArrayLike, *, bandwidth: float | None = None, kernel: str = "flat", seeds: ArrayLike | None = None,
+               bin_seeding: bool = False, min_bin_freq: int = 1, cluster_all: bool = True, max_iter: int = 300,
+               sample_weight: ArrayLike | None = None, n_jobs: int | None = None, **kwargs: Any) -> tuple[FloatArray, IntArray]:
     """Functional MeanShift: returns ``(cluster_centers, labels)``.
 
     Takes the parameters of :class:`MeanShift` (extra ones as keywords).

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import operator
 import warnings
+from typing import TYPE_CHECKING
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin, OneToOneFeatureMixin, TransformerMixin
@@ -45,6 +46,10 @@ from .._validation import (
 )
 from ..engine import bind
 from ..kernels import SPECIAL, canonical_name
+
+if TYPE_CHECKING:
+    from .._typing import ArrayLike, BandwidthLike, FloatArray, IntArray, KernelLike, Self
+
 
 __all__ = ["MedoidShift", "QuickShift", "PCShift", "medoid_shift", "quick_shift", "pc_shift", "pc_shift_step"]
 
@@ -191,7 +196,10 @@ class MedoidShift(ClusterMixin, BaseEstimator):
     ([0, 0, 0, 1, 1, 1], [1, 4])
     """
 
-    def __init__(self, bandwidth=1.0, kernel="gaussian", metric="euclidean", n_neighbors=None, max_iter=1, n_jobs=None):
+    def __init__(
+        self, bandwidth: float = 1.0, kernel: str = "gaussian", metric: str = "euclidean",
+        n_neighbors: int | None = None, max_iter: int = 1, n_jobs: int | None = None,
+    ) -> None:
         self.bandwidth = bandwidth
         self.kernel = kernel
         self.metric = metric
@@ -210,7 +218,7 @@ class MedoidShift(ClusterMixin, BaseEstimator):
 
     @keeps_state_on_error
     @fit_context
-    def fit(self, X, y=None, sample_weight=None):
+    def fit(self, X: ArrayLike, y: object = None, sample_weight: ArrayLike | None = None) -> Self:
         """Compute the forest. Returns self.
 
         ``sample_weight`` multiplies K(x_i, x_k) (an integer weight is a duplicated sample).
@@ -302,7 +310,7 @@ class QuickShift(ClusterMixin, BaseEstimator):
         Lowering it explores the QuickShift hierarchy without a new search.
     window : float, optional
         Half-width of a box window: the density of sample i and the search for its parent
-        only involve samples j with |x_jk − x_ik| ≤ ``window`` for every feature k in
+        only involve samples j with ``|x_jk − x_ik|`` ≤ ``window`` for every feature k in
         ``window_features``. ``None`` (default): every sample. Needs a radial profile with a
         scalar bandwidth.
     window_features : sequence of int, optional
@@ -336,8 +344,11 @@ class QuickShift(ClusterMixin, BaseEstimator):
     [0, 0, 0, 1, 1]
     """
 
-    def __init__(self, bandwidth=1.0, kernel="gaussian", n_neighbors=None, max_dist=None, threshold=None, window=None,
-                 window_features=None, algorithm="auto", n_jobs=None):
+    def __init__(
+        self, bandwidth: BandwidthLike = 1.0, kernel: KernelLike = "gaussian", n_neighbors: int | None = None,
+        max_dist: float | None = None, threshold: float | None = None, window: float | None = None,
+        window_features: ArrayLike | None = None, algorithm: str = "auto", n_jobs: int | None = None,
+    ) -> None:
         self.bandwidth = bandwidth
         self.kernel = kernel
         self.n_neighbors = n_neighbors
@@ -358,7 +369,7 @@ class QuickShift(ClusterMixin, BaseEstimator):
 
     @keeps_state_on_error
     @fit_context
-    def fit(self, X, y=None, sample_weight=None):
+    def fit(self, X: ArrayLike, y: object = None, sample_weight: ArrayLike | None = None) -> Self:
         """Estimate the densities, link and cut. Returns self.
 
         ``sample_weight`` weights each sample's contribution to the densities.
@@ -434,7 +445,9 @@ def _step(bk, Y, w, q, algorithm, n_jobs):
     return step, valid
 
 
-def pc_shift_step(X_query, X, n_components=1, *, kernel="gaussian", bandwidth=1.0, sample_weight=None, algorithm="auto", n_jobs=None):
+def pc_shift_step(X_query: ArrayLike, X: ArrayLike, n_components: int = 1, *, kernel: KernelLike = "gaussian",
+                  bandwidth: BandwidthLike = 1.0, sample_weight: ArrayLike | None = None, algorithm: str = "auto",
+                  n_jobs: int | None = None) -> FloatArray:
     """One PC-Shift step (I − P(x))(m(x) − x) at each query (identity 9 of docs/identities.md).
 
     P(x) projects onto the top ``n_components`` eigenvectors of the kernel-weighted local
@@ -548,9 +561,10 @@ class PCShift(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     """
 
     def __init__(
-        self, n_components=1, bandwidth=1.0, kernel="gaussian", n_neighbors=None, max_iter=300, tol=1e-4, algorithm="auto",
-        n_jobs=None, verbose=False,
-    ):
+        self, n_components: int = 1, bandwidth: BandwidthLike = 1.0, kernel: KernelLike = "gaussian",
+        n_neighbors: int | None = None, max_iter: int = 300, tol: float = 1e-4, algorithm: str = "auto",
+        n_jobs: int | None = None, verbose: int | bool = False,
+    ) -> None:
         self.n_components = n_components
         self.bandwidth = bandwidth
         self.kernel = kernel
@@ -574,7 +588,7 @@ class PCShift(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
 
     @keeps_state_on_error
     @fit_context
-    def fit(self, X, y=None, sample_weight=None):
+    def fit(self, X: ArrayLike, y: object = None, sample_weight: ArrayLike | None = None) -> Self:
         """Move the training points onto the ridges. Returns self."""
         X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C")
         self.X_fit_ = np.ascontiguousarray(X)
@@ -589,11 +603,11 @@ class PCShift(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         return bind(self.kernel, self.bandwidth, self.X_fit_, knn_k(self.kernel, self.n_neighbors), self.sample_weight_,
                     consumer="PCShift")
 
-    def fit_transform(self, X, y=None, sample_weight=None):
+    def fit_transform(self, X: ArrayLike, y: object = None, sample_weight: ArrayLike | None = None) -> FloatArray:
         """Fit and return where the training points end."""
         return self.fit(X, y, sample_weight).points_
 
-    def transform(self, X):
+    def transform(self, X: ArrayLike) -> FloatArray:
         """Move new points by PC-Shift over the fitted sample; returns their end points."""
         check_is_fitted(self)
         Q = validate_data(self, X, dtype=FLOAT_DTYPES, order="C", reset=False)
@@ -609,7 +623,8 @@ class PCShift(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         return tags
 
 
-def pc_shift(X, n_components=1, *, kernel="gaussian", bandwidth=1.0, max_iter=300, tol=1e-4, sample_weight=None, n_jobs=None):
+def pc_shift(X: ArrayLike, n_components: int = 1, *, kernel: KernelLike = "gaussian", bandwidth: BandwidthLike = 1.0,
+             max_iter: int = 300, tol: float = 1e-4, sample_weight: ArrayLike | None = None, n_jobs: int | None = None) -> FloatArray:
     """Functional form of :class:`PCShift`: the end points of the sample's own points.
 
     Examples
@@ -623,7 +638,8 @@ def pc_shift(X, n_components=1, *, kernel="gaussian", bandwidth=1.0, max_iter=30
     return est.fit_transform(X, sample_weight=sample_weight)
 
 
-def medoid_shift(X, *, bandwidth=1.0, kernel="gaussian", metric="euclidean", n_neighbors=None, n_jobs=None):
+def medoid_shift(X: ArrayLike, *, bandwidth: float = 1.0, kernel: str = "gaussian", metric: str = "euclidean",
+                 n_neighbors: int | None = None, n_jobs: int | None = None) -> tuple[IntArray, IntArray, IntArray]:
     """Functional form of :class:`MedoidShift`: returns ``(labels, medoid_indices, next)``.
 
     Examples
@@ -637,7 +653,9 @@ def medoid_shift(X, *, bandwidth=1.0, kernel="gaussian", metric="euclidean", n_n
     return est.labels_, est.medoid_indices_, est.next_
 
 
-def quick_shift(X, *, bandwidth=1.0, kernel="gaussian", max_dist=None, threshold=None, sample_weight=None, n_jobs=None):
+def quick_shift(X: ArrayLike, *, bandwidth: BandwidthLike = 1.0, kernel: KernelLike = "gaussian", max_dist: float | None = None,
+                threshold: float | None = None, sample_weight: ArrayLike | None = None,
+                n_jobs: int | None = None) -> tuple[IntArray, IntArray, FloatArray]:
     """Functional form of :class:`QuickShift`: returns ``(labels, parents, densities)``.
 
     Examples

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import functools
 import operator
 
@@ -18,6 +20,9 @@ from .._validation import check_positive_int, check_weight_summary
 from ..engine import BoundKernel
 from ..kernels import SPECIAL, log_normalization
 from ._common import Shards, Spec, aligned, as_dask, assemble, check_algorithm, check_features, float_dtype, is_dask, sharded_kernel, task_threads
+
+if TYPE_CHECKING:
+    from .._typing import ArrayLike, FloatArray, IntArray, SeedLike, Self
 
 
 def fit_sample(est, X, y=None, sample_weight=None):
@@ -122,7 +127,7 @@ class KernelDensity(density.KernelDensity):
     """
 
     @keeps_state_on_error
-    def fit(self, X, y=None, sample_weight=None):
+    def fit(self, X: ArrayLike, y: object = None, sample_weight: ArrayLike | None = None) -> Self:
         """Keep the sample (a dask array) sharded in the workers' memory. Returns self."""
         check_algorithm(self.algorithm)
         task_threads(self.n_jobs)
@@ -140,20 +145,20 @@ class KernelDensity(density.KernelDensity):
         self.X_fit_, self.sample_weight_ = self._shards.X, self._shards.weights
         return self
 
-    def score_samples(self, X):
+    def score_samples(self, X: ArrayLike | da.Array) -> FloatArray | da.Array:
         """log p̂(x) for each row of X (a dask array for dask input)."""
         finish = functools.partial(_log_density, total=self._total, log_norm=self._log_norm, log_volume=self._log_volume)
         return per_query(self, X, finish, (), np.float64)
 
-    def score(self, X, y=None):
+    def score(self, X: ArrayLike | da.Array, y: object = None) -> float:
         """Total log-likelihood of X under the model."""
         s = self.score_samples(X)
         return float(s.sum().compute() if is_dask(s) else np.sum(s))
 
-    def score_function(self, X):
+    def score_function(self, X: ArrayLike | da.Array) -> FloatArray | da.Array:
         raise NotImplementedError("score_function is not available on a sharded sample; fit in memory")
 
-    def sample(self, n_samples=1, random_state=None):
+    def sample(self, n_samples: int = 1, random_state: SeedLike = None) -> FloatArray:
         raise NotImplementedError("sample is not available on a sharded sample; fit in memory")
 
 
@@ -185,7 +190,7 @@ class LocalMeanRegressor(regression.LocalMeanRegressor):
     """
 
     @keeps_state_on_error
-    def fit(self, X, y, sample_weight=None):
+    def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> Self:
         """Keep the sample (dask arrays) sharded in the workers' memory. Returns self."""
         check_algorithm(self.algorithm)
         task_threads(self.n_jobs)
@@ -200,12 +205,12 @@ class LocalMeanRegressor(regression.LocalMeanRegressor):
     def _tail(self):
         return () if self._y_1d else (self.y_fit_.shape[1],)
 
-    def predict(self, X):
+    def predict(self, X: ArrayLike | da.Array | None) -> FloatArray | da.Array:
         """Local means at X (a dask array for dask input); NaN where no sample has weight."""
         finish = functools.partial(_ratio_column, one_d=self._y_1d)
         return per_query(self, X, finish, self._tail(), self._shards.dtype, values=True)
 
-    def loo_predict(self):
+    def loo_predict(self) -> FloatArray | da.Array:
         """Exact leave-one-out predictions on the training sample, as a dask array."""
         check_is_fitted(self)
         spec = Spec(self.kernel_, None, None, self.algorithm, self.n_jobs)
@@ -260,7 +265,7 @@ class NearestNeighbors(neighbors.NearestNeighbors):
     """
 
     @keeps_state_on_error
-    def fit(self, X, y=None):
+    def fit(self, X: ArrayLike, y: object = None) -> Self:
         """Keep the sample sharded and build one index per shard on the workers. Returns self."""
         check_positive_int(self.n_neighbors, "n_neighbors")
         check_positive_int(self.leaf_size, "leaf_size")
@@ -272,7 +277,8 @@ class NearestNeighbors(neighbors.NearestNeighbors):
         self.n_samples_fit_ = self._shards.n
         return self
 
-    def kneighbors(self, X=None, n_neighbors=None, return_distance=True):
+    def kneighbors(self, X: ArrayLike | da.Array | None = None, n_neighbors: int | None = None,
+                   return_distance: bool = True) -> tuple[FloatArray | da.Array, IntArray | da.Array] | IntArray | da.Array:
         """Distances and indices of the k nearest fitted points, ascending.
 
         With ``X=None`` the fitted points are queried (as a dask array) and each is not its
@@ -304,5 +310,6 @@ class NearestNeighbors(neighbors.NearestNeighbors):
             dist, ind = dask.compute(dist, ind)
         return (dist, ind) if return_distance else ind
 
-    def radius_neighbors(self, X=None, radius=None, return_distance=True, sort_results=True):
+    def radius_neighbors(self, X: ArrayLike | da.Array | None = None, radius: float | ArrayLike | None = None, return_distance: bool = True,
+                         sort_results: bool = True) -> Any:
         raise NotImplementedError("radius_neighbors is not available on a sharded sample; use kneighbors or fit in memory")

@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import operator
+from typing import TYPE_CHECKING
 
 import numpy as np
 from dask import delayed
+
+if TYPE_CHECKING:
+    import dask.array as da
+
+    from .._typing import ArrayLike, KernelLike
 
 from .. import engine
 from ._common import (
@@ -82,9 +88,11 @@ def _first(a):
 
 
 def local_mean(
-    X_query, X, values=None, *, kernel="gaussian", bandwidth=1.0, n_neighbors=None, sample_weight=None,
-    exclude_self=False, return_weight=False, algorithm="auto", n_jobs=1, references="auto",
-):
+    X_query: ArrayLike | da.Array, X: ArrayLike | da.Array, values: ArrayLike | da.Array | None = None, *, kernel: KernelLike = "gaussian",
+    bandwidth: float | ArrayLike = 1.0, n_neighbors: int | None = None, sample_weight: ArrayLike | da.Array | None = None,
+    exclude_self: bool = False, return_weight: bool = False, algorithm: str = "auto", n_jobs: int | None = 1,
+    references: str = "auto",
+) -> da.Array | tuple[da.Array, da.Array]:
     """The local mean Σ K(x*, xᵢ) wᵢ vᵢ / Σ K(x*, xᵢ) wᵢ of every query row, on Dask arrays.
 
     The same numbers as :func:`localization.local_mean` (to rounding), computed by the
@@ -174,9 +182,10 @@ def _total(s):
 
 
 def kernel_sum(
-    X_query, X, values=None, *, kernel="gaussian", bandwidth=1.0, n_neighbors=None, sample_weight=None, log=False,
-    exclude_self=False, algorithm="auto", n_jobs=1, references="auto",
-):
+    X_query: ArrayLike | da.Array, X: ArrayLike | da.Array, values: ArrayLike | da.Array | None = None, *, kernel: KernelLike = "gaussian",
+    bandwidth: float | ArrayLike = 1.0, n_neighbors: int | None = None, sample_weight: ArrayLike | da.Array | None = None,
+    log: bool = False, exclude_self: bool = False, algorithm: str = "auto", n_jobs: int | None = 1, references: str = "auto",
+) -> da.Array:
     """The kernel sum Σᵢ K(x*, xᵢ) wᵢ of every query row, or with ``values`` the weighted sum
     Σᵢ K(x*, xᵢ) wᵢ vᵢ, on Dask arrays.
 

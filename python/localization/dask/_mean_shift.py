@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import copy
 
 import dask
@@ -20,8 +22,12 @@ from ..cluster._mean_shift import _BANDWIDTH_SAMPLE, bin_counts, bin_seeds
 from ._common import Shards, as_dask, client, each, is_dask, put, task_threads
 from ._estimators import fit_sample
 
+if TYPE_CHECKING:
+    from .._typing import ArrayLike, IntArray, SeedLike, Self
 
-def estimate_bandwidth(X, *, quantile=0.3, n_samples=None, random_state=0, n_jobs=None):
+
+def estimate_bandwidth(X: ArrayLike | da.Array, *, quantile: float = 0.3, n_samples: int | None = None, random_state: SeedLike = 0,
+                       n_jobs: int | None = None) -> float:
     """:func:`localization.estimate_bandwidth` of a Dask array: the same subsample (the same
     ``random_state`` draws the same rows), gathered to the client, then the same statistic.
 
@@ -156,7 +162,7 @@ class MeanShift(cluster.MeanShift):
 
     @keeps_state_on_error
     @fit_context
-    def fit(self, X, y=None, sample_weight=None):
+    def fit(self, X: ArrayLike, y: object = None, sample_weight: ArrayLike | None = None) -> Self:
         """Find the modes and label the points (``labels_`` is a dask array).
 
         Parameters
@@ -322,7 +328,7 @@ class MeanShift(cluster.MeanShift):
         # Trajectories of points that were not seeds: each chunk climbs from the client.
         return _chunk_by_chunk(X, lambda b: self._label(b, None))
 
-    def predict(self, X):
+    def predict(self, X: ArrayLike | da.Array) -> IntArray | da.Array:
         """Label new points (see :meth:`localization.MeanShift.predict`); a dask array for
         dask input, chunked like it."""
         if not is_dask(X):

@@ -54,7 +54,7 @@ class PostFit:
     True
     """
 
-    def __init__(self, estimator):
+    def __init__(self, estimator: object) -> None:
         self.estimator = estimator
 
     def __getattr__(self, name):

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 from sklearn.utils import check_random_state
 
+if TYPE_CHECKING:
+    from .._typing import FloatArray, SeedLike
 
-def make_curve(n_samples=200, noise=0.25, random_state=0):
+
+def make_curve(n_samples: int = 200, noise: float = 0.25, random_state: SeedLike = 0) -> tuple[FloatArray, FloatArray]:
     """The 1-D regression curve of experiment 1.
 
     x ~ Uniform(0, 1), y = sin(2πx) + 0.5x + Gaussian noise. Returns (X of shape (n, 1), y).

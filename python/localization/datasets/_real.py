@@ -23,6 +23,7 @@ import gzip
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -123,7 +124,8 @@ def _check_n(n, available, what, hint=""):
     return int(n)
 
 
-def load_fashion_mnist(subset="test", n=None, path=None, *, as_images=False, return_source=False):
+def load_fashion_mnist(subset: str = "test", n: int | None = None, path: str | os.PathLike[str] | None = None, *,
+                       as_images: bool = False, return_source: bool = False) -> tuple[Any, ...]:
     """Fashion-MNIST images and labels (Zalando, MIT licence).
 
     Reads the full IDX files if they can be found (see the module docstring), else the
@@ -190,7 +192,7 @@ def load_fashion_mnist(subset="test", n=None, path=None, *, as_images=False, ret
     return (X, y, source) if return_source else (X, y)
 
 
-def load_oliver_twist(path=None):
+def load_oliver_twist(path: str | os.PathLike[str] | None = None) -> str:
     """The text of Charles Dickens' *Oliver Twist* (Project Gutenberg eBook #730, public domain).
 
     Reads ``oliver_twist.txt`` from ``path`` (a file or a folder), else from the folder in

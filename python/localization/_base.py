@@ -74,7 +74,23 @@ class LocalEstimator(BaseEstimator):
         return self
 
     def _bound(self):
-        return bind_kernel(self.kernel_, self.X_fit_, self.sample_weight_, self._signed_kernels, type(self).__name__)
+        """The bound kernel of the fitted state, kept (and prepared) while the state holds.
+
+        Kept in ``_bound_cache`` with the kernel, samples and weights it was bound to, so a
+        later assignment of ``kernel_`` (a bandwidth search) binds anew; left out of pickles
+        (``__getstate__``) and rebuilt on first use."""
+        key = (self.kernel_, self.X_fit_, self.sample_weight_)
+        cached = self.__dict__.get("_bound_cache")
+        if cached is not None and all(a is b for a, b in zip(cached[0], key)):
+            return cached[1]
+        bk = bind_kernel(*key, self._signed_kernels, type(self).__name__).prepare()
+        self._bound_cache = (key, bk)
+        return bk
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        state.pop("_bound_cache", None)
+        return state
 
     def _query(self, X):
         check_is_fitted(self)
@@ -89,7 +105,8 @@ class LocalEstimator(BaseEstimator):
             Q, kw = self.X_fit_, dict(kw, exclude_self=True)
         else:
             Q = self._query(X)
-        return self._bound().sums(Q, values, self.sample_weight_, algorithm=self.algorithm, n_jobs=self.n_jobs, **kw)
+        return self._bound().sums(Q, values, self.sample_weight_, algorithm=self.algorithm, n_jobs=self.n_jobs, prepared=True,
+                                  **kw)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

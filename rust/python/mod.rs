@@ -169,17 +169,28 @@ fn sums_tuple<F: Element>(py: Python<'_>, s: engine::LocalSums<F>) -> PyResult<B
 
 /// Local polynomial predictions: returns (prediction m×p, singular mask).
 #[pyfunction]
-#[pyo3(signature = (queries, x, values, weights=None, kernel="gaussian", bandwidth=1.0, query_bandwidth=None,
+/// `x` is the samples or a `Reference` built from them with `values` (then it holds the values
+/// and weights).
+#[pyo3(signature = (queries, x, values=None, weights=None, kernel="gaussian", bandwidth=1.0, query_bandwidth=None,
     n_neighbors=None, knn_profile=None, degree=1, ridge=0.0, exclude_self=false, algorithm="auto", n_jobs=None))]
 #[allow(clippy::too_many_arguments)]
 fn local_polynomial<'py>(
-    py: Python<'py>, queries: &Bound<'py, PyAny>, x: &Bound<'py, PyAny>, values: &Bound<'py, PyAny>,
+    py: Python<'py>, queries: &Bound<'py, PyAny>, x: &Bound<'py, PyAny>, values: Option<&Bound<'py, PyAny>>,
     weights: Option<&Bound<'py, PyAny>>, kernel: &str, bandwidth: f64, query_bandwidth: Option<&Bound<'py, PyAny>>,
     n_neighbors: Option<usize>, knn_profile: Option<&str>, degree: usize, ridge: f64, exclude_self: bool, algorithm: &str,
     n_jobs: Option<NJobs>,
 ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyArray1<bool>>)> {
     check_ridge(ridge)?;
     let nbh = neighborhood(algorithm)?;
+    if let Ok(r) = x.cast::<reference::PyReference>() {
+        for (given, name) in [(values.is_some(), "values"), (weights.is_some(), "sample_weight")] {
+            if given {
+                return Err(reference::own_arrays(name));
+            }
+        }
+        return reference::local_polynomial(py, r.get(), queries, kernel, bandwidth, query_bandwidth, n_neighbors, knn_profile, degree, ridge, exclude_self, nbh, n_jobs);
+    }
+    let values = values.ok_or_else(|| PyTypeError::new_err("local_polynomial needs `values` (y) with raw samples"))?;
     with_float!(x, F, {
         let ka = kernel_args::<F>(kernel, bandwidth, query_bandwidth, None, n_neighbors, knn_profile, None)?;
         let (q, xr, v) = (view2::<F>(queries, "X_query")?, view2::<F>(x, "X")?, view2::<F>(values, "y")?);

@@ -1,6 +1,7 @@
 //! `_core.Reference`: a prepared `engine::Reference` that `local_sums` accepts in place of X.
 
 use super::{is_f32, kernel_args, sums_tuple, view1, view2};
+use crate::algorithms::local_poly;
 use crate::engine::{self, Neighborhood, Options};
 use crate::real::Real;
 use numpy::{Element, IntoPyArray, PyArray1};
@@ -107,6 +108,29 @@ pub(super) fn local_sums<'py>(
                 $r.local_sums(qa, &ka.kernel, &ka.bandwidth, &opts)
             })?;
             sums_tuple(py, s)
+        }};
+    }
+    match &reference.inner {
+        AnyReference::F32(r) => go!(r, f32),
+        AnyReference::F64(r) => go!(r, f64),
+    }
+}
+
+/// `local_polynomial` against a Reference built with the responses as values.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn local_polynomial<'py>(
+    py: Python<'py>, reference: &PyReference, queries: &Bound<'py, PyAny>, kernel: &str, bandwidth: f64,
+    query_bandwidth: Option<&Bound<'py, PyAny>>, n_neighbors: Option<usize>, knn_profile: Option<&str>, degree: usize, ridge: f64,
+    exclude_self: bool, nbh: Neighborhood, n_jobs: Option<NJobs>,
+) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyArray1<bool>>)> {
+    macro_rules! go {
+        ($r:expr, $F:ty) => {{
+            let ka = kernel_args::<$F>(kernel, bandwidth, query_bandwidth, None, n_neighbors, knn_profile, None)?;
+            let q = view2::<$F>(queries, "X_query")?;
+            let qa = q.as_array();
+            let (pred, singular) =
+                run(py, n_jobs, None, |mon| local_poly::predict_prepared($r, qa, &ka.kernel, &ka.bandwidth, degree, ridge, nbh, exclude_self, mon))?;
+            Ok((pred.into_pyarray(py).into_any(), singular.into_pyarray(py)))
         }};
     }
     match &reference.inner {

@@ -16,7 +16,7 @@ Array = NDArray[np.floating]
 
 def local_sums(
     queries: Array,
-    x: Array,
+    x: Array | Reference,
     values: Optional[Array] = None,
     weights: Optional[Array] = None,
     kernel: str = "gaussian",
@@ -34,7 +34,7 @@ def local_sums(
     """(num m×p, den m, log_scale m, moments m×D×D | None, cross m×D×p | None); true sums are × exp(log_scale)."""
 
 def local_polynomial(
-    queries: Array, x: Array, values: Array, weights: Optional[Array] = None, kernel: str = "gaussian",
+    queries: Array, x: Array | Reference, values: Optional[Array] = None, weights: Optional[Array] = None, kernel: str = "gaussian",
     bandwidth: float = 1.0, query_bandwidth: Optional[Array] = None, n_neighbors: Optional[int] = None,
     knn_profile: Optional[str] = None, degree: int = 1, ridge: float = 0.0, exclude_self: bool = False,
     algorithm: str = "auto", n_jobs: Optional[int] = None,
@@ -61,6 +61,20 @@ def interpolate_grid(
 def log_integral(kernel: str, d: int) -> float: ...
 def profile_info(kernel: str) -> tuple[str, Optional[float]]: ...
 def effective_n_jobs(n_jobs: Optional[int] = None) -> int: ...
+
+class Reference:
+    """Samples (with values, weights, per-sample bandwidths) checked and copied once; ``local_sums``
+    and ``local_polynomial`` accept it as ``x`` and reuse the layouts the engine builds from it."""
+
+    def __init__(
+        self, x: Array, values: Optional[Array] = None, weights: Optional[Array] = None,
+        sample_bandwidth: Optional[Array] = None,
+    ) -> None: ...
+    @property
+    def n_samples(self) -> int: ...
+    @property
+    def n_features(self) -> int: ...
+    def __reduce__(self) -> tuple[type[Reference], tuple[Array, Optional[Array], Optional[Array], Optional[Array]]]: ...
 
 class NeighborIndex:
     def __init__(self, x: Array, algorithm: str = "auto", leaf_size: int = 30) -> None: ...

@@ -137,7 +137,7 @@ def test_reference_refuses_bad_input_naming_it():
 def _estimators():
     return [
         (LocalMeanRegressor(kernel="gaussian", bandwidth=0.3), "predict"),
-        (LocalMeanRegressor(kernel="epanechnikov", bandwidth=0.4), "predict"),
+        (LocalMeanRegressor(kernel="epanechnikov", bandwidth=0.8), "predict"),
         (LocalMeanRegressor(kernel="knn", n_neighbors=5), "predict"),
         (LocalPolynomialRegressor(kernel="gaussian", bandwidth=0.5, degree=1), "predict"),
         (KernelDensity(kernel="gaussian", bandwidth=0.3), "score_samples"),

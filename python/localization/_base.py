@@ -69,6 +69,8 @@ class LocalEstimator(BaseEstimator):
         self.X_fit_ = X
         self.sample_weight_ = check_sample_weight(sample_weight, X.shape[0], X.dtype)
         self.kernel_ = self._kernel()
+        # A fresh holder: a copy of the estimator made before this fit keeps its own.
+        self._bound_cache = [None]
         # Resolving here validates the kernel and bandwidth at fit time.
         self._bound()
         return self
@@ -76,20 +78,22 @@ class LocalEstimator(BaseEstimator):
     def _bound(self):
         """The bound kernel of the fitted state, kept (and prepared) while the state holds.
 
-        Kept in ``_bound_cache`` with the kernel, samples and weights it was bound to, so a
-        later assignment of ``kernel_`` (a bandwidth search) binds anew; left out of pickles
-        (``__getstate__``) and rebuilt on first use."""
+        Kept in the one-slot holder ``_bound_cache`` (made at fit, filled in place so that a
+        prediction leaves the estimator's attributes as they were) with the kernel, samples and
+        weights it was bound to: a later assignment of ``kernel_`` (a bandwidth search) binds
+        anew. Pickles hold an empty slot; the bound kernel is rebuilt on first use."""
         key = (self.kernel_, self.X_fit_, self.sample_weight_)
-        cached = self.__dict__.get("_bound_cache")
-        if cached is not None and all(a is b for a, b in zip(cached[0], key)):
-            return cached[1]
+        slot = self.__dict__.setdefault("_bound_cache", [None])
+        if slot[0] is not None and all(a is b for a, b in zip(slot[0][0], key)):
+            return slot[0][1]
         bk = bind_kernel(*key, self._signed_kernels, type(self).__name__).prepare()
-        self._bound_cache = (key, bk)
+        slot[0] = (key, bk)
         return bk
 
     def __getstate__(self):
         state = super().__getstate__()
-        state.pop("_bound_cache", None)
+        if "_bound_cache" in state:
+            state["_bound_cache"] = [None]
         return state
 
     def _query(self, X):

@@ -716,9 +716,7 @@ fn cheaper_tree<'a, F: Real>(
 ) -> Result<Option<&'a KdTree<F>>> {
     let (n, d) = pb.x.dim();
     let m = pb.queries.nrows();
-    // Any number of queries: a few scattered ones form one wide block that reaches every tile,
-    // while the tree visits only their supports.
-    if profile.support().is_none() || d >= GEMM_MIN_DIM || n < 512 || m == 0 {
+    if profile.support().is_none() || d >= GEMM_MIN_DIM || n < 512 || m < 16 {
         return Ok(None);
     }
     let tree = tree_of(pb, prep, mon, owned)?;

@@ -73,12 +73,32 @@ class LocalEstimator(BaseEstimator):
         self.X_fit_ = X
         self.sample_weight_ = check_sample_weight(sample_weight, X.shape[0], X.dtype)
         self.kernel_ = self._kernel()
+        # A fresh holder: a copy of the estimator made before this fit keeps its own.
+        self._bound_cache = [None]
         # Resolving here validates the kernel and bandwidth at fit time.
         self._bound()
         return self
 
     def _bound(self):
-        return bind_kernel(self.kernel_, self.X_fit_, self.sample_weight_, self._signed_kernels, type(self).__name__)
+        """The bound kernel of the fitted state, kept (and prepared) while the state holds.
+
+        Kept in the one-slot holder ``_bound_cache`` (made at fit, filled in place so that a
+        prediction leaves the estimator's attributes as they were) with the kernel, samples and
+        weights it was bound to: a later assignment of ``kernel_`` (a bandwidth search) binds
+        anew. Pickles hold an empty slot; the bound kernel is rebuilt on first use."""
+        key = (self.kernel_, self.X_fit_, self.sample_weight_)
+        slot = self.__dict__.setdefault("_bound_cache", [None])
+        if slot[0] is not None and all(a is b for a, b in zip(slot[0][0], key)):
+            return slot[0][1]
+        bk = bind_kernel(*key, self._signed_kernels, type(self).__name__).prepare()
+        slot[0] = (key, bk)
+        return bk
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        if "_bound_cache" in state:
+            state["_bound_cache"] = [None]
+        return state
 
     def _query(self, X):
         check_is_fitted(self)
@@ -93,7 +113,8 @@ class LocalEstimator(BaseEstimator):
             Q, kw = self.X_fit_, dict(kw, exclude_self=True)
         else:
             Q = self._query(X)
-        return self._bound().sums(Q, values, self.sample_weight_, algorithm=self.algorithm, n_jobs=self.n_jobs, **kw)
+        return self._bound().sums(Q, values, self.sample_weight_, algorithm=self.algorithm, n_jobs=self.n_jobs, prepared=True,
+                                  **kw)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -119,7 +140,7 @@ def local_frames(bk, Q, sample_weight, n_components, algorithm="auto", n_jobs=No
     Returns (offset (m, d), eigenvalues (m, q) descending, eigenvectors (m, q, d) as rows,
     valid (m,)). Coordinates are the caller's (per-feature bandwidths are undone).
     """
-    _, den, _, mom, _ = bk.sums(Q, None, sample_weight, degree=1, algorithm=algorithm, n_jobs=n_jobs)
+    _, den, _, mom, _ = bk.sums(Q, None, sample_weight, degree=1, algorithm=algorithm, n_jobs=n_jobs, prepared=True)
     mom = mom.astype(np.float64)
     s0 = mom[:, 0, 0]
     valid = s0 > 0

@@ -9,7 +9,7 @@ from typing_extensions import Self
 # Every name the extension module registers (stubtest checks this list against it).
 __all__ = [
     "local_sums", "local_polynomial", "equivalent_kernel", "kernel_matrix", "profile_values",
-    "log_integral", "profile_info", "effective_n_jobs", "NeighborIndex", "bin_linear",
+    "log_integral", "profile_info", "effective_n_jobs", "Reference", "NeighborIndex", "bin_linear",
     "interpolate_grid", "mean_shift_seeds", "mean_shift_grid", "mean_shift_diffuse", "merge_modes",
     "grid_cells", "grid_merge", "grid_centroids", "grid_keys", "MeanShiftWindow", "MeanShiftSeeds",
     "medoid_shift_dense", "medoid_shift_knn", "quickshift_links", "quickshift_density",
@@ -31,7 +31,7 @@ _Progress = Optional[Callable[[int, int], object]]
 
 def local_sums(
     queries: _Array,
-    x: _Array,
+    x: _Array | Reference,
     values: Optional[_Array] = None,
     weights: Optional[_Array] = None,
     kernel: str = "gaussian",
@@ -51,7 +51,7 @@ def local_sums(
     ``progress(done, total)`` receives the queries done (exact paths other than the expansion)."""
 
 def local_polynomial(
-    queries: _Array, x: _Array, values: _Array, weights: Optional[_Array] = None, kernel: str = "gaussian",
+    queries: _Array, x: _Array | Reference, values: Optional[_Array] = None, weights: Optional[_Array] = None, kernel: str = "gaussian",
     bandwidth: float = 1.0, query_bandwidth: Optional[_Array] = None, n_neighbors: Optional[int] = None,
     knn_profile: Optional[str] = None, degree: int = 1, ridge: float = 0.0, exclude_self: bool = False,
     algorithm: str = "auto", n_jobs: Optional[int] = None,
@@ -78,6 +78,21 @@ def interpolate_grid(
 def log_integral(kernel: str, d: int) -> float: ...
 def profile_info(kernel: str) -> tuple[str, Optional[float]]: ...
 def effective_n_jobs(n_jobs: Optional[int] = None) -> int: ...
+
+@final
+class Reference:
+    """Samples (with values, weights, per-sample bandwidths) checked and copied once; ``local_sums``
+    and ``local_polynomial`` accept it as ``x`` and reuse the layouts the engine builds from it."""
+
+    def __new__(
+        cls, x: _Array, values: Optional[_Array] = None, weights: Optional[_Array] = None,
+        sample_bandwidth: Optional[_Array] = None,
+    ) -> Self: ...
+    @property
+    def n_samples(self) -> int: ...
+    @property
+    def n_features(self) -> int: ...
+    def __reduce__(self) -> tuple[type[Reference], tuple[_Array, Optional[_Array], Optional[_Array], Optional[_Array]]]: ...
 
 @final
 class NeighborIndex:

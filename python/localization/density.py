@@ -148,12 +148,7 @@ class KernelDensity(LocalEstimator):
         log_norm = log_normalization(bk.name, d)
         weights, log_unit = w, 0.0
         if bk.sample_h is not None:
-            # wᵢ·hᵢ^(−d) overflows or underflows for extreme h: take it relative to its largest
-            # value and put that back in the log domain.
-            log_hw = -d * np.log(bk.sample_h.astype(np.float64))
-            log_unit = float(log_hw.max())
-            hw = np.exp(log_hw - log_unit)
-            weights = (hw if w is None else w * hw).astype(Q.dtype)
+            weights, log_unit = bk.kept("sample_point_weights", lambda: _sample_point_weights(bk.sample_h, w, d, Q.dtype))
         log_total = np.log(len(self.X_fit_)) if w is None else _log_sum(w)
         den = None
         if bk.sample_h is None and _binned.select(bk, Q, algorithm=self.algorithm, grid_size=self.grid_size,
@@ -167,7 +162,7 @@ class KernelDensity(LocalEstimator):
                 den, log_scale, log_err = b.den, 0.0, _binned.log_bound(b.den, bound)
         if den is None:
             _, den, log_scale, _, _ = bk.sums(Q, None, weights, exclude_self=exclude_self, algorithm=self.algorithm,
-                                              n_jobs=self.n_jobs)
+                                              n_jobs=self.n_jobs, prepared=True)
             log_err = np.zeros(len(Q))
         with np.errstate(divide="ignore", invalid="ignore"):
             if exclude_self:
@@ -386,3 +381,12 @@ def _radial_draws(name, d, n, rng):
         dirs /= np.linalg.norm(dirs, axis=1, keepdims=True)
         out = np.vstack([out, dirs[keep] * r[keep, None]])
     return out[:n]
+
+
+def _sample_point_weights(sample_h, w, d, dtype):
+    """(wᵢ·hᵢ^(−d) / u, log u): the weights of a sample-point density relative to their largest
+    value u (they overflow or underflow for extreme h), which goes back in the log domain."""
+    log_hw = -d * np.log(sample_h.astype(np.float64))
+    log_unit = float(log_hw.max())
+    hw = np.exp(log_hw - log_unit)
+    return (hw if w is None else w * hw).astype(dtype), log_unit

@@ -54,11 +54,22 @@ def check_algorithm(algorithm: str) -> None:
         raise LocalizationError(f"`algorithm` must be one of {_ALGORITHMS}, got {algorithm!r}", "algorithm")
 
 
+#: Prepared references a kept BoundKernel holds at most (one per (values, weights) pair).
+_MAX_REFERENCES = 4
+
+
 class BoundKernel:
     """A kernel resolved against reference data X (bandwidth rules applied).
 
     This is the one place where bandwidth rules, per-feature scaling, adaptive bandwidths
     and the Python-callable slow path are turned into calls of the native engine.
+
+    A bound kernel that is kept (a fitted estimator's, or one reused across the iterations of
+    a method) calls :meth:`prepare`: then every ``sums(..., prepared=True)`` call reuses one
+    native ``_core.Reference`` per (values, sample_weight) pair, which holds what the engine
+    builds from the samples alone (tile layout, kd-tree, neighbour index) — the results are
+    bit-identical, and a call costs what its query-sample pairs cost. The arrays passed with
+    ``prepared=True`` must not be modified afterwards (fitted state never is).
     """
 
     def __init__(self, kernel: Kernel, X, sample_weight=None, allow_signed=False, consumer="this estimator"):
@@ -100,12 +111,56 @@ class BoundKernel:
         else:
             self.h = check_number(bw, "bandwidth")
         self.Xs = self._scale(X)
+        self._references = None
+        self._index = None
+        self._kept = {}
         if isinstance(bw, SamplePoint) and self.name not in ("knn", "dot", "identity"):
             dist, _ = _core.NeighborIndex(self.Xs).knn(self.Xs, self.adaptive_k + 1)
             h = bw.scale * dist[:, -1].astype(np.float64)
             if np.any(h <= 0):
                 raise ValueError("SamplePoint bandwidth is zero at duplicated points; increase n_neighbors")
             self.sample_h = h.astype(X.dtype)
+
+    def prepare(self):
+        """Keep native references and the neighbour index across calls (see the class doc)."""
+        if self._references is None:
+            self._references = []
+        return self
+
+    def __getstate__(self):
+        # The native references rebuild on use: a pickle holds the arrays only.
+        return dict(self.__dict__, _references=None if self._references is None else [], _index=None, _kept={})
+
+    def kept(self, name, build):
+        """``build()``, kept under ``name`` once prepared: arrays derived from the samples alone
+        that later calls pass back (so that they meet the same prepared reference)."""
+        if self._references is None:
+            return build()
+        if name not in self._kept:
+            self._kept = dict(self._kept, **{name: build()})
+        return self._kept[name]
+
+    def neighbor_index(self):
+        """The kd-tree / brute neighbour index over the scaled samples (kept once prepared)."""
+        if self._index is not None:
+            return self._index
+        index = _core.NeighborIndex(self.Xs)
+        if self._references is not None:
+            self._index = index
+        return index
+
+    def reference(self, values=None, sample_weight=None):
+        """The prepared ``_core.Reference`` of (values, sample_weight), built on first use;
+        None unless :meth:`prepare` was called."""
+        if self._references is None:
+            return None
+        for v, w, ref in self._references:
+            if v is values and w is sample_weight:
+                return ref
+        ref = _core.Reference(self.Xs, values, sample_weight, self.sample_h)
+        # A list replaced whole (never mutated) keeps concurrent callers consistent.
+        self._references = self._references[-(_MAX_REFERENCES - 1):] + [(values, sample_weight, ref)]
+        return ref
 
     def _scale(self, A):
         if self.feature_scale is None:
@@ -124,7 +179,7 @@ class BoundKernel:
         bw = self.kernel.bandwidth
         if not isinstance(bw, Balloon) or self.name in ("knn", "dot", "identity"):
             return None
-        dist, _ = _core.NeighborIndex(self.Xs).knn(Qs, self.adaptive_k)
+        dist, _ = self.neighbor_index().knn(Qs, self.adaptive_k)
         h = bw.scale * dist[:, -1].astype(np.float64)
         if np.any(h <= 0):
             raise ValueError("Balloon bandwidth is zero at a query that coincides with its k nearest samples; increase n_neighbors")
@@ -143,10 +198,12 @@ class BoundKernel:
         return kw
 
     def sums(self, Q, values=None, sample_weight=None, *, degree=None, exclude_self=False, algorithm="auto", n_jobs=None,
-             grid_size=None, progress=None):
+             grid_size=None, progress=None, prepared=False):
         """Native local sums for validated queries: (num, den, log_scale, moments, cross).
 
-        ``progress(done, total)`` is called with the queries done (native paths only)."""
+        ``progress(done, total)`` is called with the queries done (native paths only).
+        ``prepared=True``: through the kept reference of (values, sample_weight) if
+        :meth:`prepare` was called (same results, no per-call work on the samples)."""
         check_algorithm(algorithm)
         Qs = self._scale(Q)
         if algorithm == "binned":
@@ -160,6 +217,10 @@ class BoundKernel:
             sums = _callable_sums if self.callable else _identity_sums
             return sums(self, Qs, values, sample_weight, exclude_self) + (None, None)
         kw = self.core_args(Qs)
+        ref = self.reference(values, sample_weight) if prepared else None
+        if ref is not None:
+            return _core.local_sums(Qs, ref, degree=degree, exclude_self=exclude_self, algorithm=algorithm, n_jobs=n_jobs,
+                                    progress=progress, **kw)
         if self.sample_h is not None:
             kw["sample_bandwidth"] = self.sample_h
         return _core.local_sums(
@@ -181,7 +242,7 @@ class BoundKernel:
             return _callable_matrix(self, Qs, self.Xs)
         if self.name == "identity":
             I = np.zeros((len(Qs), self.n), dtype=Qs.dtype)
-            _, ind, offsets = _core.NeighborIndex(self.Xs).radius(Qs, 0.0, n_jobs=n_jobs)
+            _, ind, offsets = self.neighbor_index().radius(Qs, 0.0, n_jobs=n_jobs)
             I[np.repeat(np.arange(len(Qs)), np.diff(offsets)), ind] = 1
             return I
         kw = self.core_args(Qs)
@@ -204,7 +265,7 @@ def _identity_sums(bk, Qs, values, sample_weight, exclude_self):
     """The identity kernel 1[x* = xᵢ]: sums over the samples equal to each query (a radius-0
     search), O(m + matches)."""
     m = len(Qs)
-    _, ind, offsets = _core.NeighborIndex(bk.Xs).radius(Qs, 0.0)
+    _, ind, offsets = bk.neighbor_index().radius(Qs, 0.0)
     row = np.repeat(np.arange(m), np.diff(offsets))
     if exclude_self:
         keep = ind != row
@@ -263,13 +324,19 @@ class BoundCombination:
         self.callable = False
         self.name = None
 
+    def prepare(self):
+        for t in self.terms:
+            t.prepare()
+        return self
+
     def sums(self, Q, values=None, sample_weight=None, *, degree=None, exclude_self=False, algorithm="auto", n_jobs=None,
-             progress=None):
+             progress=None, prepared=False):
         if degree is not None:
             raise ValueError("local polynomial moments need a single kernel, not a KernelCombination")
         # (A progress bar follows each term's pass in turn.)
         parts = [t.sums(Q, values, sample_weight, exclude_self=exclude_self, algorithm=algorithm, n_jobs=n_jobs,
-                        progress=progress)[:3] for t in self.terms]
+                        progress=progress, prepared=prepared)[:3]
+                 for t in self.terms]
         dt = Q.dtype
         m = len(Q)
         p = 0 if values is None else values.shape[1]

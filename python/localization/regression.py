@@ -314,9 +314,12 @@ class LocalPolynomialRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator)
 
     def _fit_at(self, Q, bk=None, exclude_self=False):
         bk, Qs, kw = self._core_args(Q, bk)
+        # The fitted bound kernel's prepared reference holds the samples, y and the weights.
+        ref = bk.reference(self.y_fit_, self.sample_weight_)
+        data = (bk.Xs, self.y_fit_, self.sample_weight_) if ref is None else (ref,)
         return _core.local_polynomial(
-            Qs, bk.Xs, self.y_fit_, self.sample_weight_, degree=self.degree, ridge=float(self.ridge),
-            exclude_self=exclude_self, algorithm=self.algorithm, n_jobs=self.n_jobs, **kw,
+            Qs, *data, degree=self.degree, ridge=float(self.ridge), exclude_self=exclude_self, algorithm=self.algorithm,
+            n_jobs=self.n_jobs, **kw,
         )
 
     def _loo_fit(self, kernel):

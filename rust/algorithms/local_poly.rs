@@ -9,7 +9,7 @@
 //! the engine's working units, where they cannot overflow however large the coordinates.
 
 use crate::distance::{pow2, Scale};
-use crate::engine::{basis_degrees, fill_kernel_matrix, local_sums_scaled, validate_in_range, Bandwidth, Kernel, LocalSums, Neighborhood, Options, Problem};
+use crate::engine::{basis_degrees, fill_kernel_matrix, local_sums_scaled, validate_in_range, Bandwidth, Kernel, LocalSums, Neighborhood, Options, Problem, Reference};
 use crate::error::{LocalizationError, Result};
 use crate::real::Real;
 use crate::rows::row_major;
@@ -141,8 +141,27 @@ pub fn predict<F: Real>(
 ) -> Result<(Array2<F>, Vec<bool>)> {
     let opts = Options { degree: Some(degree), neighborhood, exclude_self, monitor: mon.clone(), ..Options::default() };
     let (sums, lengths) = local_sums_scaled(pb, kernel, bw, &opts)?;
+    predictions(&sums, lengths, pb.x.ncols(), degree, ridge)
+}
+
+/// `predict` against a prepared reference (its values are the responses).
+#[allow(clippy::too_many_arguments)]
+pub fn predict_prepared<F: Real>(
+    reference: &Reference<F>, queries: ArrayView2<F>, kernel: &Kernel, bw: &Bandwidth<F>, degree: usize, ridge: f64,
+    neighborhood: Neighborhood, exclude_self: bool, mon: &Monitor,
+) -> Result<(Array2<F>, Vec<bool>)> {
+    if reference.values().is_none() {
+        return Err(LocalizationError::param("y", "local polynomial regression needs a Reference built with values"));
+    }
+    let opts = Options { degree: Some(degree), neighborhood, exclude_self, monitor: mon.clone(), ..Options::default() };
+    let (sums, lengths) = reference.local_sums_scaled(queries, kernel, bw, &opts)?;
+    predictions(&sums, lengths, queries.ncols(), degree, ridge)
+}
+
+/// The fitted values β₀ from the design moments.
+fn predictions<F: Real>(sums: &LocalSums<F>, lengths: Scale, d: usize, degree: usize, ridge: f64) -> Result<(Array2<F>, Vec<bool>)> {
     let p = sums.num.ncols();
-    let (beta, singular) = coefficients(&sums, lengths, &basis_degrees(pb.x.ncols(), degree), ridge, Rhs::Values)?;
+    let (beta, singular) = coefficients(sums, lengths, &basis_degrees(d, degree), ridge, Rhs::Values)?;
     let mut pred = memory::try_array("predictions", (beta.nrows(), p), F::zero())?;
     pred.indexed_iter_mut().for_each(|((i, c), v)| *v = F::of(beta[(i, c)]));
     Ok((pred, singular))

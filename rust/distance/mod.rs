@@ -158,20 +158,16 @@ impl Scale {
 
     /// For the entries of some arrays (coordinates of several point sets, say).
     pub fn of_arrays<F: Real>(arrays: &[ArrayView2<F>]) -> Scale {
-        Scale::of_arrays_and(arrays, 0.0)
+        Scale::for_max::<F>(arrays.iter().map(|a| Scale::array_max_abs(*a)).fold(0.0, f64::max))
     }
 
-    /// For the entries of some arrays and one more magnitude `also` (a bandwidth, which must
-    /// stay in range too: subnormal coordinates under h = 1 must not scale h up to infinity).
-    pub fn of_arrays_and<F: Real>(arrays: &[ArrayView2<F>], also: f64) -> Scale {
-        let m = arrays
-            .iter()
-            .map(|a| match a.as_slice() {
-                Some(s) => Scale::max_abs(s),
-                None => a.rows().into_iter().map(|r| Scale::max_abs(&r.to_vec())).fold(0.0, f64::max),
-            })
-            .fold(if also.is_finite() { also.abs() } else { 0.0 }, f64::max);
-        Scale::for_max::<F>(m)
+    /// The largest finite |entry| of an array: what `of_arrays` combines, for callers that
+    /// keep it for one array and combine it with others later (a prepared reference).
+    pub fn array_max_abs<F: Real>(a: ArrayView2<F>) -> f64 {
+        match a.as_slice() {
+            Some(s) => Scale::max_abs(s),
+            None => a.rows().into_iter().map(|r| Scale::max_abs(&r.to_vec())).fold(0.0, f64::max),
+        }
     }
 
     /// The largest finite |v| (16 running maxima so that it vectorises; NaN is skipped by the

@@ -38,6 +38,7 @@ mod accumulate;
 pub mod binned;
 mod expansion;
 mod lanes;
+mod reference;
 pub mod temporal;
 mod tiles;
 mod types;
@@ -55,6 +56,8 @@ use accumulate::{n_basis, per_query, stack_into, Acc};
 use tiles::{Blocks, Tiles, TILE, WIDE_VALUES};
 pub use kernel_matrix::kernel_matrix;
 pub(crate) use kernel_matrix::fill_kernel_matrix;
+pub use reference::Reference;
+use reference::{Prepared, TreeOrdered, Working};
 pub use types::{Bandwidth, Kernel, LocalSums, Neighborhood, Options, Problem};
 use ndarray::{linalg::general_mat_mul, s, Array2, ArrayView2};
 use rayon::prelude::*;
@@ -72,9 +75,14 @@ const QUERY_BLOCK_GEMM: usize = 128;
 /// weights and values near the float maximum give the same answers as ordinary ones. Where a
 /// sum itself leaves the range of F, a power of two moves from it into `log_scale`.
 pub fn local_sums<F: Real>(pb: &Problem<F>, kernel: &Kernel, bw: &Bandwidth<F>, opts: &Options) -> Result<LocalSums<F>> {
-    let (mut sums, lengths) = local_sums_scaled(pb, kernel, bw, opts)?;
+    let (sums, lengths) = local_sums_scaled(pb, kernel, bw, opts)?;
+    to_caller_units(sums, lengths, pb.x.ncols(), opts.degree)
+}
+
+/// Sums in working length units (see `local_sums_scaled`) back in the caller's.
+fn to_caller_units<F: Real>(mut sums: LocalSums<F>, lengths: Scale, d: usize, degree: Option<usize>) -> Result<LocalSums<F>> {
     if !lengths.is_one() {
-        moments_to_caller_units(&mut sums, lengths, pb.x.ncols(), opts.degree)?;
+        moments_to_caller_units(&mut sums, lengths, d, degree)?;
     }
     Ok(sums)
 }
@@ -85,33 +93,9 @@ pub fn local_sums<F: Real>(pb: &Problem<F>, kernel: &Kernel, bw: &Bandwidth<F>, 
 /// polynomial solve), which can then be taken where the true ones would overflow.
 pub(crate) fn local_sums_scaled<F: Real>(pb: &Problem<F>, kernel: &Kernel, bw: &Bandwidth<F>, opts: &Options) -> Result<(LocalSums<F>, Scale)> {
     let lengths = lengths_of(kernel, pb.queries, pb.x, bw);
-    let weight_scale = pb.weights.map_or(Scale::ONE, |w| Scale::of_values(w.iter().copied()));
-    let value_scales: Vec<Scale> = pb.values.map_or_else(Vec::new, |v| {
-        // Column maxima row by row (the rows are contiguous).
-        let mut top = vec![F::zero(); v.ncols()];
-        for row in v.rows() {
-            top.iter_mut().zip(row).for_each(|(t, &a)| *t = if a.abs() > *t { a.abs() } else { *t });
-        }
-        top.into_iter().map(|t| Scale::for_max::<F>(t.f64())).collect()
-    });
-    if lengths.is_one() && weight_scale.is_one() && value_scales.iter().all(|s| s.is_one()) {
-        return Ok((sums_in_range(pb, kernel, bw, opts)?, lengths));
-    }
-    let x = lengths.down_array(pb.x);
     // Keep "the queries are the references" visible (the expansion clusters them once).
     let same = pb.queries.as_ptr() == pb.x.as_ptr() && pb.queries.dim() == pb.x.dim();
-    let q = if same { None } else { Some(lengths.down_array(pb.queries)) };
-    let w = pb.weights.map(|w| w.mapv(|v| weight_scale.down(v)));
-    let v = pb.values.map(|v| {
-        let mut v = v.to_owned();
-        for (mut c, s) in v.columns_mut().into_iter().zip(&value_scales) {
-            c.mapv_inplace(|a| s.down(a));
-        }
-        v
-    });
-    let spb = Problem { queries: q.as_ref().map_or(x.view(), |q| q.view()), x: x.view(), values: v.as_ref().map(|v| v.view()), weights: w.as_ref().map(|w| w.view()) };
-    let mut sums = sums_in_range(&spb, kernel, &bw.scaled(lengths), opts)?;
-    restore_magnitudes(&mut sums, weight_scale, &value_scales);
+    let sums = Working::new(pb.x, pb.values, pb.weights, lengths).sums(pb, same, kernel, bw, opts, None)?;
     Ok((sums, lengths))
 }
 
@@ -214,33 +198,49 @@ pub(crate) fn basis_degrees(d: usize, degree: usize) -> Vec<usize> {
     g
 }
 
-/// The sums for inputs inside the floating range's comfortable middle.
-fn sums_in_range<F: Real>(pb: &Problem<F>, kernel: &Kernel, bw: &Bandwidth<F>, opts: &Options) -> Result<LocalSums<F>> {
-    validate(pb, kernel, bw, opts)?;
+/// The sums for inputs inside the floating range's comfortable middle. `prep`: the layouts
+/// of these references kept by a `Reference`, which has checked them already.
+fn sums_in_range<F: Real>(pb: &Problem<F>, kernel: &Kernel, bw: &Bandwidth<F>, opts: &Options, prep: Option<&Prepared<F>>) -> Result<LocalSums<F>> {
+    validate_request(pb, kernel, bw, opts, prep.is_none())?;
     match kernel {
-        Kernel::Knn { k, profile } => knn_sums(pb, *k, *profile, opts),
-        Kernel::Dot { temperature } => brute::<F, DotExp>(pb, bw, opts, F::of(1.0 / temperature)),
+        Kernel::Knn { k, profile } => knn_sums(pb, *k, *profile, opts, prep),
+        Kernel::Dot { temperature } => brute::<F, DotExp>(pb, bw, opts, F::of(1.0 / temperature), prep),
         Kernel::Radial(profile) => {
             if let Some(e) = expansion(pb, *profile, bw, opts) {
                 return e.sums(&opts.monitor);
             }
+            let mut owned = None;
             let tree = match opts.neighborhood {
                 Neighborhood::Brute | Neighborhood::Expansion => None,
-                Neighborhood::Tree if profile.support().is_some() => Some(KdTree::build(pb.x, LEAF_SIZE, &opts.monitor)?),
+                Neighborhood::Tree if profile.support().is_some() => Some(tree_of(pb, prep, &opts.monitor, &mut owned)?),
                 Neighborhood::Tree => None,
-                Neighborhood::Auto => cheaper_tree(pb, *profile, bw, &opts.monitor)?,
+                Neighborhood::Auto => cheaper_tree(pb, *profile, bw, &opts.monitor, prep, &mut owned)?,
             };
             dispatch_profile!(*profile, P, {
                 match tree {
-                    Some(tree) => tree_sums::<F, P>(pb, &tree, bw, opts),
-                    None => brute::<F, Radial<P>>(pb, bw, opts, F::one()),
+                    Some(tree) => tree_sums::<F, P>(pb, tree, bw, opts, prep),
+                    None => brute::<F, Radial<P>>(pb, bw, opts, F::one(), prep),
                 }
             })
         }
     }
 }
 
+/// The kd-tree over the references: the prepared one, or one built into `owned`.
+fn tree_of<'a, F: Real>(pb: &Problem<F>, prep: Option<&'a Prepared<F>>, mon: &Monitor, owned: &'a mut Option<KdTree<F>>) -> Result<&'a KdTree<F>> {
+    match prep {
+        Some(p) => p.tree(pb.x, mon),
+        None => Ok(owned.insert(KdTree::build(pb.x, LEAF_SIZE, mon)?)),
+    }
+}
+
 pub(crate) fn validate<F: Real>(pb: &Problem<F>, kernel: &Kernel, bw: &Bandwidth<F>, opts: &Options) -> Result<()> {
+    validate_request(pb, kernel, bw, opts, true)
+}
+
+/// `validate`; without `references` the O(n) checks of the weights and per-sample bandwidths
+/// are left out (a `Reference` made them when it was built).
+fn validate_request<F: Real>(pb: &Problem<F>, kernel: &Kernel, bw: &Bandwidth<F>, opts: &Options, references: bool) -> Result<()> {
     let (n, d) = pb.x.dim();
     if n == 0 {
         return Err(LocalizationError::EmptyInput { name: "X" });
@@ -257,7 +257,9 @@ pub(crate) fn validate<F: Real>(pb: &Problem<F>, kernel: &Kernel, bw: &Bandwidth
             return Err(LocalizationError::shape("values", format!("{n} rows"), format!("{} rows", v.nrows())));
         }
     }
-    Weights::optional(pb.weights, n)?;
+    if references {
+        Weights::optional(pb.weights, n)?;
+    }
     // Distances are scaled by 1/h², which must exist in F (h ≳ 1e-154 in f64, 1e-19 in f32,
     // once the coordinates are of order one). Only radial kernels have a bandwidth.
     let positive = |h: &F| !matches!(kernel, Kernel::Radial(_)) || (*h > F::zero() && h.is_finite() && (F::one() / (*h * *h)).is_finite());
@@ -273,7 +275,7 @@ pub(crate) fn validate<F: Real>(pb: &Problem<F>, kernel: &Kernel, bw: &Bandwidth
             if h.len() != n {
                 return Err(LocalizationError::shape("bandwidth", format!("{n} per-sample values"), h.len()));
             }
-            h.iter().all(positive)
+            !references || h.iter().all(positive)
         }
     };
     if !ok {
@@ -345,7 +347,7 @@ impl TileKernel for DotExp {
     }
 }
 
-fn brute<F: Real, K: TileKernel>(pb: &Problem<F>, bw: &Bandwidth<F>, opts: &Options, c: F) -> Result<LocalSums<F>> {
+fn brute<F: Real, K: TileKernel>(pb: &Problem<F>, bw: &Bandwidth<F>, opts: &Options, c: F, prep: Option<&Prepared<F>>) -> Result<LocalSums<F>> {
     let d = pb.x.ncols();
     // Bounding boxes prune in low dimensions only (and mean nothing to the dot kernel).
     let spatial = !K::DOT && d < GEMM_MIN_DIM;
@@ -353,7 +355,15 @@ fn brute<F: Real, K: TileKernel>(pb: &Problem<F>, bw: &Bandwidth<F>, opts: &Opti
     let basis = opts.degree.map(|g| n_basis(d, g));
     // The product path reads centred rows (distance kernels) or the references themselves
     // (dot kernel); the feature-major tiles serve the direct differences and design moments.
-    let tiles = Tiles::new(pb, bw, spatial, !gemm || basis.is_some(), gemm && !K::DOT, &opts.monitor)?;
+    let (coords, centre) = (!gemm || basis.is_some(), gemm && !K::DOT);
+    let owned;
+    let tiles = match prep {
+        Some(p) => p.tiles(pb, bw, spatial, coords, centre, &opts.monitor)?,
+        None => {
+            owned = Tiles::new(pb, bw, spatial, coords, centre, &opts.monitor)?;
+            &owned
+        }
+    };
     let qblock = if gemm { QUERY_BLOCK_GEMM } else { QUERY_BLOCK };
     let blocks = Blocks::new(pb.queries, qblock, spatial, &opts.monitor)?;
     let rows = (Rows::new("X_query", pb.queries)?, Rows::new("X", pb.x)?, Rows::new("X_query", blocks.queries.view())?);
@@ -366,7 +376,7 @@ fn brute<F: Real, K: TileKernel>(pb: &Problem<F>, bw: &Bandwidth<F>, opts: &Opti
         .into_par_iter()
         .map(|b0| {
             opts.monitor.check()?;
-            let part = Acc::finish(run_block::<F, K>(&Ctx { pb, tiles: &tiles, blocks: &blocks, queries: rows.0, x: rows.1, blocked: rows.2, bw, opts, basis, c }, b0), tiles.p, basis);
+            let part = Acc::finish(run_block::<F, K>(&Ctx { pb, tiles, blocks: &blocks, queries: rows.0, x: rows.1, blocked: rows.2, bw, opts, basis, c }, b0), tiles.p, basis);
             opts.advance(qblock.min(m - b0));
             part
         })
@@ -704,13 +714,15 @@ enum KernelScale<'a, F> {
 /// visits the points within the support one by one; the brute force evaluates whole tiles
 /// (vectorised, several times cheaper per pair) but every point of each tile within reach of a
 /// query block.
-fn cheaper_tree<F: Real>(pb: &Problem<F>, profile: Profile, bw: &Bandwidth<F>, mon: &Monitor) -> Result<Option<KdTree<F>>> {
+fn cheaper_tree<'a, F: Real>(
+    pb: &Problem<F>, profile: Profile, bw: &Bandwidth<F>, mon: &Monitor, prep: Option<&'a Prepared<F>>, owned: &'a mut Option<KdTree<F>>,
+) -> Result<Option<&'a KdTree<F>>> {
     let (n, d) = pb.x.dim();
     let m = pb.queries.nrows();
     if profile.support().is_none() || d >= GEMM_MIN_DIM || n < 512 || m < 16 {
         return Ok(None);
     }
-    let tree = KdTree::build(pb.x, LEAF_SIZE, mon)?;
+    let tree = tree_of(pb, prep, mon, owned)?;
     let probes = 32.min(m);
     let queries = Rows::new("X_query", pb.queries)?;
     let mut visited = 0usize;
@@ -762,18 +774,28 @@ fn support_radius<F: Real>(bw: &Bandwidth<F>, i: usize) -> F {
 }
 
 /// Compact kernels: visit only the references inside each query's support.
-fn tree_sums<F: Real, P: ProfileFn>(pb: &Problem<F>, tree: &KdTree<F>, bw: &Bandwidth<F>, opts: &Options) -> Result<LocalSums<F>> {
+fn tree_sums<F: Real, P: ProfileFn>(pb: &Problem<F>, tree: &KdTree<F>, bw: &Bandwidth<F>, opts: &Options, prep: Option<&Prepared<F>>) -> Result<LocalSums<F>> {
     let order = tree.order();
     let p = pb.values.as_ref().map_or(0, |v| v.ncols());
     // Tree-ordered copies so the visit streams memory.
-    let w: Vec<F> = order.iter().map(|&i| pb.weights.as_ref().map_or(F::one(), |w| w[i])).collect();
-    let vals: Vec<F> = match &pb.values {
-        Some(v) => order.iter().flat_map(|&i| v.row(i).to_vec()).collect(),
-        None => Vec::new(),
+    let build = || TreeOrdered {
+        weights: order.iter().map(|&i| pb.weights.as_ref().map_or(F::one(), |w| w[i])).collect(),
+        values: match &pb.values {
+            Some(v) => order.iter().flat_map(|&i| v.row(i).to_vec()).collect(),
+            None => Vec::new(),
+        },
+        inv_h2: match bw {
+            Bandwidth::PerReference(h) => Some(order.iter().map(|&i| F::one() / (h[i] * h[i])).collect()),
+            _ => None,
+        },
     };
-    let inv_h2: Option<Vec<F>> = match bw {
-        Bandwidth::PerReference(h) => Some(order.iter().map(|&i| F::one() / (h[i] * h[i])).collect()),
-        _ => None,
+    let owned;
+    let TreeOrdered { weights: w, values: vals, inv_h2 } = match prep {
+        Some(p) => p.tree_order(build),
+        None => {
+            owned = build();
+            &owned
+        }
     };
     let basis = opts.degree.map(|g| n_basis(pb.x.ncols(), g));
     let degree = opts.degree.unwrap_or(0);
@@ -811,8 +833,15 @@ fn tree_sums<F: Real, P: ProfileFn>(pb: &Problem<F>, tree: &KdTree<F>, bw: &Band
 }
 
 /// The kNN kernel through the neighbour index.
-fn knn_sums<F: Real>(pb: &Problem<F>, k: usize, profile: Option<Profile>, opts: &Options) -> Result<LocalSums<F>> {
-    let index = Index::build(pb.x, Algorithm::Auto, LEAF_SIZE, &opts.monitor)?;
+fn knn_sums<F: Real>(pb: &Problem<F>, k: usize, profile: Option<Profile>, opts: &Options, prep: Option<&Prepared<F>>) -> Result<LocalSums<F>> {
+    let owned;
+    let index = match prep {
+        Some(p) => p.index(pb.x, &opts.monitor)?,
+        None => {
+            owned = Index::build(pb.x, Algorithm::Auto, LEAF_SIZE, &opts.monitor)?;
+            &owned
+        }
+    };
     let extra = opts.exclude_self as usize;
     let nb = index.knn(pb.queries, k + extra, &opts.monitor)?;
     let p = pb.values.as_ref().map_or(0, |v| v.ncols());
@@ -865,12 +894,18 @@ mod tests;
 
 /// The exact power-of-two rescaling under which a kernel is evaluated: distance kernels are
 /// invariant to scaling coordinates and bandwidths alike, the dot kernel is not.
-/// A radial kernel's bandwidth is a length too, so it takes part in choosing the scale.
 pub(super) fn lengths_of<F: Real>(kernel: &Kernel, q: ArrayView2<F>, x: ArrayView2<F>, bw: &Bandwidth<F>) -> Scale {
+    lengths_for(kernel, Scale::array_max_abs(q).max(Scale::array_max_abs(x)), bw)
+}
+
+/// `lengths_of` from the largest |coordinate| (kept by a prepared reference). A radial
+/// kernel's bandwidth is a length too, so it takes part: subnormal coordinates under h = 1
+/// must not scale h up to infinity.
+pub(super) fn lengths_for<F: Real>(kernel: &Kernel, max_abs: f64, bw: &Bandwidth<F>) -> Scale {
     match kernel {
         Kernel::Dot { .. } => Scale::ONE,
-        Kernel::Radial(_) => Scale::of_arrays_and(&[q, x], bw.largest()),
-        _ => Scale::of_arrays(&[q, x]),
+        Kernel::Radial(_) => Scale::for_max::<F>(max_abs.max(bw.largest())),
+        _ => Scale::for_max::<F>(max_abs),
     }
 }
 

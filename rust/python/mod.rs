@@ -136,6 +136,8 @@ fn neighborhood(s: &str) -> PyResult<Neighborhood> {
 }
 
 /// Kernel-weighted sums (the engine). Returns (num, den, log_scale, moments|None, cross|None).
+/// `x` is the samples or a `Reference` built from them (then it holds values, weights and
+/// per-sample bandwidths, and the results are bit-identical).
 #[pyfunction]
 #[pyo3(signature = (queries, x, values=None, weights=None, kernel="gaussian", bandwidth=1.0, query_bandwidth=None,
     sample_bandwidth=None, n_neighbors=None, knn_profile=None, temperature=None, degree=None, exclude_self=false,
@@ -149,6 +151,14 @@ fn local_sums<'py>(
     progress: Option<Py<PyAny>>,
 ) -> PyResult<Bound<'py, PyTuple>> {
     let nbh = neighborhood(algorithm)?;
+    if let Ok(r) = x.cast::<reference::PyReference>() {
+        for (given, name) in [(values.is_some(), "values"), (weights.is_some(), "sample_weight"), (sample_bandwidth.is_some(), "sample_bandwidth")] {
+            if given {
+                return Err(reference::own_arrays(name));
+            }
+        }
+        return reference::local_sums(py, r.get(), queries, kernel, bandwidth, query_bandwidth, n_neighbors, knn_profile, temperature, degree, exclude_self, nbh, n_jobs, progress.as_ref());
+    }
     with_float!(x, F, {
         let ka = kernel_args::<F>(kernel, bandwidth, query_bandwidth, sample_bandwidth, n_neighbors, knn_profile, temperature)?;
         let (q, xr) = (view2::<F>(queries, "X_query")?, view2::<F>(x, "X")?);
@@ -159,31 +169,47 @@ fn local_sums<'py>(
             let opts = Options { degree, exclude_self, neighborhood: nbh, monitor: mon.clone(), progress: progress.is_some() };
             engine::local_sums(&pb, &ka.kernel, &ka.bandwidth, &opts)
         })?;
-        let moments = s.moments.map(|m| m.into_pyarray(py).into_any());
-        let cross = s.cross.map(|m| m.into_pyarray(py).into_any());
-        PyTuple::new(py, [
-            Some(s.num.into_pyarray(py).into_any()),
-            Some(s.den.into_pyarray(py).into_any()),
-            Some(s.log_scale.into_pyarray(py).into_any()),
-            moments,
-            cross,
-        ])
+        sums_tuple(py, s)
     })
+}
+
+/// (num, den, log_scale, moments|None, cross|None) as NumPy arrays.
+fn sums_tuple<F: Element>(py: Python<'_>, s: engine::LocalSums<F>) -> PyResult<Bound<'_, PyTuple>> {
+    let moments = s.moments.map(|m| m.into_pyarray(py).into_any());
+    let cross = s.cross.map(|m| m.into_pyarray(py).into_any());
+    PyTuple::new(py, [
+        Some(s.num.into_pyarray(py).into_any()),
+        Some(s.den.into_pyarray(py).into_any()),
+        Some(s.log_scale.into_pyarray(py).into_any()),
+        moments,
+        cross,
+    ])
 }
 
 /// Local polynomial predictions: returns (prediction m×p, singular mask).
 #[pyfunction]
-#[pyo3(signature = (queries, x, values, weights=None, kernel="gaussian", bandwidth=1.0, query_bandwidth=None,
+/// `x` is the samples or a `Reference` built from them with `values` (then it holds the values
+/// and weights).
+#[pyo3(signature = (queries, x, values=None, weights=None, kernel="gaussian", bandwidth=1.0, query_bandwidth=None,
     n_neighbors=None, knn_profile=None, degree=1, ridge=0.0, exclude_self=false, algorithm="auto", n_jobs=None))]
 #[allow(clippy::too_many_arguments)]
 fn local_polynomial<'py>(
-    py: Python<'py>, queries: &Bound<'py, PyAny>, x: &Bound<'py, PyAny>, values: &Bound<'py, PyAny>,
+    py: Python<'py>, queries: &Bound<'py, PyAny>, x: &Bound<'py, PyAny>, values: Option<&Bound<'py, PyAny>>,
     weights: Option<&Bound<'py, PyAny>>, kernel: &str, bandwidth: f64, query_bandwidth: Option<&Bound<'py, PyAny>>,
     n_neighbors: Option<usize>, knn_profile: Option<&str>, degree: usize, ridge: f64, exclude_self: bool, algorithm: &str,
     n_jobs: Option<NJobs>,
 ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyArray1<bool>>)> {
     check_ridge(ridge)?;
     let nbh = neighborhood(algorithm)?;
+    if let Ok(r) = x.cast::<reference::PyReference>() {
+        for (given, name) in [(values.is_some(), "values"), (weights.is_some(), "sample_weight")] {
+            if given {
+                return Err(reference::own_arrays(name));
+            }
+        }
+        return reference::local_polynomial(py, r.get(), queries, kernel, bandwidth, query_bandwidth, n_neighbors, knn_profile, degree, ridge, exclude_self, nbh, n_jobs);
+    }
+    let values = values.ok_or_else(|| type_error("values", "local_polynomial needs `values` (y) with raw samples".to_owned()))?;
     with_float!(x, F, {
         let ka = kernel_args::<F>(kernel, bandwidth, query_bandwidth, None, n_neighbors, knn_profile, None)?;
         let (q, xr, v) = (view2::<F>(queries, "X_query")?, view2::<F>(x, "X")?, view2::<F>(values, "y")?);
@@ -370,6 +396,7 @@ mod binned;
 mod cluster;
 mod modes;
 mod denoise;
+mod reference;
 mod embedding;
 mod runtime;
 mod sequence;
@@ -385,6 +412,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(profile_info, m)?)?;
     m.add_function(wrap_pyfunction!(effective_n_jobs, m)?)?;
     m.add_class::<NeighborIndex>()?;
+    m.add_class::<reference::PyReference>()?;
     binned::register(m)?;
     cluster::register(m)?;
     modes::register(m)?;

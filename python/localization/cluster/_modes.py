@@ -435,7 +435,7 @@ class QuickShift(ClusterMixin, BaseEstimator):
 def _step(bk, Y, w, q, algorithm, n_jobs):
     """PC-Shift step (I − P)(m(y) − y) at each row of Y, and the validity mask."""
     if q == 0:
-        num, den, *_ = bk.sums(Y, bk.X, w, algorithm=algorithm, n_jobs=n_jobs)
+        num, den, *_ = bk.sums(Y, bk.X, w, algorithm=algorithm, n_jobs=n_jobs, prepared=True)
         valid = den > 0
         with np.errstate(invalid="ignore", divide="ignore"):
             step = num.astype(np.float64) / den.astype(np.float64)[:, None] - Y
@@ -600,8 +600,9 @@ class PCShift(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         return self
 
     def _bound(self):
+        # Prepared: the iterations of one fit or transform move the points against fixed samples.
         return bind(self.kernel, self.bandwidth, self.X_fit_, knn_k(self.kernel, self.n_neighbors), self.sample_weight_,
-                    consumer="PCShift")
+                    consumer="PCShift").prepare()
 
     def fit_transform(self, X: ArrayLike, y: object = None, sample_weight: ArrayLike | None = None) -> FloatArray:
         """Fit and return where the training points end."""

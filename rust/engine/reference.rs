@@ -1,0 +1,345 @@
+//! A prepared reference: the sample side of local-sum requests, checked and laid out once and
+//! reused by every later request (a fitted estimator's predictions, the iterations of a method
+//! whose references do not move).
+//!
+//! Besides its pairs, a request over n references pays O(n) to O(n log n) for work that
+//! depends on the references alone: the exact rescaling into the floating range, the checks
+//! of weights and per-sample bandwidths, the spatial order and boxes of the brute-force tiles,
+//! the kd-tree of compact kernels and the neighbour index of the kNN kernel. A `Reference`
+//! does the O(n) part when it is built and each path's layout the first time that path runs
+//! (`Prepared`), so a request of m queries then costs what its pairs cost. Results are
+//! bit-identical to the same request on the raw arrays: the same code runs on the same data.
+//!
+//! Immutable once built; the layouts are `OnceLock`s, so concurrent requests share them (two
+//! requests racing to build one layout both build it, and one copy is kept).
+
+use super::tiles::Tiles;
+use super::types::{Bandwidth, Kernel, LocalSums, Options, Problem};
+use super::{restore_magnitudes, sums_in_range, to_caller_units};
+use crate::checked::Weights;
+use crate::distance::Scale;
+use crate::error::{LocalizationError, Result};
+use crate::neighbors::{Algorithm, Index, KdTree, LEAF_SIZE};
+use crate::parallel::Monitor;
+use crate::real::Real;
+use ndarray::{Array1, Array2, ArrayView1, ArrayView2};
+use std::sync::OnceLock;
+
+/// The references, weights and values in the working units of one length scale: the exact
+/// powers of two that bring the coordinates, the weights and each value column into the
+/// middle of the floating range, and the scaled copies when one of them is not one.
+pub(super) struct Working<F> {
+    pub lengths: Scale,
+    weight_scale: Scale,
+    value_scales: Vec<Scale>,
+    /// (x, weights, values) scaled; None when every scale is one (the caller's arrays serve).
+    scaled: Option<(Array2<F>, Option<Array1<F>>, Option<Array2<F>>)>,
+}
+
+impl<F: Real> Working<F> {
+    pub fn new(x: ArrayView2<F>, values: Option<ArrayView2<F>>, weights: Option<ArrayView1<F>>, lengths: Scale) -> Self {
+        let weight_scale = weights.map_or(Scale::ONE, |w| Scale::of_values(w.iter().copied()));
+        let value_scales: Vec<Scale> = values.map_or_else(Vec::new, |v| {
+            // Column maxima row by row (the rows are contiguous).
+            let mut top = vec![F::zero(); v.ncols()];
+            for row in v.rows() {
+                top.iter_mut().zip(row).for_each(|(t, &a)| *t = if a.abs() > *t { a.abs() } else { *t });
+            }
+            top.into_iter().map(|t| Scale::for_max::<F>(t.f64())).collect()
+        });
+        let all_one = lengths.is_one() && weight_scale.is_one() && value_scales.iter().all(|s| s.is_one());
+        let scaled = (!all_one).then(|| {
+            let w = weights.map(|w| w.mapv(|v| weight_scale.down(v)));
+            let v = values.map(|v| {
+                let mut v = v.to_owned();
+                for (mut c, s) in v.columns_mut().into_iter().zip(&value_scales) {
+                    c.mapv_inplace(|a| s.down(a));
+                }
+                v
+            });
+            (lengths.down_array(x).into_owned(), w, v)
+        });
+        Working { lengths, weight_scale, value_scales, scaled }
+    }
+
+    /// The sums of `pb` (caller units; its references, weights and values those this was made
+    /// for), in working length units. `same`: the queries are the references (the expansion
+    /// then clusters them once). `prep`: layouts prepared for this working problem.
+    pub fn sums(&self, pb: &Problem<F>, same: bool, kernel: &Kernel, bw: &Bandwidth<F>, opts: &Options, prep: Option<&Prepared<F>>) -> Result<LocalSums<F>> {
+        let Some((x, w, v)) = &self.scaled else {
+            return sums_in_range(pb, kernel, bw, opts, prep);
+        };
+        let q = (!same).then(|| self.lengths.down_array(pb.queries));
+        let spb = Problem { queries: q.as_ref().map_or(x.view(), |q| q.view()), x: x.view(), values: v.as_ref().map(|v| v.view()), weights: w.as_ref().map(|w| w.view()) };
+        let mut sums = sums_in_range(&spb, kernel, &bw.scaled(self.lengths), opts, prep)?;
+        restore_magnitudes(&mut sums, self.weight_scale, &self.value_scales);
+        Ok(sums)
+    }
+}
+
+/// The layouts of one working problem that the engine's paths build from the references
+/// alone, each built the first time its path runs.
+pub(super) struct Prepared<F: Real> {
+    /// Brute-force tiles, one per layout (spatial order, feature-major coordinates, centred rows).
+    tiles: [OnceLock<Tiles<F>>; 8],
+    tree: OnceLock<KdTree<F>>,
+    /// The tree-ordered weights, values and 1/h² that the kd-tree path streams.
+    tree_order: OnceLock<TreeOrdered<F>>,
+    index: OnceLock<Index<F>>,
+}
+
+/// What `tree_sums` reads in the order of the kd-tree.
+pub(super) struct TreeOrdered<F> {
+    pub weights: Vec<F>,
+    pub values: Vec<F>,
+    pub inv_h2: Option<Vec<F>>,
+}
+
+/// The value in `cell`, built by `build` if there is none yet (a failed build, e.g. an
+/// interrupted one, leaves the cell empty).
+fn cached<T>(cell: &OnceLock<T>, build: impl FnOnce() -> Result<T>) -> Result<&T> {
+    if let Some(v) = cell.get() {
+        return Ok(v);
+    }
+    let v = build()?;
+    Ok(cell.get_or_init(|| v))
+}
+
+impl<F: Real> Prepared<F> {
+    fn new() -> Self {
+        Prepared { tiles: Default::default(), tree: OnceLock::new(), tree_order: OnceLock::new(), index: OnceLock::new() }
+    }
+
+    pub fn tiles(&self, pb: &Problem<F>, bw: &Bandwidth<F>, spatial: bool, coords: bool, centre: bool, mon: &Monitor) -> Result<&Tiles<F>> {
+        let slot = spatial as usize | (coords as usize) << 1 | (centre as usize) << 2;
+        cached(&self.tiles[slot], || Tiles::new(pb, bw, spatial, coords, centre, mon))
+    }
+
+    pub fn tree(&self, x: ArrayView2<F>, mon: &Monitor) -> Result<&KdTree<F>> {
+        cached(&self.tree, || KdTree::build(x, LEAF_SIZE, mon))
+    }
+
+    pub fn tree_order(&self, build: impl FnOnce() -> TreeOrdered<F>) -> &TreeOrdered<F> {
+        self.tree_order.get_or_init(build)
+    }
+
+    pub fn index(&self, x: ArrayView2<F>, mon: &Monitor) -> Result<&Index<F>> {
+        cached(&self.index, || Index::build(x, Algorithm::Auto, LEAF_SIZE, mon))
+    }
+}
+
+/// Samples, their values, weights and per-sample bandwidths, checked once, with the layouts
+/// the engine's paths build from them kept for every later request.
+pub struct Reference<F: Real> {
+    x: Array2<F>,
+    values: Option<Array2<F>>,
+    weights: Option<Array1<F>>,
+    /// Per-sample bandwidths (sample-point estimators).
+    bandwidth: Option<Bandwidth<F>>,
+    /// The largest |coordinate|: with the queries' it gives a request's length scale.
+    x_max_abs: f64,
+    /// For the length scale of the samples alone (that of every request whose queries do not
+    /// reach beyond them by orders of magnitude).
+    working: Working<F>,
+    prepared: Prepared<F>,
+}
+
+impl<F: Real> Reference<F> {
+    /// Check and keep the reference side of later requests. `values` (n×p) are what the sums
+    /// average (None: the sums of the kernel weights alone); `bandwidth`: one h per sample.
+    pub fn new(x: Array2<F>, values: Option<Array2<F>>, weights: Option<Array1<F>>, bandwidth: Option<Vec<F>>) -> Result<Self> {
+        let n = x.nrows();
+        if n == 0 {
+            return Err(LocalizationError::EmptyInput { name: "X" });
+        }
+        if let Some(v) = &values {
+            if v.nrows() != n {
+                return Err(LocalizationError::shape("values", format!("{n} rows"), format!("{} rows", v.nrows())));
+            }
+        }
+        Weights::optional(weights.as_ref().map(|w| w.view()), n)?;
+        // Owned arrays in standard layout (rows are read as slices).
+        let x = x.as_standard_layout().into_owned();
+        let values = values.map(|v| v.as_standard_layout().into_owned());
+        let x_max_abs = Scale::array_max_abs(x.view());
+        let working = Working::new(x.view(), values.as_ref().map(|v| v.view()), weights.as_ref().map(|w| w.view()), Scale::for_max::<F>(x_max_abs));
+        if let Some(h) = &bandwidth {
+            if h.len() != n {
+                return Err(LocalizationError::shape("bandwidth", format!("{n} per-sample values"), h.len()));
+            }
+            // As `validate` checks them in working units, once.
+            let l = working.lengths;
+            if !h.iter().all(|&h| h > F::zero() && h.is_finite() && (F::one() / (l.down(h) * l.down(h))).is_finite()) {
+                return Err(LocalizationError::param("bandwidth", "per-sample bandwidths must be finite, strictly positive and not too small against the coordinates"));
+            }
+        }
+        Ok(Reference { x, values, weights, bandwidth: bandwidth.map(Bandwidth::PerReference), x_max_abs, working, prepared: Prepared::new() })
+    }
+
+    pub fn x(&self) -> ArrayView2<'_, F> {
+        self.x.view()
+    }
+
+    pub fn values(&self) -> Option<ArrayView2<'_, F>> {
+        self.values.as_ref().map(|v| v.view())
+    }
+
+    pub fn weights(&self) -> Option<ArrayView1<'_, F>> {
+        self.weights.as_ref().map(|w| w.view())
+    }
+
+    pub fn sample_bandwidth(&self) -> Option<&[F]> {
+        match &self.bandwidth {
+            Some(Bandwidth::PerReference(h)) => Some(h),
+            _ => None,
+        }
+    }
+
+    /// `engine::local_sums` of these references for `queries`, with a scalar or per-query
+    /// bandwidth (per-sample ones are the reference's own).
+    pub fn local_sums(&self, queries: ArrayView2<F>, kernel: &Kernel, bw: &Bandwidth<F>, opts: &Options) -> Result<LocalSums<F>> {
+        let (sums, lengths) = self.local_sums_scaled(queries, kernel, bw, opts)?;
+        to_caller_units(sums, lengths, self.x.ncols(), opts.degree)
+    }
+
+    /// `engine::local_sums_scaled` of these references.
+    pub(crate) fn local_sums_scaled(&self, queries: ArrayView2<F>, kernel: &Kernel, bw: &Bandwidth<F>, opts: &Options) -> Result<(LocalSums<F>, Scale)> {
+        let bw = match (bw, &self.bandwidth) {
+            (Bandwidth::PerReference(_), _) => {
+                return Err(LocalizationError::param("bandwidth", "per-sample bandwidths are given when the Reference is built"))
+            }
+            (Bandwidth::PerQuery(_), Some(_)) => {
+                return Err(LocalizationError::param("bandwidth", "a Reference with per-sample bandwidths takes no per-query ones"))
+            }
+            (Bandwidth::Scalar(_), Some(own)) => own,
+            (bw, None) => bw,
+        };
+        // Queries equal to the samples are the samples (fitted values, leave-one-out): the
+        // raw path sees them as one array too.
+        let same = queries.dim() == self.x.dim() && queries == self.x;
+        let pb = Problem { queries: if same { self.x.view() } else { queries }, x: self.x.view(), values: self.values(), weights: self.weights() };
+        if !pb.queries.is_standard_layout() {
+            return Err(LocalizationError::param("X", "queries and samples must be C-contiguous (row-major)"));
+        }
+        let lengths = super::lengths_for(kernel, self.x_max_abs.max(Scale::array_max_abs(pb.queries)), bw);
+        let sums = if lengths == self.working.lengths {
+            self.working.sums(&pb, same, kernel, bw, opts, Some(&self.prepared))?
+        } else {
+            // Queries of another order of magnitude (or the dot kernel on rescaled samples):
+            // the working problem differs, so nothing prepared applies.
+            Working::new(pb.x, pb.values, pb.weights, lengths).sums(&pb, same, kernel, bw, opts, None)?
+        };
+        Ok((sums, lengths))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{local_sums, Neighborhood};
+    use super::*;
+    use crate::kernel::Profile;
+    use crate::parallel::install;
+    use rand::{rngs::StdRng, Rng, SeedableRng};
+
+    fn rand_mat<F: Real>(rng: &mut StdRng, n: usize, d: usize, scale: f64) -> Array2<F> {
+        Array2::from_shape_fn((n, d), |_| F::of((rng.random::<f64>() * 2.0 - 1.0) * scale))
+    }
+
+    fn assert_identical<F: Real>(a: &LocalSums<F>, b: &LocalSums<F>, what: &str) {
+        let bits = |v: &[F]| v.iter().map(|x| x.f64().to_bits()).collect::<Vec<_>>();
+        let same = |x: Option<&[F]>, y: Option<&[F]>| x.map(bits) == y.map(bits);
+        assert!(same(a.num.as_slice(), b.num.as_slice()), "{what}: num");
+        assert!(same(a.den.as_slice(), b.den.as_slice()), "{what}: den");
+        assert!(same(a.log_scale.as_slice(), b.log_scale.as_slice()), "{what}: log_scale");
+        assert!(same(a.moments.as_ref().and_then(|m| m.as_slice()), b.moments.as_ref().and_then(|m| m.as_slice())), "{what}: moments");
+        assert!(same(a.cross.as_ref().and_then(|m| m.as_slice()), b.cross.as_ref().and_then(|m| m.as_slice())), "{what}: cross");
+    }
+
+    /// Every path, kernel, bandwidth kind, with and without weights, values, moments and
+    /// leave-one-out, at 1 and 3 threads, twice (the second call reuses the layouts): the
+    /// prepared reference gives the raw call's sums bit for bit.
+    fn prepared_equals_raw<F: Real>(coord_scale: f64, query_scale: f64) {
+        let mut rng = StdRng::seed_from_u64(11);
+        for &d in &[1usize, 2, 3, 20] {
+            let (n, m) = (1500, 80);
+            let x = rand_mat::<F>(&mut rng, n, d, coord_scale);
+            let q = rand_mat::<F>(&mut rng, m, d, coord_scale * query_scale);
+            let v = rand_mat::<F>(&mut rng, n, 2, 1.0);
+            let w: Array1<F> = (0..n).map(|i| F::of(if i % 7 == 0 { 0.0 } else { rng.random::<f64>() + 0.1 })).collect();
+            let hq: Vec<F> = (0..m).map(|_| F::of((0.2 + rng.random::<f64>()) * coord_scale)).collect();
+            let hr: Vec<F> = (0..n).map(|_| F::of((0.2 + rng.random::<f64>()) * coord_scale)).collect();
+            let h = F::of(0.3 * coord_scale);
+            let kernels = [
+                Kernel::Radial(Profile::Gaussian),
+                Kernel::Radial(Profile::Epanechnikov),
+                Kernel::Knn { k: 5, profile: Some(Profile::Triweight) },
+                Kernel::Dot { temperature: 2.0 },
+            ];
+            for (vals, wts) in [(None, None), (Some(v.clone()), Some(w.clone()))] {
+                for per_sample in [false, true] {
+                    let r = Reference::new(x.clone(), vals.clone(), wts.clone(), per_sample.then(|| hr.clone())).unwrap();
+                    for kernel in &kernels {
+                        let bws = if per_sample { vec![Bandwidth::PerReference(hr.clone())] } else { vec![Bandwidth::Scalar(h), Bandwidth::PerQuery(hq.clone())] };
+                        for bw in &bws {
+                            for nbh in [Neighborhood::Auto, Neighborhood::Brute, Neighborhood::Tree, Neighborhood::Expansion] {
+                                for (degree, self_too) in [(None, false), (Some(1), false), (None, true)] {
+                                    if (degree.is_some() && matches!(kernel, Kernel::Dot { .. })) || (self_too && matches!(bw, Bandwidth::PerQuery(_))) {
+                                        continue;
+                                    }
+                                    let qs = if self_too { x.view() } else { q.view() };
+                                    let opts = Options { degree, exclude_self: self_too, neighborhood: nbh, monitor: Monitor::default(), progress: false };
+                                    let pb = Problem { queries: qs, x: x.view(), values: vals.as_ref().map(|v| v.view()), weights: wts.as_ref().map(|w| w.view()) };
+                                    let raw = local_sums(&pb, kernel, bw, &opts);
+                                    let rbw = if per_sample { Bandwidth::Scalar(F::one()) } else { bw.clone() };
+                                    for threads in [1, 3, 1] {
+                                        let got = install(threads, || r.local_sums(qs, kernel, &rbw, &opts)).unwrap();
+                                        let what = format!("d={d} {kernel:?} {bw:?} {nbh:?} degree={degree:?} loo={self_too} threads={threads}");
+                                        match (&got, &raw) {
+                                            (Ok(got), Ok(raw)) => assert_identical(got, raw, &what),
+                                            // (Moments of 1e200 coordinates leave the range: the same error.)
+                                            _ => assert_eq!(got.as_ref().err(), raw.as_ref().err(), "{what}"),
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn prepared_reference_is_bit_identical_to_raw_samples_f64() {
+        prepared_equals_raw::<f64>(1.0, 1.0);
+    }
+
+    #[test]
+    fn prepared_reference_is_bit_identical_to_raw_samples_f32() {
+        prepared_equals_raw::<f32>(1.0, 1.0);
+    }
+
+    #[test]
+    fn prepared_reference_is_bit_identical_on_rescaled_and_far_queries() {
+        // Coordinates far outside the comfortable range (the working copies are scaled), and
+        // queries orders of magnitude beyond the samples (another length scale: raw path).
+        prepared_equals_raw::<f64>(1e200, 1.0);
+        prepared_equals_raw::<f32>(1.0, 1e12);
+    }
+
+    #[test]
+    fn reference_refuses_bad_input_naming_it() {
+        let x = Array2::<f64>::zeros((3, 2));
+        let err = |r: Result<Reference<f64>>| r.err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(err(Reference::new(Array2::zeros((0, 2)), None, None, None)).contains('X'));
+        assert!(err(Reference::new(x.clone(), Some(Array2::zeros((2, 1))), None, None)).contains("values"));
+        assert!(err(Reference::new(x.clone(), None, Some(Array1::from(vec![1.0, -1.0, 1.0])), None)).contains("sample_weight"));
+        assert!(err(Reference::new(x.clone(), None, None, Some(vec![1.0, 0.0, 1.0]))).contains("bandwidth"));
+        assert!(err(Reference::new(x.clone(), None, None, Some(vec![1.0]))).contains("bandwidth"));
+        let r = Reference::new(x.clone(), None, None, Some(vec![1.0; 3])).unwrap();
+        let opts = Options::default();
+        let k = Kernel::Radial(Profile::Gaussian);
+        assert!(r.local_sums(x.view(), &k, &Bandwidth::PerQuery(vec![1.0; 3]), &opts).unwrap_err().to_string().contains("bandwidth"));
+        assert!(r.local_sums(Array2::zeros((2, 3)).view(), &k, &Bandwidth::Scalar(1.0), &opts).unwrap_err().to_string().contains("X_query"));
+    }
+}

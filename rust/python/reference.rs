@@ -1,0 +1,145 @@
+//! `_core.Reference`: a prepared `engine::Reference` that `local_sums` accepts in place of X.
+
+use super::{is_f32, kernel_args, sums_tuple, view1, view2};
+use crate::algorithms::local_poly;
+use crate::engine::{self, Neighborhood, Options};
+use crate::real::Real;
+use numpy::{Element, IntoPyArray, PyArray1};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyTuple;
+use super::runtime::{run, NJobs};
+
+enum AnyReference {
+    F32(engine::Reference<f32>),
+    F64(engine::Reference<f64>),
+}
+
+trait WrapReference: Real + Element {
+    fn wrap(r: engine::Reference<Self>) -> AnyReference;
+}
+impl WrapReference for f32 {
+    fn wrap(r: engine::Reference<f32>) -> AnyReference {
+        AnyReference::F32(r)
+    }
+}
+impl WrapReference for f64 {
+    fn wrap(r: engine::Reference<f64>) -> AnyReference {
+        AnyReference::F64(r)
+    }
+}
+
+/// Samples X (with optional values, sample weights and per-sample bandwidths) checked and
+/// copied once; `local_sums(queries, reference, ...)` then reuses what the engine builds
+/// from them (tile layout, kd-tree, neighbour index) across calls. Immutable; safe to share
+/// between threads; pickles by rebuilding from its arrays.
+#[pyclass(module = "localization._core", name = "Reference", frozen)]
+pub(super) struct PyReference {
+    inner: AnyReference,
+}
+
+#[pymethods]
+impl PyReference {
+    #[new]
+    #[pyo3(signature = (x, values=None, weights=None, sample_bandwidth=None))]
+    fn new(py: Python<'_>, x: &Bound<'_, PyAny>, values: Option<&Bound<'_, PyAny>>, weights: Option<&Bound<'_, PyAny>>, sample_bandwidth: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
+        let inner = with_float!(x, F, {
+            let xa = view2::<F>(x, "X")?.as_array().to_owned();
+            let va = values.map(|v| view2::<F>(v, "values").map(|v| v.as_array().to_owned())).transpose()?;
+            let wa = weights.map(|w| view1::<F>(w, "sample_weight").map(|w| w.as_array().to_owned())).transpose()?;
+            let ha = sample_bandwidth.map(|h| view1::<F>(h, "bandwidth").map(|h| h.as_array().to_vec())).transpose()?;
+            F::wrap(py.detach(|| engine::Reference::new(xa, va, wa, ha))?)
+        });
+        Ok(PyReference { inner })
+    }
+
+    #[getter]
+    fn n_samples(&self) -> usize {
+        match &self.inner {
+            AnyReference::F32(r) => r.x().nrows(),
+            AnyReference::F64(r) => r.x().nrows(),
+        }
+    }
+
+    #[getter]
+    fn n_features(&self) -> usize {
+        match &self.inner {
+            AnyReference::F32(r) => r.x().ncols(),
+            AnyReference::F64(r) => r.x().ncols(),
+        }
+    }
+
+    /// Pickled as its arrays (the prepared layouts are rebuilt on use).
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {
+        let py = slf.py();
+        macro_rules! arrays {
+            ($r:expr) => {{
+                let r = $r;
+                (
+                    r.x().to_owned().into_pyarray(py).into_any(),
+                    r.values().map(|v| v.to_owned().into_pyarray(py).into_any()),
+                    r.weights().map(|w| w.to_owned().into_pyarray(py).into_any()),
+                    r.sample_bandwidth().map(|h| PyArray1::from_slice(py, h).into_any()),
+                )
+            }};
+        }
+        let args = match &slf.get().inner {
+            AnyReference::F32(r) => arrays!(r),
+            AnyReference::F64(r) => arrays!(r),
+        };
+        PyTuple::new(py, [slf.get_type().into_any(), args.into_pyobject(py)?.into_any()])
+    }
+}
+
+/// `local_sums` against a Reference (values, weights and per-sample bandwidths are its own).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn local_sums<'py>(
+    py: Python<'py>, reference: &PyReference, queries: &Bound<'py, PyAny>, kernel: &str, bandwidth: f64,
+    query_bandwidth: Option<&Bound<'py, PyAny>>, n_neighbors: Option<usize>, knn_profile: Option<&str>, temperature: Option<f64>,
+    degree: Option<usize>, exclude_self: bool, nbh: Neighborhood, n_jobs: Option<NJobs>, progress: Option<&Py<PyAny>>,
+) -> PyResult<Bound<'py, PyTuple>> {
+    macro_rules! go {
+        ($r:expr, $F:ty) => {{
+            let ka = kernel_args::<$F>(kernel, bandwidth, query_bandwidth, None, n_neighbors, knn_profile, temperature)?;
+            let q = view2::<$F>(queries, "X_query")?;
+            let qa = q.as_array();
+            let s = run(py, n_jobs, progress, |mon| {
+                let opts = Options { degree, exclude_self, neighborhood: nbh, monitor: mon.clone(), progress: progress.is_some() };
+                $r.local_sums(qa, &ka.kernel, &ka.bandwidth, &opts)
+            })?;
+            sums_tuple(py, s)
+        }};
+    }
+    match &reference.inner {
+        AnyReference::F32(r) => go!(r, f32),
+        AnyReference::F64(r) => go!(r, f64),
+    }
+}
+
+/// `local_polynomial` against a Reference built with the responses as values.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn local_polynomial<'py>(
+    py: Python<'py>, reference: &PyReference, queries: &Bound<'py, PyAny>, kernel: &str, bandwidth: f64,
+    query_bandwidth: Option<&Bound<'py, PyAny>>, n_neighbors: Option<usize>, knn_profile: Option<&str>, degree: usize, ridge: f64,
+    exclude_self: bool, nbh: Neighborhood, n_jobs: Option<NJobs>,
+) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyArray1<bool>>)> {
+    macro_rules! go {
+        ($r:expr, $F:ty) => {{
+            let ka = kernel_args::<$F>(kernel, bandwidth, query_bandwidth, None, n_neighbors, knn_profile, None)?;
+            let q = view2::<$F>(queries, "X_query")?;
+            let qa = q.as_array();
+            let (pred, singular) =
+                run(py, n_jobs, None, |mon| local_poly::predict_prepared($r, qa, &ka.kernel, &ka.bandwidth, degree, ridge, nbh, exclude_self, mon))?;
+            Ok((pred.into_pyarray(py).into_any(), singular.into_pyarray(py)))
+        }};
+    }
+    match &reference.inner {
+        AnyReference::F32(r) => go!(r, f32),
+        AnyReference::F64(r) => go!(r, f64),
+    }
+}
+
+/// The error for arrays given with a Reference, which holds its own.
+pub(super) fn own_arrays(name: &str) -> PyErr {
+    PyValueError::new_err(format!("`{name}` belongs to the Reference: pass it when the Reference is built"))
+}

@@ -1,0 +1,182 @@
+"""The prepared reference (``_core.Reference``): what a fitted estimator keeps so that later calls
+skip every per-call step that depends on the samples alone. Its results must be those of the raw
+samples bit for bit, on every path, and it must pickle, refuse bad input and serve threads."""
+
+from __future__ import annotations
+
+import pickle
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+
+from localization import _core
+from localization.classification import LocalModeClassifier
+from localization.density import KernelDensity
+from localization.regression import LocalMeanRegressor, LocalPolynomialRegressor
+
+KERNELS = [
+    dict(kernel="gaussian", bandwidth=0.3),
+    dict(kernel="epanechnikov", bandwidth=0.4),
+    dict(kernel="knn", n_neighbors=7, knn_profile="triweight"),
+    dict(kernel="dot", temperature=2.0),
+]
+
+
+def _data(dtype, n=1500, m=70, d=2, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d)).astype(dtype)
+    Q = rng.normal(size=(m, d)).astype(dtype)
+    V = rng.normal(size=(n, 2)).astype(dtype)
+    w = rng.uniform(0.1, 2.0, size=n).astype(dtype)
+    w[::9] = 0
+    return X, Q, V, w
+
+
+def _identical(a, b):
+    for x, y in zip(a, b):
+        if x is None or y is None:
+            assert x is None and y is None
+        else:
+            assert x.dtype == y.dtype and x.shape == y.shape
+            np.testing.assert_array_equal(x, y)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("d", [2, 20])
+def test_reference_equals_raw_samples_bit_for_bit(dtype, d):
+    X, Q, V, w = _data(dtype, d=d)
+    for values, weights in [(None, None), (V, w)]:
+        ref = _core.Reference(X, values, weights)
+        for kw in KERNELS:
+            for algorithm in ["auto", "brute", "kd_tree", "expansion"]:
+                for degree, exclude_self in [(None, False), (1, False), (None, True)]:
+                    if degree is not None and kw["kernel"] == "dot":
+                        continue
+                    q = X if exclude_self else Q
+                    args = dict(kw, degree=degree, exclude_self=exclude_self, algorithm=algorithm)
+                    raw = _core.local_sums(q, X, values, weights, **args)
+                    for n_jobs in [1, 2, 1]:  # the last call reuses what the first ones built
+                        _identical(_core.local_sums(q, ref, n_jobs=n_jobs, **args), raw)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_reference_with_per_sample_and_per_query_bandwidths(dtype):
+    X, Q, V, w = _data(dtype)
+    rng = np.random.default_rng(1)
+    hs = rng.uniform(0.2, 0.6, size=len(X)).astype(dtype)
+    hq = rng.uniform(0.2, 0.6, size=len(Q)).astype(dtype)
+    for kernel in ["gaussian", "biweight"]:
+        raw = _core.local_sums(Q, X, V, w, kernel=kernel, sample_bandwidth=hs)
+        _identical(_core.local_sums(Q, _core.Reference(X, V, w, hs), kernel=kernel), raw)
+        raw = _core.local_sums(Q, X, V, w, kernel=kernel, query_bandwidth=hq)
+        _identical(_core.local_sums(Q, _core.Reference(X, V, w), kernel=kernel, query_bandwidth=hq), raw)
+
+
+def test_reference_local_polynomial_bit_for_bit():
+    X, Q, V, w = _data(np.float64)
+    ref = _core.Reference(X, V, w)
+    for kernel in ["gaussian", "tricube"]:
+        for degree in [0, 1, 2]:
+            raw = _core.local_polynomial(Q, X, V, w, kernel=kernel, bandwidth=0.5, degree=degree)
+            _identical(_core.local_polynomial(Q, ref, kernel=kernel, bandwidth=0.5, degree=degree), raw)
+
+
+def test_reference_far_from_the_floating_range_middle():
+    # Rescaled working copies (1e200 coordinates), and queries of another magnitude (raw path).
+    X, Q, V, w = _data(np.float64)
+    ref = _core.Reference(X * 1e200, V, w * 1e300)
+    _identical(_core.local_sums(Q * 1e200, ref, bandwidth=3e199), _core.local_sums(Q * 1e200, X * 1e200, V, w * 1e300, bandwidth=3e199))
+    X32, Q32 = X.astype(np.float32), (Q * 1e15).astype(np.float32)
+    ref = _core.Reference(X32)
+    _identical(_core.local_sums(Q32, ref, bandwidth=1e14), _core.local_sums(Q32, X32, bandwidth=1e14))
+
+
+def test_reference_pickles_by_rebuilding():
+    X, Q, V, w = _data(np.float64)
+    hs = np.full(len(X), 0.4)
+    ref = _core.Reference(X, V, w, hs)
+    before = _core.local_sums(Q, ref, kernel="epanechnikov")
+    again = pickle.loads(pickle.dumps(ref))
+    assert (again.n_samples, again.n_features) == (len(X), 2)
+    _identical(_core.local_sums(Q, again, kernel="epanechnikov"), before)
+
+
+def test_reference_refuses_bad_input_naming_it():
+    X, Q, V, w = _data(np.float64)
+    with pytest.raises(ValueError, match="X"):
+        _core.Reference(np.zeros((0, 2)))
+    with pytest.raises(ValueError, match="values"):
+        _core.Reference(X, V[:10])
+    with pytest.raises(ValueError, match="sample_weight"):
+        _core.Reference(X, None, -w)
+    with pytest.raises(ValueError, match="bandwidth"):
+        _core.Reference(X, None, None, np.zeros(len(X)))
+    with pytest.raises(ValueError, match="C-contiguous"):
+        _core.Reference(np.asfortranarray(X))
+    with pytest.raises(TypeError, match="values"):
+        _core.Reference(X, V.astype(np.float32))
+    ref = _core.Reference(X, V, w)
+    for name, extra in [("values", dict(values=V)), ("sample_weight", dict(weights=w)),
+                        ("sample_bandwidth", dict(sample_bandwidth=np.ones(len(X))))]:
+        with pytest.raises(ValueError, match=name):
+            _core.local_sums(Q, ref, **extra)
+    with pytest.raises(ValueError, match="X_query"):
+        _core.local_sums(Q[:, :1].copy(), ref)
+    with pytest.raises(TypeError, match="X_query"):
+        _core.local_sums(Q.astype(np.float32), ref)
+    with pytest.raises(ValueError, match="exclude_self"):
+        _core.local_sums(Q, ref, exclude_self=True)
+    with pytest.raises(ValueError, match="bandwidth"):
+        _core.local_sums(Q, _core.Reference(X, None, None, np.ones(len(X))), query_bandwidth=np.ones(len(Q)))
+    # Still usable after the refusals.
+    _identical(_core.local_sums(Q, ref), _core.local_sums(Q, X, V, w))
+
+
+def _estimators():
+    return [
+        (LocalMeanRegressor(kernel="gaussian", bandwidth=0.3), "predict"),
+        (LocalMeanRegressor(kernel="epanechnikov", bandwidth=0.8), "predict"),
+        (LocalMeanRegressor(kernel="knn", n_neighbors=5), "predict"),
+        (LocalPolynomialRegressor(kernel="gaussian", bandwidth=0.5, degree=1), "predict"),
+        (KernelDensity(kernel="gaussian", bandwidth=0.3), "score_samples"),
+        (KernelDensity(kernel="biweight", bandwidth="scott"), "score_samples"),
+        (LocalModeClassifier(kernel="gaussian", bandwidth=0.5), "predict_proba"),
+    ]
+
+
+@pytest.mark.parametrize("est, method", _estimators(), ids=lambda e: repr(e) if not isinstance(e, str) else e)
+def test_fitted_estimators_reuse_their_reference(est, method):
+    X, Q, V, w = _data(np.float64, n=3000)
+    y = (X[:, 0] > 0).astype(int) if isinstance(est, LocalModeClassifier) else V[:, 0]
+    est.fit(X, y, sample_weight=w + 0.1)
+    first = getattr(est, method)(Q)
+    bk = est._bound()
+    assert bk._references, "the fitted bound kernel keeps a prepared reference"
+    kept = list(bk._references)
+    np.testing.assert_array_equal(getattr(est, method)(Q), first)
+    assert bk._references == kept, "a second call builds nothing new"
+    # The same predictions as an estimator whose bound kernel is not prepared (raw samples).
+    raw = clone(est).fit(X, y, sample_weight=w + 0.1)
+    raw._bound()._references = None
+    np.testing.assert_array_equal(getattr(raw, method)(Q), first)
+    # Pickled (the reference is left out and rebuilt), and from several threads at once.
+    again = pickle.loads(pickle.dumps(est))
+    assert again._bound_cache == [None]
+    np.testing.assert_array_equal(getattr(again, method)(Q), first)
+    with ThreadPoolExecutor(4) as pool:
+        for out in pool.map(lambda _: getattr(again, method)(Q), range(8)):
+            np.testing.assert_array_equal(out, first)
+
+
+def test_refit_and_new_bandwidth_bind_anew():
+    X, Q, V, w = _data(np.float64)
+    est = LocalMeanRegressor(bandwidth=0.3).fit(X, V[:, 0])
+    a = est.predict(Q)
+    est.set_params(bandwidth=0.6).fit(X, V[:, 0])
+    b = est.predict(Q)
+    np.testing.assert_array_equal(b, LocalMeanRegressor(bandwidth=0.6).fit(X, V[:, 0]).predict(Q))
+    assert not np.array_equal(a, b)
+    est.fit(X[:500], V[:500, 0])
+    np.testing.assert_array_equal(est.predict(Q), LocalMeanRegressor(bandwidth=0.6).fit(X[:500], V[:500, 0]).predict(Q))

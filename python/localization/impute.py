@@ -104,7 +104,8 @@ class LocalMeanImputer(TransformerMixin, BaseEstimator):
     nothing to learn it from), with a warning. The sample-level neighbours cost
     O(n_queries · n_fitted · n_features) in one tiled, multithreaded pass of the core (a
     matrix product screens the pairs, direct differences rank the candidates; no
-    n_queries × n_fitted matrix) and O(n · n_neighbors) memory; they are found once per
+    n_queries × n_fitted matrix; the packed fitted rows take 3 · n · n_features floats) and
+    O(n · n_neighbors) output; they are found once per
     ``fit`` (for the leave-one-out rows) and once per ``transform`` and reused by every
     iteration.
 

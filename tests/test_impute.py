@@ -76,10 +76,11 @@ def test_layer2_is_the_hollow_local_mean_over_coobserved_neighbours():
 
     _, Xm = _table(n=40)
     imp = LocalMeanImputer(n_neighbors=6, bandwidth=0.7, feature_bandwidth=0.5).fit(Xm)
-    dist, idx = imp._neighbours(Xm, ~np.isnan(Xm), np.arange(len(Xm)))
+    dist, idx = imp._neighbours(Xm, np.arange(len(Xm)))
     D = nan_euclidean_distances(Xm)
     np.fill_diagonal(D, np.inf)
     want_idx = np.argsort(D, axis=1, kind="stable")[:, :6]
+    np.testing.assert_array_equal(idx, want_idx)
     np.testing.assert_allclose(dist, np.take_along_axis(D, want_idx, 1), rtol=1e-10)
     V, own = np.random.default_rng(0).normal(size=(2, *Xm.shape))
     W = np.exp(-0.5 * (dist / (0.7 * dist[:, -1:])) ** 2)
@@ -87,6 +88,59 @@ def test_layer2_is_the_hollow_local_mean_over_coobserved_neighbours():
     np.testing.assert_allclose(imp._layer2(dist, idx, V, own, 0.7, 1.0), want, rtol=1e-12)
     # rows are row-stochastic: a constant is reproduced exactly (identity 12's building block)
     np.testing.assert_allclose(imp._layer2(dist, idx, np.ones_like(V), np.ones_like(V), 0.7), 1.0, rtol=1e-14)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_masked_knn_matches_nan_euclidean_distances_on_images(dtype):
+    # The core's co-observed k-NN (784-D, 30 % missing) against scikit-learn's
+    # nan_euclidean_distances in float64: same neighbours (ties by index), same distances;
+    # for new queries and for the sample itself (each row left out of its own neighbours).
+    from sklearn.metrics.pairwise import nan_euclidean_distances
+
+    from localization import _core
+
+    _, Xm = _images(n=400)
+    X, Q = Xm[:300].astype(dtype), Xm[300:].astype(dtype)
+    for queries, exclude in ((Q, None), (X, np.arange(300))):
+        D = nan_euclidean_distances(queries.astype(np.float64), X.astype(np.float64))
+        if exclude is not None:
+            D[np.arange(300), exclude] = np.inf
+        want = np.argsort(D, axis=1, kind="stable")[:, :8]
+        dist, idx = _core.masked_knn(queries, X, 8, exclude)
+        assert dist.dtype == dtype
+        rtol = 1e-12 if dtype == np.float64 else 1e-5
+        if dtype == np.float64:
+            np.testing.assert_array_equal(idx, want)
+        np.testing.assert_allclose(dist, np.take_along_axis(D, idx, 1), rtol=rtol)
+        np.testing.assert_allclose(dist, np.take_along_axis(D, want, 1), rtol=rtol)
+        for n_jobs in (1, 2):  # bit-identical for any thread count
+            d2, i2 = _core.masked_knn(queries, X, 8, exclude, n_jobs=n_jobs)
+            np.testing.assert_array_equal(d2, dist)
+            np.testing.assert_array_equal(i2, idx)
+
+
+def test_masked_knn_bad_input_is_a_clear_error():
+    from localization import _core
+
+    X = np.random.default_rng(0).random((10, 4))
+    with pytest.raises(ValueError, match="k"):
+        _core.masked_knn(X, X, 11)
+    with pytest.raises(ValueError, match="k"):
+        _core.masked_knn(X, X, 10, np.arange(10))
+    with pytest.raises(ValueError, match="exclude"):
+        _core.masked_knn(X, X, 2, np.arange(3))
+    with pytest.raises(ValueError, match="exclude"):
+        _core.masked_knn(X, X, 2, -np.ones(10, dtype=np.int64))
+    with pytest.raises(ValueError, match="X_query"):
+        _core.masked_knn(X[:, :3].copy(), X, 2)
+    with pytest.raises(ValueError, match="C-contiguous"):
+        _core.masked_knn(np.asfortranarray(X), X, 2)
+    bad = X.copy()
+    bad[0, 0] = np.inf
+    with pytest.raises(ValueError, match="infinity"):
+        _core.masked_knn(bad, X, 2)
+    with pytest.raises(TypeError):
+        _core.masked_knn(X.astype(np.float32), X, 2)
 
 
 def test_spatial_layer_is_hollow_and_row_stochastic():

@@ -5,7 +5,8 @@ prediction of a local estimator in one pass of the engine, with no refitting. Th
 the one home of the search that every local estimator uses for ``bandwidth="loo"``:
 
 * one bandwidth: the LOO objective on a logarithmic grid, then golden-section refinement of
-  log h inside the bracket around the best grid value;
+  log h inside the bracket around the best grid value (Brent's method: golden sections with
+  parabolic steps);
 * ``bandwidth="loo_per_feature"``: one bandwidth per feature (a diagonal metric), by
   quasi-Newton gradient descent (L-BFGS) on log h, started from the best single bandwidth;
   the gradient is analytic where the estimator provides it (the Gaussian local mean: the
@@ -37,7 +38,6 @@ if TYPE_CHECKING:
     from ._typing import ArrayLike, E, FloatArray, KernelLike
 
 LOO_RULES = ("loo", "loo_per_feature")
-_GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
 _GRID_SIZE = 24
 # Refine log h until the bracket is this narrow: h is then known to ~1e-4 relative.
 _LOG_TOL = 1e-4
@@ -140,20 +140,18 @@ class _Recorder:
 
 
 def golden_section(f: Callable[[float], float], a: float, b: float, tol: float = _LOG_TOL) -> tuple[float, float]:
-    """Minimise a function of one variable on [a, b] by golden-section search (f is called
-    on the variable itself); returns (argmin, min)."""
-    c, d = b - _GOLDEN * (b - a), a + _GOLDEN * (b - a)
-    fc, fd = f(c), f(d)
-    while b - a > tol:
-        if fc <= fd:
-            b, d, fd = d, c, fc
-            c = b - _GOLDEN * (b - a)
-            fc = f(c)
-        else:
-            a, c, fc = c, d, fd
-            d = a + _GOLDEN * (b - a)
-            fd = f(d)
-    return (c, fc) if fc <= fd else (d, fd)
+    """Minimise a function of one variable on [a, b] (f is called on the variable itself);
+    returns (argmin, min).
+
+    Brent's bounded method (SciPy's ``minimize_scalar(method="bounded")``): golden-section
+    steps that keep the bracket, with parabolic steps through the last three points where they
+    are safe. On a smooth minimum the parabolas converge superlinearly, so ~10 evaluations
+    reach ``tol`` where plain golden section needs ~20: each evaluation is a full engine pass.
+    """
+    from scipy.optimize import minimize_scalar
+
+    res = minimize_scalar(f, bounds=(a, b), method="bounded", options={"xatol": tol})
+    return float(res.x), float(res.fun)
 
 
 def search(objective: Callable[[Any], float], grid: ArrayLike, *, per_feature: bool = False, n_features: int = 1,

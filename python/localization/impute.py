@@ -21,8 +21,9 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from . import _core
 from ._base import keeps_state_on_error
-from ._progress import Progress
+from ._progress import Progress, progress_bar
 from ._validation import LocalizationWarning, check_number, check_positive_int
 from .adaptive import check_grid, search
 
@@ -31,8 +32,6 @@ if TYPE_CHECKING:
 
 
 _FLOATS = (np.float64, np.float32)
-# Rows per block of the sample-level distances: bounds the working memory to a few block × n arrays.
-_BLOCK = 512
 
 
 def _check_bandwidth(value, name):
@@ -108,9 +107,13 @@ class LocalMeanImputer(TransformerMixin, BaseEstimator):
     -----
     A column with no observed value in the fitted data starts at 0 and is then filled by
     the layers (for images from the neighbouring pixels; for tables it stays at 0, there is
-    nothing to learn it from), with a warning. The sample-level distances cost
-    O(n_queries · n_fitted · n_features) in blocked matrix products and O(n · n_neighbors)
-    memory.
+    nothing to learn it from), with a warning. The sample-level neighbours cost
+    O(n_queries · n_fitted · n_features) in one tiled, multithreaded pass of the core (a
+    matrix product screens the pairs, direct differences rank the candidates; no
+    n_queries × n_fitted matrix; the packed fitted rows take 3 · n · n_features floats) and
+    O(n · n_neighbors) output; they are found once per
+    ``fit`` (for the leave-one-out rows) and once per ``transform`` and reused by every
+    iteration.
 
     Examples
     --------
@@ -191,7 +194,7 @@ class LocalMeanImputer(TransformerMixin, BaseEstimator):
         L = self._layer1(Z, self.feature_bandwidth_)
         S = np.where(observed, X, L)
         if n > 1:
-            nbr_d, nbr_i = self._neighbours(X[rows], observed[rows], rows)
+            nbr_d, nbr_i = self._neighbours(X[rows], rows)
             self.self_weight_ = 1.0
             self.bandwidth_ = self._choose(
                 "bandwidth", self.bandwidth, np.geomspace(0.1, 10, 12),
@@ -227,7 +230,7 @@ class LocalMeanImputer(TransformerMixin, BaseEstimator):
         if observed.all():
             return out
         same = X.shape == self.X_fit_.shape and np.array_equal(X, self.X_fit_, equal_nan=True)
-        nbr_d, nbr_i = self._neighbours(X, observed, np.arange(len(X)) if same else None)
+        nbr_d, nbr_i = self._neighbours(X, np.arange(len(X)) if same else None)
         if not same:
             fit_obs = self._mask_fit
             donors = np.where(fit_obs, self.X_fit_, self._layer1(np.where(fit_obs, self.X_fit_, self.statistics_),
@@ -293,40 +296,22 @@ class LocalMeanImputer(TransformerMixin, BaseEstimator):
 
     # -- layer 2: across samples -----------------------------------------------------------
 
-    def _neighbours(self, Q, q_observed, self_rows):
+    def _neighbours(self, Q, self_rows):
         """The n_neighbors nearest fitted samples of each query row on co-observed coordinates
-        (sorted distances, indices); ``self_rows[i]`` is query i's own fitted row (excluded)."""
-        X, M = self.X_fit_, self._mask_fit
-        n, p = X.shape
-        k = min(self.n_neighbors, n - (self_rows is not None))
+        (sorted distances, indices); ``self_rows[i]`` is query i's own fitted row (excluded).
+        One tiled pass of the core (no n_queries × n_fitted matrix), exact to direct
+        differences, the GIL released."""
+        X = self.X_fit_
+        k = min(self.n_neighbors, len(X) - (self_rows is not None))
         if k == 0:
             return np.empty((len(Q), 0)), np.empty((len(Q), 0), dtype=np.int64)
-        dt = np.float32 if X.dtype == np.float32 else np.float64
-        Xm = np.where(M, X, 0).astype(dt)
-        Mf = M.astype(dt)
-        right = np.hstack([Mf, Xm * Xm]).T  # (2p, n)
-        dist = np.empty((len(Q), k))
-        idx = np.empty((len(Q), k), dtype=np.int64)
-        Qm = np.where(q_observed, Q, 0).astype(dt)
-        Qf = q_observed.astype(dt)
-        with Progress(self.progress, "neighbours", unit="row", total=len(Q)) as bar:
-            for a in range(0, len(Q), _BLOCK):
-                b = min(a + _BLOCK, len(Q))
-                qm, qf = Qm[a:b], Qf[a:b]
-                count = qf @ Mf.T
-                d2 = np.hstack([qm * qm, qf]) @ right - 2 * (qm @ Xm.T)
-                with np.errstate(invalid="ignore", divide="ignore"):
-                    d2 = np.maximum(d2, 0) * (p / count)
-                d2[~(count > 0)] = np.inf
-                if self_rows is not None:
-                    d2[np.arange(b - a), self_rows[a:b]] = np.inf
-                part = np.argpartition(d2, k - 1, axis=1)[:, :k] if k < n else np.tile(np.arange(n), (b - a, 1))
-                pd = np.take_along_axis(d2, part, 1)
-                order = np.argsort(pd, axis=1, kind="stable")
-                dist[a:b] = np.sqrt(np.take_along_axis(pd, order, 1))
-                idx[a:b] = np.take_along_axis(part, order, 1)
-                bar.update(b - a)
-        return dist, idx
+        exclude = None if self_rows is None else np.ascontiguousarray(self_rows, dtype=np.int64)
+        progress, close = progress_bar(self.progress, "neighbours", unit="row")
+        try:
+            dist, idx = _core.masked_knn(np.ascontiguousarray(Q, dtype=X.dtype), X, k, exclude, progress=progress)
+        finally:
+            close()
+        return dist.astype(np.float64), idx
 
     def _layer2(self, dist, idx, donors, own, s, w0=None):
         """The sample-level local mean: each query's own layer-1 values ``own`` with weight

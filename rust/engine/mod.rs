@@ -207,7 +207,13 @@ fn sums_in_range<F: Real>(pb: &Problem<F>, kernel: &Kernel, bw: &Bandwidth<F>, o
         Kernel::Dot { temperature } => brute::<F, DotExp>(pb, bw, opts, F::of(1.0 / temperature), prep),
         Kernel::Radial(profile) => {
             if let Some(e) = expansion(pb, *profile, bw, opts) {
-                return e.sums(&opts.monitor);
+                let sums = e.sums(&opts.monitor)?;
+                if !opts.exclude_self {
+                    return Ok(sums);
+                }
+                if let Some(hollow) = without_own_terms(sums, pb) {
+                    return Ok(hollow);
+                }
             }
             let mut owned = None;
             let tree = match opts.neighborhood {
@@ -741,8 +747,9 @@ fn cheaper_tree<'a, F: Real>(
     Ok((brute > TREE_PAIR_COST * v).then_some(tree))
 }
 
-/// The Gaussian's series expansion, when it applies (one scalar bandwidth, no leave-one-out,
-/// low dimension) and is asked for or modelled cheaper than the direct pair loop.
+/// The Gaussian's series expansion, when it applies (one scalar bandwidth, low dimension) and
+/// is asked for or modelled cheaper than the direct pair loop. Leave-one-out sums are the full
+/// ones minus each query's own term (`without_own_terms`).
 fn expansion<F: Real>(pb: &Problem<F>, profile: Profile, bw: &Bandwidth<F>, opts: &Options) -> Option<expansion::Expansion> {
     let h = match bw {
         Bandwidth::Scalar(h) => *h,
@@ -750,7 +757,7 @@ fn expansion<F: Real>(pb: &Problem<F>, profile: Profile, bw: &Bandwidth<F>, opts
     };
     let (n, d) = pb.x.dim();
     let m = pb.queries.nrows();
-    if profile != Profile::Gaussian || opts.exclude_self || d > expansion::MAX_DIM || m == 0 {
+    if profile != Profile::Gaussian || d > expansion::MAX_DIM || m == 0 {
         return None;
     }
     match opts.neighborhood {
@@ -758,6 +765,39 @@ fn expansion<F: Real>(pb: &Problem<F>, profile: Profile, bw: &Bandwidth<F>, opts
         Neighborhood::Auto if n >= 64 && m >= 64 => expansion::Expansion::new(pb, h, opts, true),
         _ => None,
     }
+}
+
+/// Largest share of a query's total weight its own term may carry for the leave-one-out sums
+/// to be taken from the full Gaussian series minus that term: the subtraction then loses at
+/// most log2(64) = 6 bits to cancellation (the series' error relative to Σ|w|K, 1e-14 without
+/// design moments, grows at most 64-fold). Narrower bandwidths go to the direct path, which
+/// skips nearly every tile there anyway.
+const SERIES_SELF_SHARE: f64 = 63.0 / 64.0;
+
+/// The hollow sums from the full ones: query i is reference i, its own term has kernel value
+/// 1, weight w_i and zero offset (so only the constant moments hold it). None when some
+/// query's own term is too large a share of its total (`SERIES_SELF_SHARE`).
+fn without_own_terms<F: Real>(mut s: LocalSums<F>, pb: &Problem<F>) -> Option<LocalSums<F>> {
+    for i in 0..s.den.len() {
+        let own = pb.weights.map_or(F::one(), |w| w[i]) * F::of((-s.log_scale[i].f64()).exp());
+        if !(own.f64() <= SERIES_SELF_SHARE * s.den[i].f64()) {
+            return None;
+        }
+        s.den[i] = s.den[i] - own;
+        if let Some(mo) = s.moments.as_mut() {
+            mo[(i, 0, 0)] = mo[(i, 0, 0)] - own;
+        }
+        if let Some(v) = pb.values {
+            for c in 0..v.ncols() {
+                let ov = own * v[(i, c)];
+                s.num[(i, c)] = s.num[(i, c)] - ov;
+                if let Some(cr) = s.cross.as_mut() {
+                    cr[(i, 0, c)] = cr[(i, 0, c)] - ov;
+                }
+            }
+        }
+    }
+    Some(s)
 }
 
 /// Cost of one pair visited through the kd-tree in units of one pair of the tiled brute force.

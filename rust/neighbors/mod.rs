@@ -10,6 +10,7 @@
 //! coordinates far from 1 are searched in an exactly rescaled space (`distance::Scale`).
 
 pub mod kdtree;
+pub mod masked;
 
 use crate::distance::packed::{minus_two_dots, Panels};
 use crate::distance::{column_means, product_error, sq_euclidean, sq_euclidean_wide, Scale, GEMM_MIN_DIM};

@@ -10,7 +10,7 @@ use crate::error::LocalizationError;
 use crate::kernel::Profile;
 use crate::real::Real;
 use crate::memory;
-use crate::neighbors::{Algorithm, Index};
+use crate::neighbors::{masked, Algorithm, Index};
 use numpy::{Element, IntoPyArray, PyArray1, PyArray2, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyKeyboardInterrupt, PyMemoryError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
@@ -382,6 +382,32 @@ fn wrap_index<F: WrapIndex>(i: Index<F>) -> AnyIndex {
     F::wrap(i)
 }
 
+/// (distances m×k, indices m×k) of the k nearest rows of `x` to each row of `queries` on the
+/// coordinates both observe (NaN = missing), squared distances scaled by p / their number.
+#[pyfunction]
+#[pyo3(signature = (queries, x, k, exclude=None, n_jobs=None, progress=None))]
+fn masked_knn<'py>(
+    py: Python<'py>, queries: &Bound<'py, PyAny>, x: &Bound<'py, PyAny>, k: usize, exclude: Option<PyReadonlyArray1<'py, i64>>,
+    n_jobs: Option<NJobs>, progress: Option<Py<PyAny>>,
+) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyArray2<i64>>)> {
+    let exclude: Option<Vec<usize>> = exclude
+        .map(|e| e.as_array().iter().map(|&j| usize::try_from(j)).collect::<Result<_, _>>())
+        .transpose()
+        .map_err(|_| PyValueError::new_err("`exclude` must hold non-negative indices"))?;
+    with_float!(x, F, {
+        let (q, xr) = (view2::<F>(queries, "X_query")?, view2::<F>(x, "X")?);
+        let (qa, xa) = (q.as_array(), xr.as_array());
+        let (dist, ind) = run(py, n_jobs, progress.as_ref(), |mon| {
+            let (d, i) = masked::masked_knn(qa, xa, k, exclude.as_deref(), mon)?;
+            Ok((d, indices_i64("masked neighbor indices", &i)?))
+        })?;
+        let m = qa.nrows();
+        let dist = ndarray::Array2::from_shape_vec((m, k), dist).map_err(|e| PyValueError::new_err(e.to_string()))?;
+        let ind = ndarray::Array2::from_shape_vec((m, k), ind).map_err(|e| PyValueError::new_err(e.to_string()))?;
+        Ok((dist.into_pyarray(py).into_any(), ind.into_pyarray(py)))
+    })
+}
+
 /// The number of threads `n_jobs` resolves to.
 #[pyfunction]
 #[pyo3(signature = (n_jobs=None))]
@@ -411,6 +437,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(log_integral, m)?)?;
     m.add_function(wrap_pyfunction!(profile_info, m)?)?;
     m.add_function(wrap_pyfunction!(effective_n_jobs, m)?)?;
+    m.add_function(wrap_pyfunction!(masked_knn, m)?)?;
     m.add_class::<NeighborIndex>()?;
     m.add_class::<reference::PyReference>()?;
     binned::register(m)?;

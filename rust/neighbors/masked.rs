@@ -1,0 +1,350 @@
+//! k nearest neighbours on co-observed coordinates: rows with missing entries (NaN) compared
+//! on the coordinates both observe, the squared distance scaled by p / (their number), as
+//! scikit-learn's `nan_euclidean_distances` (the sample-level layer of the imputer).
+//!
+//! Exact in the sense of the module above: the neighbours and distances that direct
+//! differences over the co-observed coordinates give. Every pair is screened through one
+//! matrix product of augmented rows on the packed micro-kernel — with q̃, x̃ the rows centred
+//! by the column means and zero where missing, and m_q, m_x their 0/1 masks,
+//!
+//!   Σ_both (q − x)² = −2 [q̃, q̃², m_q] · [x̃, −m_x/2, −x̃²/2],
+//!
+//! (the centring cancels on co-observed coordinates) — and the number of co-observed
+//! coordinates comes from popcounts of the packed masks. Candidates within the product's
+//! rounding bound of the current k-th distance are ranked by direct differences. No m × n
+//! matrix is formed: each query block keeps its k best while reference tiles stream by.
+
+use super::Best;
+use crate::distance::packed::{minus_two_dots, Panels};
+use crate::distance::product_error;
+use crate::error::{LocalizationError, Result};
+use crate::memory;
+use crate::parallel::Monitor;
+use crate::real::Real;
+use ndarray::{s, ArrayView2};
+use rayon::prelude::*;
+
+/// Queries per block (a multiple of the micro-kernel's 6 rows) and references per tile.
+const QUERY_BLOCK: usize = 120;
+const REF_TILE: usize = 512;
+
+/// The k nearest references of each query under the co-observed distance, ascending, ties
+/// by index: (distances, indices), m × k row-major. `exclude[i]` is a reference that query i
+/// never gets (its own row when the queries are the references). A pair with no co-observed
+/// coordinate is at infinite distance; it is returned only when fewer than k references are
+/// at a finite one.
+pub fn masked_knn<F: Real>(q: ArrayView2<F>, x: ArrayView2<F>, k: usize, exclude: Option<&[usize]>, mon: &Monitor) -> Result<(Vec<F>, Vec<usize>)> {
+    let (n, p) = x.dim();
+    let m = q.nrows();
+    check(q, x, k, exclude)?;
+    let mut distances = memory::try_vec("masked neighbor distances", &[m, k], F::zero())?;
+    let mut indices = memory::try_vec("masked neighbor indices", &[m, k], 0usize)?;
+    if m == 0 {
+        return Ok((distances, indices));
+    }
+    let centre = observed_means(x);
+    let refs = Side::new(x, &centre, Role::Reference)?;
+    // Rounding bound of the product (any summation order) relative to ‖q̃‖² + ‖x̃‖², which
+    // bound the sums of |terms| over the co-observed coordinates.
+    let c = product_error::<F>(3 * p);
+    let scale = F::of(p as f64);
+    mon.set_progress(0, m);
+    distances.par_chunks_mut(QUERY_BLOCK * k).zip(indices.par_chunks_mut(QUERY_BLOCK * k)).enumerate().try_for_each(
+        |(blk, (dist, ind))| -> Result<()> {
+            let b0 = blk * QUERY_BLOCK;
+            let b1 = (b0 + QUERY_BLOCK).min(m);
+            let qb = q.slice(s![b0..b1, ..]);
+            let queries = Side::new(qb, &centre, Role::Query)?;
+            let mut best: Vec<Best<F>> = (0..b1 - b0).map(|_| Best::new(k)).collect();
+            let mut tile = vec![F::zero(); queries.packed.padded_rows() * REF_TILE];
+            let mut pending: Vec<(F, F, usize)> = Vec::with_capacity(REF_TILE);
+            let mut scratch: Vec<F> = Vec::with_capacity(REF_TILE + 2 * k);
+            for t0 in (0..n).step_by(REF_TILE) {
+                mon.check()?;
+                let t1 = (t0 + REF_TILE).min(n);
+                let w = refs.packed.width();
+                minus_two_dots(&queries.packed, &refs.packed, t0 / w..t1.div_ceil(w), &mut tile, REF_TILE);
+                for (i, best) in best.iter_mut().enumerate() {
+                    let own = exclude.map(|e| e[b0 + i]);
+                    let row = &tile[i * REF_TILE..i * REF_TILE + (t1 - t0)];
+                    let (qn, qbits) = (queries.norms[i], queries.bits(i));
+                    let worst = best.worst();
+                    pending.clear();
+                    for (jj, &v) in row.iter().enumerate() {
+                        let j = t0 + jj;
+                        let both = co_observed(qbits, refs.bits(j));
+                        if Some(j) == own {
+                            continue;
+                        }
+                        if both == 0 {
+                            if worst == F::infinity() {
+                                pending.push((F::infinity(), F::infinity(), j));
+                            }
+                            continue;
+                        }
+                        let f = scale / F::of(both as f64);
+                        let err = c * (qn + refs.norms[j]);
+                        let lower = (v - err) * f;
+                        if lower <= worst {
+                            pending.push((lower, (v + err) * f, j));
+                        }
+                    }
+                    if pending.len() > k {
+                        // At least k candidates lie at or below the k-th smallest upper bound:
+                        // whatever lies wholly above it cannot be among the k nearest.
+                        scratch.clear();
+                        scratch.extend(best.dist2());
+                        scratch.extend(pending.iter().map(|c| c.1));
+                        scratch.select_nth_unstable_by(k - 1, |a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+                        let cut = scratch[k - 1];
+                        pending.retain(|c| c.0 <= cut);
+                    }
+                    let qr = qb.row(i);
+                    let qr = qr.as_slice().expect("row-major (checked on entry)");
+                    for &(lower, _, j) in &pending {
+                        let d2 = if lower == F::infinity() { lower } else { direct(qr, x.row(j).as_slice().expect("row-major"), scale) };
+                        best.offer(d2, j);
+                    }
+                }
+            }
+            for (i, best) in best.into_iter().enumerate() {
+                for (r, (d2, j)) in best.into_sorted().into_iter().enumerate() {
+                    dist[i * k + r] = d2.sqrt();
+                    ind[i * k + r] = j;
+                }
+            }
+            mon.advance(b1 - b0);
+            Ok(())
+        },
+    )?;
+    Ok((distances, indices))
+}
+
+fn check<F: Real>(q: ArrayView2<F>, x: ArrayView2<F>, k: usize, exclude: Option<&[usize]>) -> Result<()> {
+    let (n, p) = x.dim();
+    if n == 0 || p == 0 {
+        return Err(LocalizationError::EmptyInput { name: "X" });
+    }
+    if q.ncols() != p {
+        return Err(LocalizationError::param("X_query", format!("has {} features, X has {p}", q.ncols())));
+    }
+    if !q.is_standard_layout() || !x.is_standard_layout() {
+        return Err(LocalizationError::param("X", "queries and samples must be C-contiguous (row-major)"));
+    }
+    if q.iter().chain(x.iter()).any(|v| v.is_infinite()) {
+        return Err(LocalizationError::param("X", "contains infinity; only NaN marks a missing value"));
+    }
+    let available = n - exclude.is_some() as usize;
+    if k == 0 || k > available {
+        return Err(LocalizationError::param("k", format!("must be in [1, {available}], got {k}")));
+    }
+    if let Some(e) = exclude {
+        if e.len() != q.nrows() || e.iter().any(|&j| j >= n) {
+            return Err(LocalizationError::param("exclude", format!("must hold one index in [0, {n}) per query")));
+        }
+    }
+    Ok(())
+}
+
+/// Σ over the coordinates both rows observe of (q − x)², times p / (their number): direct
+/// differences (a NaN difference marks a coordinate one of them misses), eight partial sums.
+fn direct<F: Real>(q: &[F], x: &[F], p: F) -> F {
+    const W: usize = 8;
+    let (mut acc, mut cnt) = ([F::zero(); W], [0u32; W]);
+    for (a, b) in q.chunks(W).zip(x.chunks(W)) {
+        for l in 0..a.len() {
+            let t = a[l] - b[l];
+            let seen = t == t;
+            acc[l] = acc[l] + if seen { t * t } else { F::zero() };
+            cnt[l] += seen as u32;
+        }
+    }
+    let s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+    s * (p / F::of(cnt.iter().sum::<u32>() as f64))
+}
+
+/// Mean of each column's observed values (0 for a column with none).
+fn observed_means<F: Real>(x: ArrayView2<F>) -> Vec<F> {
+    let p = x.ncols();
+    let (mut sum, mut cnt) = (vec![0.0f64; p], vec![0usize; p]);
+    for row in x.rows() {
+        for (k, &v) in row.iter().enumerate() {
+            if !v.is_nan() {
+                sum[k] += v.f64();
+                cnt[k] += 1;
+            }
+        }
+    }
+    sum.iter().zip(&cnt).map(|(&s, &c)| F::of(if c > 0 { s / c as f64 } else { 0.0 })).collect()
+}
+
+#[derive(Copy, Clone, PartialEq)]
+enum Role {
+    Query,
+    Reference,
+}
+
+/// One side of the product: the augmented rows packed, ‖q̃‖² per row and the masks as bits.
+struct Side<F> {
+    packed: Panels<F>,
+    norms: Vec<F>,
+    bits: Vec<u64>,
+    words: usize,
+}
+
+impl<F: Real> Side<F> {
+    fn new(a: ArrayView2<F>, centre: &[F], role: Role) -> Result<Self> {
+        let (rows, p) = a.dim();
+        let words = p.div_ceil(64);
+        let mut aug = memory::try_array("augmented samples", (rows, 3 * p), F::zero())?;
+        let mut bits = memory::try_vec("sample masks", &[rows, words], 0u64)?;
+        let mut norms = Vec::with_capacity(rows);
+        let half = F::of(0.5);
+        for (r, (row, mut out)) in a.rows().into_iter().zip(aug.rows_mut()).enumerate() {
+            let out = out.as_slice_mut().expect("fresh array");
+            let (t, rest) = out.split_at_mut(p);
+            let (sq, mask) = rest.split_at_mut(p);
+            let mut norm = F::zero();
+            for (kk, &v) in row.iter().enumerate() {
+                if v.is_nan() {
+                    continue;
+                }
+                let c = v - centre[kk];
+                norm = norm + c * c;
+                bits[r * words + kk / 64] |= 1 << (kk % 64);
+                match role {
+                    Role::Query => (t[kk], sq[kk], mask[kk]) = (c, c * c, F::one()),
+                    Role::Reference => (t[kk], sq[kk], mask[kk]) = (c, -half, -(c * c) * half),
+                }
+            }
+            norms.push(norm);
+        }
+        let zero = vec![F::zero(); 3 * p];
+        let packed = match role {
+            Role::Reference => Panels::references(aug.view(), &zero)?,
+            Role::Query => {
+                let mut pq = Panels::queries(3 * p);
+                pq.pack_queries(aug.view(), &zero);
+                pq
+            }
+        };
+        Ok(Side { packed, norms, bits, words })
+    }
+
+    fn bits(&self, r: usize) -> &[u64] {
+        &self.bits[r * self.words..(r + 1) * self.words]
+    }
+}
+
+fn co_observed(a: &[u64], b: &[u64]) -> u32 {
+    a.iter().zip(b).map(|(x, y)| (x & y).count_ones()).sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ndarray::Array2;
+    use rand::{rngs::StdRng, Rng, SeedableRng};
+
+    /// Rows in [0, 1) plus an offset, a share of entries missing.
+    fn data(rng: &mut StdRng, n: usize, p: usize, missing: f64, offset: f64) -> Array2<f64> {
+        Array2::from_shape_fn((n, p), |_| if rng.random::<f64>() < missing { f64::NAN } else { offset + rng.random::<f64>() })
+    }
+
+    /// The definition: every pair by direct differences over the co-observed coordinates,
+    /// sorted by (distance, index).
+    fn naive(q: &Array2<f64>, x: &Array2<f64>, k: usize, exclude: Option<&[usize]>) -> Vec<Vec<(f64, usize)>> {
+        let p = x.ncols() as f64;
+        q.rows()
+            .into_iter()
+            .enumerate()
+            .map(|(i, qr)| {
+                let mut all: Vec<(f64, usize)> = x
+                    .rows()
+                    .into_iter()
+                    .enumerate()
+                    .filter(|(j, _)| exclude.map_or(true, |e| e[i] != *j))
+                    .map(|(j, xr)| {
+                        let (mut s, mut c) = (0.0, 0usize);
+                        for (a, b) in qr.iter().zip(xr) {
+                            if !a.is_nan() && !b.is_nan() {
+                                s += (a - b) * (a - b);
+                                c += 1;
+                            }
+                        }
+                        (if c == 0 { f64::INFINITY } else { (s * p / c as f64).sqrt() }, j)
+                    })
+                    .collect();
+                all.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap().then(a.1.cmp(&b.1)));
+                all.truncate(k);
+                all
+            })
+            .collect()
+    }
+
+    fn check_against_naive(q: &Array2<f64>, x: &Array2<f64>, k: usize, exclude: Option<&[usize]>) {
+        let (d, ind) = masked_knn(q.view(), x.view(), k, exclude, &Monitor::default()).unwrap();
+        for (i, want) in naive(q, x, k, exclude).iter().enumerate() {
+            for (r, &(wd, wj)) in want.iter().enumerate() {
+                let (gd, gj) = (d[i * k + r], ind[i * k + r]);
+                assert_eq!(gj, wj, "query {i} rank {r}: {gd} vs {wd}");
+                assert!(gd == wd || (gd - wd).abs() <= 1e-12 * wd, "query {i} rank {r}: {gd} vs {wd}");
+            }
+        }
+    }
+
+    #[test]
+    fn equals_direct_differences_on_co_observed_coordinates() {
+        let mut rng = StdRng::seed_from_u64(3);
+        for &(n, p, missing, offset) in &[(700, 784, 0.3, 0.0), (300, 40, 0.5, 1e4), (200, 5, 0.6, 0.0), (90, 1, 0.2, 0.0)] {
+            let x = data(&mut rng, n, p, missing, offset);
+            let q = data(&mut rng, 130, p, missing, offset);
+            check_against_naive(&q, &x, 7, None);
+            let own: Vec<usize> = (0..n).collect();
+            check_against_naive(&x, &x, 5, Some(&own));
+        }
+    }
+
+    #[test]
+    fn no_co_observed_coordinate_is_infinitely_far() {
+        // Queries observe only the first half, references only the second (but one).
+        let mut x = Array2::from_elem((20, 6), f64::NAN);
+        x.slice_mut(s![.., 3..]).fill(1.0);
+        x[(7, 0)] = 0.5;
+        let q = Array2::from_shape_fn((3, 6), |(_, j)| if j < 3 { 0.0 } else { f64::NAN });
+        let (d, ind) = masked_knn(q.view(), x.view(), 4, None, &Monitor::default()).unwrap();
+        assert_eq!(&ind[..4], &[7, 0, 1, 2]);
+        assert!((d[0] - (0.25f64 * 6.0).sqrt()).abs() < 1e-15 && d[1..4].iter().all(|v| v.is_infinite()));
+    }
+
+    #[test]
+    fn identical_for_any_thread_count_and_in_f32() {
+        let mut rng = StdRng::seed_from_u64(5);
+        let x = data(&mut rng, 900, 50, 0.3, 0.0);
+        let run = |t: usize| {
+            rayon::ThreadPoolBuilder::new().num_threads(t).build().unwrap().install(|| masked_knn(x.view(), x.view(), 6, None, &Monitor::default()).unwrap())
+        };
+        assert_eq!(run(1), run(3));
+        let x32 = x.mapv(|v| v as f32);
+        let (d32, i32_) = masked_knn(x32.view(), x32.view(), 6, None, &Monitor::default()).unwrap();
+        let (d64, _) = run(2);
+        assert_eq!(i32_.len(), d64.len());
+        assert!(d32.iter().zip(&d64).all(|(a, b)| (*a as f64 - b).abs() <= 1e-4 * b.max(1.0)));
+    }
+
+    #[test]
+    fn bad_input_is_an_error() {
+        let x = Array2::<f64>::zeros((4, 3));
+        let mon = Monitor::default();
+        assert!(masked_knn(x.view(), x.view(), 0, None, &mon).is_err());
+        assert!(masked_knn(x.view(), x.view(), 4, Some(&[0, 1, 2, 3]), &mon).is_err());
+        assert!(masked_knn(x.view(), x.view(), 2, Some(&[0, 9, 2, 3]), &mon).is_err());
+        assert!(masked_knn(Array2::<f64>::zeros((2, 2)).view(), x.view(), 1, None, &mon).is_err());
+        let mut bad = x.clone();
+        bad[(1, 1)] = f64::INFINITY;
+        assert!(masked_knn(bad.view(), x.view(), 1, None, &mon).is_err());
+        let mon = Monitor::default();
+        mon.stop();
+        assert!(matches!(masked_knn(x.view(), x.view(), 1, None, &mon), Err(LocalizationError::Interrupted)));
+    }
+}

@@ -9,7 +9,7 @@ from typing_extensions import Self
 # Every name the extension module registers (stubtest checks this list against it).
 __all__ = [
     "local_sums", "local_polynomial", "equivalent_kernel", "kernel_matrix", "profile_values",
-    "log_integral", "profile_info", "effective_n_jobs", "Reference", "NeighborIndex", "bin_linear",
+    "log_integral", "profile_info", "effective_n_jobs", "masked_knn", "Reference", "NeighborIndex", "bin_linear",
     "interpolate_grid", "mean_shift_seeds", "mean_shift_grid", "mean_shift_diffuse", "merge_modes",
     "grid_cells", "grid_merge", "grid_centroids", "grid_keys", "MeanShiftWindow", "MeanShiftSeeds",
     "medoid_shift_dense", "medoid_shift_knn", "quickshift_links", "quickshift_density",
@@ -79,9 +79,9 @@ def log_integral(kernel: str, d: int) -> float: ...
 def profile_info(kernel: str) -> tuple[str, Optional[float]]: ...
 def effective_n_jobs(n_jobs: Optional[int] = None) -> int: ...
 def masked_knn(
-    queries: Array, x: Array, k: int, exclude: Optional[NDArray[np.int64]] = None, n_jobs: Optional[int] = None,
-    progress: Optional[Callable[[int, int], object]] = None,
-) -> tuple[Array, NDArray[np.int64]]: ...
+    queries: _Array, x: _Array, k: int, exclude: Optional[NDArray[np.int64]] = None, n_jobs: Optional[int] = None,
+    progress: _Progress = None,
+) -> tuple[_Array, NDArray[np.int64]]: ...
 
 @final
 class Reference:

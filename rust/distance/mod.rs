@@ -156,6 +156,19 @@ impl Scale {
         }
     }
 
+    /// For coordinates whose largest is `max_abs`, measured with bandwidths up to `h_max`: as
+    /// `for_max`, but never scaling up so far that the bandwidth leaves the comfortable range
+    /// (subnormal coordinates under h = 1 must not scale h to infinity). Scaling down is left
+    /// to the coordinates: a bandwidth far above them only makes every kernel value 1.
+    pub fn for_lengths<F: Real>(max_abs: f64, h_max: f64) -> Scale {
+        let s = Scale::for_max::<F>(max_abs);
+        if s.e >= 0 || !(h_max > 0.0) || !h_max.is_finite() {
+            return s;
+        }
+        let floor = (h_max.log2().ceil() as i32 - F::MAX_EXP / 4).min(0);
+        Scale { e: s.e.max(floor) }
+    }
+
     /// For the entries of some arrays (coordinates of several point sets, say).
     pub fn of_arrays<F: Real>(arrays: &[ArrayView2<F>]) -> Scale {
         Scale::for_max::<F>(arrays.iter().map(|a| Scale::array_max_abs(*a)).fold(0.0, f64::max))

@@ -939,12 +939,11 @@ pub(super) fn lengths_of<F: Real>(kernel: &Kernel, q: ArrayView2<F>, x: ArrayVie
 }
 
 /// `lengths_of` from the largest |coordinate| (kept by a prepared reference). A radial
-/// kernel's bandwidth is a length too, so it takes part: subnormal coordinates under h = 1
-/// must not scale h up to infinity.
+/// kernel's bandwidth is a length too: it bounds how far tiny coordinates are scaled up.
 pub(super) fn lengths_for<F: Real>(kernel: &Kernel, max_abs: f64, bw: &Bandwidth<F>) -> Scale {
     match kernel {
         Kernel::Dot { .. } => Scale::ONE,
-        Kernel::Radial(_) => Scale::for_max::<F>(max_abs.max(bw.largest())),
+        Kernel::Radial(_) => Scale::for_lengths::<F>(max_abs, bw.largest()),
         _ => Scale::for_max::<F>(max_abs),
     }
 }

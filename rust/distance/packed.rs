@@ -47,13 +47,19 @@ impl<F: Real> Panels<F> {
         Ok(p)
     }
 
-    /// An empty query side, refilled block by block with [`Panels::pack_queries`].
+    /// An empty query side, refilled block by block with [`Panels::repack`].
     pub fn queries(dim: usize) -> Self {
         Panels { data: Vec::new(), rows: 0, dim, width: MR, norms: Vec::new() }
     }
 
-    /// Repack the query side with the rows of `q` minus `centre`.
-    pub fn pack_queries(&mut self, q: ArrayView2<F>, centre: &[F]) {
+    /// An empty reference side, refilled block by block with [`Panels::repack`].
+    pub fn reference_blocks() -> Self {
+        Panels { data: Vec::new(), rows: 0, dim: 0, width: nr::<F>(), norms: Vec::new() }
+    }
+
+    /// Repack with the rows of `q` minus `centre` (as many features as `q` has columns).
+    pub fn repack(&mut self, q: ArrayView2<F>, centre: &[F]) {
+        self.dim = q.ncols();
         self.data.clear();
         self.data.resize(q.nrows().div_ceil(self.width) * self.width * self.dim, F::zero());
         self.fill(q, centre);
@@ -61,6 +67,7 @@ impl<F: Real> Panels<F> {
 
     fn fill(&mut self, x: ArrayView2<F>, centre: &[F]) {
         let (w, d) = (self.width, self.dim);
+        assert!(centre.len() == d && x.ncols() == d, "a centre per feature");
         self.rows = x.nrows();
         self.norms.clear();
         for (r, row) in x.rows().into_iter().enumerate() {
@@ -234,7 +241,7 @@ mod tests {
         let centre: Vec<F> = (0..d).map(|k| F::of(k as f64 * 0.25)).collect();
         let xp = Panels::references(x.view(), &centre).unwrap();
         let mut qp = Panels::queries(d);
-        qp.pack_queries(q.view(), &centre);
+        qp.repack(q.view(), &centre);
         let w = xp.width();
         let panels = xp.padded_rows() / w;
         let ldc = panels * w;

@@ -37,7 +37,7 @@ use crate::error::{LocalizationError, Result};
 use crate::kernel::{dispatch_profile, Profile, ProfileFn};
 use crate::real::Real;
 use crate::parallel::Monitor;
-use ndarray::{linalg::general_mat_mul, s, Array1, Array2, Array3, ArrayView2, ArrayView3, ArrayViewMut, ArrayViewMut1, ArrayViewMut2, Axis, RemoveAxis};
+use ndarray::{s, Array1, Array2, Array3, ArrayView2, ArrayView3, ArrayViewMut, ArrayViewMut1, ArrayViewMut2, Axis, RemoveAxis};
 use rayon::prelude::*;
 use std::marker::PhantomData;
 
@@ -484,7 +484,7 @@ fn forward_block_with<F: Real, C: Fill<F>, const LOG: bool, const FMA: bool>(cx:
     // The micro-kernel works on groups of rows: queries, tile and products padded with zero
     // rows (a zero query row gives zero logits, and the padding rows of P stay zero).
     let mut q_packed = Panels::queries(d);
-    q_packed.pack_queries(q, &vec![F::zero(); d]);
+    q_packed.repack(q, &vec![F::zero(); d]);
     let rows = q_packed.padded_rows();
     let mut tile = vec![F::zero(); rows * BK];
     let ldv = cx.values.get(b).map_or(0, |v| v.padded_rows());
@@ -671,24 +671,40 @@ struct Scratch<F> {
     p: Array2<F>,
     /// dP = dO Vᵀ, then dS = P ∘ (dP − D).
     ds: Array2<F>,
-    /// Products before they are added to the f64 sums.
-    prod: Array2<F>,
-    /// The query block's Q and dO, packed for the micro-kernel.
+    /// Products before they are added to the f64 sums (rows of stride `ldp`).
+    prod: Vec<F>,
+    ldp: usize,
+    /// Pᵀ and dSᵀ, rows padded for the micro-kernel.
+    pt: Vec<F>,
+    dst: Vec<F>,
+    /// The query block's Q and dO, packed as rows (for S, dP) and transposed (for dK, dV);
+    /// the key block's K transposed (for dQ).
     q: Panels<F>,
     d_out: Panels<F>,
+    qt: Panels<F>,
+    d_out_t: Panels<F>,
+    kt: Panels<F>,
     zeros: Vec<F>,
 }
 
 impl<F: Real> Scratch<F> {
     fn new(d: usize, p: usize) -> Self {
         let rows = query_rows(BQ);
+        // Product columns padded to whole panels (16 in f32, 8 in f64).
+        let ldp = d.max(p).div_ceil(16) * 16;
         Scratch {
             p: Array2::zeros((rows, BK)),
             ds: Array2::zeros((rows, BK)),
-            prod: Array2::zeros((BQ.max(BK), d.max(p))),
+            prod: vec![F::zero(); query_rows(BQ.max(BK)) * ldp],
+            ldp,
+            pt: vec![F::zero(); query_rows(BK) * BQ],
+            dst: vec![F::zero(); query_rows(BK) * BQ],
             q: Panels::queries(d),
             d_out: Panels::queries(p),
-            zeros: vec![F::zero(); d.max(p)],
+            qt: Panels::reference_blocks(),
+            d_out_t: Panels::reference_blocks(),
+            kt: Panels::reference_blocks(),
+            zeros: vec![F::zero(); d.max(p).max(BQ).max(BK)],
         }
     }
 }
@@ -702,7 +718,7 @@ fn grad_tile<F: Real, const FMA: bool>(cx: &Bwd<'_, '_, F>, b: usize, t0: usize,
         return None;
     }
     let q = cx.seq.q.slice(s![b, t0..t1, ..]);
-    sc.q.pack_queries(q, &sc.zeros[..q.ncols()]);
+    sc.q.repack(q, &sc.zeros[..q.ncols()]);
     // Block starts are multiples of BK, itself a multiple of the panel width.
     let w = cx.keys[b].width();
     let panels = s0 / w..s1.div_ceil(w);
@@ -725,7 +741,7 @@ fn grad_tile<F: Real, const FMA: bool>(cx: &Bwd<'_, '_, F>, b: usize, t0: usize,
     }
     let pw = cx.seq.v.dim().2;
     if pw > 0 {
-        sc.d_out.pack_queries(cx.d_out.slice(s![b, t0..t1, ..]), &sc.zeros[..pw]);
+        sc.d_out.repack(cx.d_out.slice(s![b, t0..t1, ..]), &sc.zeros[..pw]);
         scaled_dots(&sc.d_out, &cx.values[b], panels, F::one(), sc.ds.as_slice_mut().expect("owned tile"), BK);
     } else {
         sc.ds.fill(F::zero());
@@ -748,9 +764,26 @@ fn grad_tile<F: Real, const FMA: bool>(cx: &Bwd<'_, '_, F>, b: usize, t0: usize,
     Some(g)
 }
 
-/// acc += `prod` (rows × cols of the scratch).
-fn add_into<F: Real>(acc: &mut ndarray::ArrayViewMut2<f64>, prod: &ArrayView2<F>) {
-    acc.zip_mut_with(prod, |a, &x| *a += x.f64());
+/// acc += the first rows × columns of `prod` (row stride `ldp`).
+fn add_into<F: Real>(mut acc: ndarray::ArrayViewMut2<f64>, prod: &[F], ldp: usize) {
+    for (mut a, x) in acc.rows_mut().into_iter().zip(prod.chunks_exact(ldp)) {
+        a.iter_mut().zip(x).for_each(|(a, &x)| *a += x.f64());
+    }
+}
+
+/// `to` (row stride `ld`) ← the transpose of the first `nq` rows × `nk` columns of `from`.
+fn transpose_into<F: Real>(from: ArrayView2<F>, nq: usize, nk: usize, to: &mut [F], ld: usize) {
+    for (r, row) in from.rows().into_iter().take(nq).enumerate() {
+        for (c, &x) in row.iter().take(nk).enumerate() {
+            to[c * ld + r] = x;
+        }
+    }
+}
+
+/// prod ← A·X for the rows of `a` (row stride `LDA`; `rows` of them, see `query_rows`) and the
+/// panels of `x`, whose features are `0..k`.
+fn products<F: Real, const LDA: usize>(a: &[F], rows: usize, x: &Panels<F>, k: usize, out: &mut [F], ldp: usize) {
+    row_products::<F, LDA>(a, rows, x, 0..x.padded_rows() / x.width(), 0..k, out, ldp);
 }
 
 fn write_scaled<F: Real>(out: &mut ArrayViewMut2<F>, acc: &Array2<f64>, scale: f64) {
@@ -785,6 +818,9 @@ fn key_block_with<F: Real, const FMA: bool>(cx: &Bwd<'_, '_, F>, b: usize, s0: u
     let mut sc = Scratch::new(cx.seq.q.dim().2, cx.seq.v.dim().2);
     let (mut dk_acc, mut dv_acc) = (Array2::<f64>::zeros((nk, d)), Array2::<f64>::zeros((nk, p)));
     let k = cx.seq.k.slice(s![b, s0..s1, ..]);
+    if dq_acc.is_some() {
+        sc.kt.repack(k.t(), &sc.zeros[..nk]);
+    }
     let (lo, hi) = cx.pos.query_band(s0, s1, t);
     let mut g = 0.0;
     for t0 in block_starts(lo, hi, BQ) {
@@ -792,19 +828,20 @@ fn key_block_with<F: Real, const FMA: bool>(cx: &Bwd<'_, '_, F>, b: usize, s0: u
         let nq = t1 - t0;
         let Some(gl) = grad_tile::<F, FMA>(cx, b, t0, t1, s0, s1, &mut sc) else { continue };
         g += gl;
-        let (pt, ds) = (sc.p.slice(s![..nq, ..nk]), sc.ds.slice(s![..nq, ..nk]));
+        let ldp = sc.ldp;
         if p > 0 {
-            let mut prod = sc.prod.slice_mut(s![..nk, ..p]);
-            general_mat_mul(F::one(), &pt.t(), &cx.d_out.slice(s![b, t0..t1, ..]), F::zero(), &mut prod);
-            add_into(&mut dv_acc.view_mut(), &prod.view());
+            transpose_into(sc.p.view(), nq, nk, &mut sc.pt, BQ);
+            sc.d_out_t.repack(cx.d_out.slice(s![b, t0..t1, ..]).t(), &sc.zeros[..nq]);
+            products::<F, BQ>(&sc.pt, query_rows(nk), &sc.d_out_t, nq, &mut sc.prod, ldp);
+            add_into(dv_acc.slice_mut(s![.., ..p]), &sc.prod, ldp);
         }
-        let mut prod = sc.prod.slice_mut(s![..nk, ..d]);
-        general_mat_mul(F::one(), &ds.t(), &cx.seq.q.slice(s![b, t0..t1, ..]), F::zero(), &mut prod);
-        add_into(&mut dk_acc.view_mut(), &prod.view());
+        transpose_into(sc.ds.view(), nq, nk, &mut sc.dst, BQ);
+        sc.qt.repack(cx.seq.q.slice(s![b, t0..t1, ..]).t(), &sc.zeros[..nq]);
+        products::<F, BQ>(&sc.dst, query_rows(nk), &sc.qt, nq, &mut sc.prod, ldp);
+        add_into(dk_acc.view_mut(), &sc.prod, ldp);
         if let Some(dq) = dq_acc.as_deref_mut() {
-            let mut prod = sc.prod.slice_mut(s![..nq, ..d]);
-            general_mat_mul(F::one(), &ds, &k, F::zero(), &mut prod);
-            add_into(&mut dq.slice_mut(s![t0..t1, ..]), &prod.view());
+            products::<F, BK>(sc.ds.as_slice().expect("owned tile"), query_rows(nq), &sc.kt, nk, &mut sc.prod, ldp);
+            add_into(dq.slice_mut(s![t0..t1, ..]), &sc.prod, ldp);
         }
     }
     write_scaled(&mut dk, &dk_acc, cx.scale.f64());
@@ -844,9 +881,9 @@ fn query_block_with<F: Real, const FMA: bool>(cx: &Bwd<'_, '_, F>, b: usize, t0:
         if grad_tile::<F, FMA>(cx, b, t0, t1, s0, s1, &mut sc).is_none() {
             continue;
         }
-        let mut prod = sc.prod.slice_mut(s![..nq, ..d]);
-        general_mat_mul(F::one(), &sc.ds.slice(s![..nq, ..s1 - s0]), &cx.seq.k.slice(s![b, s0..s1, ..]), F::zero(), &mut prod);
-        add_into(&mut acc.view_mut(), &prod.view());
+        sc.kt.repack(cx.seq.k.slice(s![b, s0..s1, ..]).t(), &sc.zeros[..s1 - s0]);
+        products::<F, BK>(sc.ds.as_slice().expect("owned tile"), query_rows(nq), &sc.kt, s1 - s0, &mut sc.prod, sc.ldp);
+        add_into(acc.view_mut(), &sc.prod, sc.ldp);
     }
     write_scaled(&mut dq, &acc, cx.scale.f64());
 }

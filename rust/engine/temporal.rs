@@ -780,7 +780,7 @@ fn transpose_into<F: Real>(from: ArrayView2<F>, nq: usize, nk: usize, to: &mut [
     }
 }
 
-/// prod ← A·X for the rows of `a` (row stride `LDA`; `rows` of them, see `query_rows`) and the
+/// out ← A·X for the rows of `a` (row stride `LDA`; `rows` of them, see `query_rows`) and the
 /// panels of `x`, whose features are `0..k`.
 fn products<F: Real, const LDA: usize>(a: &[F], rows: usize, x: &Panels<F>, k: usize, out: &mut [F], ldp: usize) {
     row_products::<F, LDA>(a, rows, x, 0..x.padded_rows() / x.width(), 0..k, out, ldp);

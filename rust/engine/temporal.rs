@@ -14,6 +14,10 @@
 //!   kernel is applied in place, and an online softmax with the engine's running maximum
 //!   (`Acc::raise_scale`) folds it into per-query f64 sums. Nothing T×T is ever stored:
 //!   memory is O(T·d). The log-normaliser L_t = log Σ_s K is returned for the backward pass.
+//! * the products QKᵀ and P·V of a block run on the register-blocked micro-kernel of
+//!   `distance::packed`, with K and V packed into its panels once per sequence (a copy of K
+//!   and V, O(T·d)) and each query block once: a general matrix product per block pair
+//!   repacked both operands on every call, a sixth of the forward pass.
 //! * key blocks outside the causal / window band, or entirely masked, are never visited;
 //! * parallel over (sequence, query block) forward, over (sequence, key block) and (sequence,
 //!   query block) backward. Every sum that makes one output element runs over the same blocks
@@ -27,18 +31,21 @@
 
 use super::accumulate::Acc;
 use super::lanes;
+use crate::distance::packed::{query_rows, row_products, scaled_dots, Panels};
 use crate::distance::{row_sq_norms, sq_dist_tile_gemm, sq_euclidean, GEMM_MIN_DIM};
 use crate::error::{LocalizationError, Result};
 use crate::kernel::{dispatch_profile, Profile, ProfileFn};
 use crate::real::Real;
 use crate::parallel::Monitor;
-use ndarray::{linalg::general_mat_mul, s, Array1, Array2, Array3, ArrayView2, ArrayView3, ArrayViewMut, ArrayViewMut1, ArrayViewMut2, Axis, RemoveAxis};
+use ndarray::{s, Array1, Array2, Array3, ArrayView2, ArrayView3, ArrayViewMut, ArrayViewMut1, ArrayViewMut2, Axis, RemoveAxis};
 use rayon::prelude::*;
 use std::marker::PhantomData;
 
 /// Queries and keys per block: the logits of a block (128 × 128 in f32, 64 KB) stay in L2.
+/// BK is a multiple of the packed panels' width (16 keys in f32, 8 in f64).
 const BQ: usize = 128;
 const BK: usize = 128;
+const _: () = assert!(BK % 16 == 0);
 /// Pairs of (query, key) per thread between two polls of the monitor (~0.1 s at d = 64).
 const PAIRS_PER_THREAD: usize = 1 << 25;
 
@@ -271,17 +278,24 @@ fn check_content(c: &Content) -> Result<()> {
 }
 
 /// The content kernel of a block of queries × keys, as log-kernel (`LOG`) or kernel values.
-trait Fill: Copy + Send + Sync {
-    fn fill<F: Real, const LOG: bool>(&self, q: ArrayView2<F>, k: ArrayView2<F>, out: &mut ArrayViewMut2<F>);
+trait Fill<F: Real>: Sync {
+    /// K(q_t, k_s) for the queries `q` of sequence `b` (also given packed) and its keys s0..
+    /// (`k`), into the first columns of `tile` (row stride `BK`).
+    fn fill<const LOG: bool>(&self, b: usize, q: ArrayView2<F>, q_packed: &Panels<F>, k: ArrayView2<F>, s0: usize, tile: &mut [F]);
 }
 
-/// log K = scale · q·k (always in the log domain).
-#[derive(Copy, Clone)]
-struct DotFill(f64);
-impl Fill for DotFill {
+/// log K = scale · q·k (always in the log domain), from the keys packed once per sequence.
+struct DotFill<'a, F> {
+    scale: F,
+    keys: &'a [Panels<F>],
+}
+impl<F: Real> Fill<F> for DotFill<'_, F> {
     #[inline(always)]
-    fn fill<F: Real, const LOG: bool>(&self, q: ArrayView2<F>, k: ArrayView2<F>, out: &mut ArrayViewMut2<F>) {
-        general_mat_mul(F::of(self.0), &q, &k.t(), F::zero(), out);
+    fn fill<const LOG: bool>(&self, b: usize, _: ArrayView2<F>, q_packed: &Panels<F>, k: ArrayView2<F>, s0: usize, tile: &mut [F]) {
+        let keys = &self.keys[b];
+        // Block starts are multiples of BK, itself a multiple of the panel width.
+        let panels = s0 / keys.width()..(s0 + k.nrows()).div_ceil(keys.width());
+        scaled_dots(q_packed, keys, panels, self.scale, tile, BK);
     }
 }
 
@@ -290,9 +304,10 @@ struct RadialFill<P> {
     inv_h2: f64,
     _p: PhantomData<P>,
 }
-impl<P: ProfileFn> Fill for RadialFill<P> {
+impl<F: Real, P: ProfileFn> Fill<F> for RadialFill<P> {
     #[inline(always)]
-    fn fill<F: Real, const LOG: bool>(&self, q: ArrayView2<F>, k: ArrayView2<F>, out: &mut ArrayViewMut2<F>) {
+    fn fill<const LOG: bool>(&self, _: usize, q: ArrayView2<F>, _: &Panels<F>, k: ArrayView2<F>, _: usize, tile: &mut [F]) {
+        let mut out = tile_view(tile, q.nrows(), k.nrows());
         // Squared distances as the engine computes them: exact differences in low dimensions,
         // the product form through a matrix multiply in high ones.
         if q.ncols() >= GEMM_MIN_DIM {
@@ -308,6 +323,23 @@ impl<P: ProfileFn> Fill for RadialFill<P> {
         let s = F::of(self.inv_h2);
         out.mapv_inplace(|u2| if LOG { P::log_k(u2 * s) } else { P::k(u2 * s) });
     }
+}
+
+/// The first `nk` columns of the first `nq` rows of a tile of row stride `BK`.
+fn tile_view<F>(tile: &mut [F], nq: usize, nk: usize) -> ArrayViewMut2<'_, F> {
+    ArrayViewMut2::from_shape((nq, BK), &mut tile[..nq * BK]).expect("a tile of BK columns").slice_move(s![.., ..nk])
+}
+
+/// The rows of each sequence of `a` (B × T × n; transposed: of each sequence's transpose),
+/// packed once into the micro-kernel's panels for all the blocks that read them.
+fn pack<F: Real>(a: ArrayView3<F>, transposed: bool) -> Result<Vec<Panels<F>>> {
+    a.outer_iter()
+        .into_par_iter()
+        .map(|m| {
+            let m = if transposed { m.reversed_axes() } else { m };
+            Panels::references(m, &vec![F::zero(); m.ncols()])
+        })
+        .collect()
 }
 
 /// `f` of every item (weighted by its number of pairs) on the current pool, in order, in
@@ -382,9 +414,12 @@ pub fn forward<F: Real>(seq: &Sequences<F>, content: &Content, pos: &Position, m
         .collect();
     let total = items.len();
     mon.set_progress(0, total);
+    // Values (and, for the dot product, keys) packed once per sequence: O(T·d) more memory,
+    // instead of a repacking of every block pair inside a general matrix product.
+    let values = if p > 0 { pack(seq.v.view(), true)? } else { Vec::new() };
     macro_rules! go {
         ($fill:expr, $C:ty) => {{
-            let cx = Fwd { seq: seq.view(), pos, fill: $fill };
+            let cx = Fwd { seq: seq.view(), pos, fill: $fill, values: &values };
             if log {
                 run_chunked(items, mon, 0, total, |blk| forward_block::<F, $C, true>(&cx, blk))?;
             } else {
@@ -393,7 +428,10 @@ pub fn forward<F: Real>(seq: &Sequences<F>, content: &Content, pos: &Position, m
         }};
     }
     match *content {
-        Content::Dot { scale } => go!(DotFill(scale), DotFill),
+        Content::Dot { scale } => {
+            let keys = pack(seq.k.view(), false)?;
+            go!(DotFill { scale: F::of(scale), keys: &keys }, DotFill<F>)
+        }
         Content::Radial { profile, bandwidth } => {
             let inv_h2 = 1.0 / (bandwidth * bandwidth);
             dispatch_profile!(profile, P, go!(RadialFill::<P> { inv_h2, _p: PhantomData }, RadialFill<P>))
@@ -406,6 +444,8 @@ struct Fwd<'a, 'p, F, C> {
     seq: Sequences<'a, F>,
     pos: &'a Position<'p>,
     fill: C,
+    /// Vᵀ of each sequence in panels (none when p = 0).
+    values: &'a [Panels<F>],
 }
 
 /// One block of query rows of one sequence, with where its results go.
@@ -416,7 +456,7 @@ struct Block<'a, F> {
     lse: ArrayViewMut1<'a, F>,
 }
 
-fn forward_block<F: Real, C: Fill, const LOG: bool>(cx: &Fwd<'_, '_, F, C>, blk: Block<F>) {
+fn forward_block<F: Real, C: Fill<F>, const LOG: bool>(cx: &Fwd<'_, '_, F, C>, blk: Block<F>) {
     #[cfg(target_arch = "x86_64")]
     {
         if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
@@ -429,32 +469,37 @@ fn forward_block<F: Real, C: Fill, const LOG: bool>(cx: &Fwd<'_, '_, F, C>, blk:
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn forward_block_avx2<F: Real, C: Fill, const LOG: bool>(cx: &Fwd<'_, '_, F, C>, blk: Block<F>) {
+unsafe fn forward_block_avx2<F: Real, C: Fill<F>, const LOG: bool>(cx: &Fwd<'_, '_, F, C>, blk: Block<F>) {
     forward_block_with::<F, C, LOG, true>(cx, blk)
 }
 
 #[inline(always)]
-fn forward_block_with<F: Real, C: Fill, const LOG: bool, const FMA: bool>(cx: &Fwd<'_, '_, F, C>, blk: Block<F>) {
+fn forward_block_with<F: Real, C: Fill<F>, const LOG: bool, const FMA: bool>(cx: &Fwd<'_, '_, F, C>, blk: Block<F>) {
     let Block { b, t0, mut out, mut lse } = blk;
-    let (q_all, k_all, v_all) = (cx.seq.q.index_axis(Axis(0), b), cx.seq.k.index_axis(Axis(0), b), cx.seq.v.index_axis(Axis(0), b));
-    let (t, p) = (q_all.nrows(), v_all.ncols());
+    let (q_all, k_all) = (cx.seq.q.index_axis(Axis(0), b), cx.seq.k.index_axis(Axis(0), b));
+    let (t, d, p) = (q_all.nrows(), q_all.ncols(), out.ncols());
     let (nq, t1) = (out.nrows(), t0 + out.nrows());
     let q = q_all.slice(s![t0..t1, ..]);
     let mut accs: Vec<Acc> = (0..nq).map(|_| Acc::new(p, None, LOG)).collect();
-    let mut tile = Array2::<F>::zeros((nq, BK));
-    let mut pv = Array2::<F>::zeros((nq, p));
+    // The micro-kernel works on groups of rows: queries, tile and products padded with zero
+    // rows (a zero query row gives zero logits, and the padding rows of P stay zero).
+    let mut q_packed = Panels::queries(d);
+    q_packed.repack(q, &vec![F::zero(); d]);
+    let rows = q_packed.padded_rows();
+    let mut tile = vec![F::zero(); rows * BK];
+    let ldv = cx.values.get(b).map_or(0, |v| v.padded_rows());
+    let mut pv = vec![F::zero(); rows * ldv];
     let (lo, hi) = cx.pos.key_band(t0, t1, t);
     for s0 in block_starts(lo, hi, BK) {
         let s1 = (s0 + BK).min(t);
         if cx.pos.masked_out(b, t0, t1, s0, s1) {
             continue;
         }
-        let mut st = tile.slice_mut(s![.., ..s1 - s0]);
-        cx.fill.fill::<F, LOG>(q, k_all.slice(s![s0..s1, ..]), &mut st);
-        cx.pos.apply::<F, LOG>(&mut st, b, t0, s0);
+        cx.fill.fill::<LOG>(b, q, &q_packed, k_all.slice(s![s0..s1, ..]), s0, &mut tile);
+        cx.pos.apply::<F, LOG>(&mut tile_view(&mut tile, nq, s1 - s0), b, t0, s0);
         let mut any = false;
-        for (acc, mut row) in accs.iter_mut().zip(st.rows_mut()) {
-            let row = row.as_slice_mut().expect("contiguous rows");
+        for (acc, row) in accs.iter_mut().zip(tile.chunks_exact_mut(BK)) {
+            let row = &mut row[..s1 - s0];
             let sum = if LOG {
                 let mx = lanes::max(row).f64();
                 // Every term of the row underflows against the running maximum (or is excluded).
@@ -471,12 +516,13 @@ fn forward_block_with<F: Real, C: Fill, const LOG: bool, const FMA: bool>(cx: &F
             acc.den += sum.f64();
         }
         if any && p > 0 {
-            general_mat_mul(F::one(), &st, &v_all.slice(s![s0..s1, ..]), F::zero(), &mut pv);
+            // P·V of the block in F (the block's partial sums), added to the f64 sums.
+            let values = &cx.values[b];
+            row_products::<F, BK>(&tile, rows, values, 0..ldv / values.width(), s0..s1, &mut pv, ldv);
             // Over slices, so the widening adds vectorise (as an ndarray row walk they did not,
             // and cost a tenth of the forward pass).
-            let rows = pv.as_slice().expect("owned array in standard layout").chunks_exact(p);
-            for (acc, row) in accs.iter_mut().zip(rows) {
-                for (a, &x) in acc.num.iter_mut().zip(row) {
+            for (acc, row) in accs.iter_mut().zip(pv.chunks_exact(ldv)) {
+                for (a, &x) in acc.num.iter_mut().zip(&row[..p]) {
                     *a += x.f64();
                 }
             }
@@ -543,7 +589,8 @@ fn backward_with<F: Real>(
             *v = out.slice(s![bi, ti, ..]).iter().zip(d_out.slice(s![bi, ti, ..])).map(|(a, g)| a.f64() * g.f64()).sum();
         }
     });
-    let cx = Bwd { seq: seq.view(), pos, scale: F::of(scale), d_out: d_out.view(), lse: lse.view(), delta: &delta };
+    let (keys, values) = (pack(seq.k.view(), false)?, if p > 0 { pack(seq.v.view(), false)? } else { Vec::new() });
+    let cx = Bwd { seq: seq.view(), pos, scale: F::of(scale), d_out: d_out.view(), lse: lse.view(), delta: &delta, keys: &keys, values: &values };
     let mut g = Gradients { dq: Array3::zeros((b, t, d)), dk: Array3::zeros((b, t, d)), dv: Array3::zeros((b, t, p)), d_decay: None };
     // The decay's gradient of each key block of each sequence, summed in block order at the end.
     let mut partials = Array2::<f64>::zeros((b, t.div_ceil(BK)));
@@ -613,21 +660,52 @@ struct Bwd<'a, 'p, F> {
     d_out: ArrayView3<'a, F>,
     lse: ArrayView2<'a, F>,
     delta: &'a Array2<f64>,
+    /// K and V of each sequence in panels (for S = QKᵀ and dP = dO Vᵀ; V's empty when p = 0).
+    keys: &'a [Panels<F>],
+    values: &'a [Panels<F>],
 }
 
 /// Scratch of one block pair.
 struct Scratch<F> {
-    /// P = exp(S − L), then reused.
+    /// P = exp(S − L), then reused (rows padded for the micro-kernel).
     p: Array2<F>,
     /// dP = dO Vᵀ, then dS = P ∘ (dP − D).
     ds: Array2<F>,
-    /// Products before they are added to the f64 sums.
-    prod: Array2<F>,
+    /// Products before they are added to the f64 sums (rows of stride `ldp`).
+    prod: Vec<F>,
+    ldp: usize,
+    /// Pᵀ and dSᵀ, rows padded for the micro-kernel.
+    pt: Vec<F>,
+    dst: Vec<F>,
+    /// The query block's Q and dO, packed as rows (for S, dP) and transposed (for dK, dV);
+    /// the key block's K transposed (for dQ).
+    q: Panels<F>,
+    d_out: Panels<F>,
+    qt: Panels<F>,
+    d_out_t: Panels<F>,
+    kt: Panels<F>,
+    zeros: Vec<F>,
 }
 
 impl<F: Real> Scratch<F> {
-    fn new(width: usize) -> Self {
-        Scratch { p: Array2::zeros((BQ, BK)), ds: Array2::zeros((BQ, BK)), prod: Array2::zeros((BQ.max(BK), width)) }
+    fn new(d: usize, p: usize) -> Self {
+        let rows = query_rows(BQ);
+        // Product columns padded to whole panels (16 in f32, 8 in f64).
+        let ldp = d.max(p).div_ceil(16) * 16;
+        Scratch {
+            p: Array2::zeros((rows, BK)),
+            ds: Array2::zeros((rows, BK)),
+            prod: vec![F::zero(); query_rows(BQ.max(BK)) * ldp],
+            ldp,
+            pt: vec![F::zero(); query_rows(BK) * BQ],
+            dst: vec![F::zero(); query_rows(BK) * BQ],
+            q: Panels::queries(d),
+            d_out: Panels::queries(p),
+            qt: Panels::reference_blocks(),
+            d_out_t: Panels::reference_blocks(),
+            kt: Panels::reference_blocks(),
+            zeros: vec![F::zero(); d.max(p).max(BQ).max(BK)],
+        }
     }
 }
 
@@ -640,9 +718,12 @@ fn grad_tile<F: Real, const FMA: bool>(cx: &Bwd<'_, '_, F>, b: usize, t0: usize,
         return None;
     }
     let q = cx.seq.q.slice(s![b, t0..t1, ..]);
-    let k = cx.seq.k.slice(s![b, s0..s1, ..]);
+    sc.q.repack(q, &sc.zeros[..q.ncols()]);
+    // Block starts are multiples of BK, itself a multiple of the panel width.
+    let w = cx.keys[b].width();
+    let panels = s0 / w..s1.div_ceil(w);
+    scaled_dots(&sc.q, &cx.keys[b], panels.clone(), cx.scale, sc.p.as_slice_mut().expect("owned tile"), BK);
     let mut p = sc.p.slice_mut(s![..nq, ..nk]);
-    general_mat_mul(cx.scale, &q, &k.t(), F::zero(), &mut p);
     cx.pos.apply::<F, true>(&mut p, b, t0, s0);
     let mut any = false;
     for (r, mut row) in p.rows_mut().into_iter().enumerate() {
@@ -658,12 +739,14 @@ fn grad_tile<F: Real, const FMA: bool>(cx: &Bwd<'_, '_, F>, b: usize, t0: usize,
     if !any {
         return None;
     }
-    let mut ds = sc.ds.slice_mut(s![..nq, ..nk]);
-    if cx.seq.v.dim().2 > 0 {
-        general_mat_mul(F::one(), &cx.d_out.slice(s![b, t0..t1, ..]), &cx.seq.v.slice(s![b, s0..s1, ..]).t(), F::zero(), &mut ds);
+    let pw = cx.seq.v.dim().2;
+    if pw > 0 {
+        sc.d_out.repack(cx.d_out.slice(s![b, t0..t1, ..]), &sc.zeros[..pw]);
+        scaled_dots(&sc.d_out, &cx.values[b], panels, F::one(), sc.ds.as_slice_mut().expect("owned tile"), BK);
     } else {
-        ds.fill(F::zero());
+        sc.ds.fill(F::zero());
     }
+    let mut ds = sc.ds.slice_mut(s![..nq, ..nk]);
     // The decay's gradient is wanted at λ = 0 too (where the forward pass skips the factor).
     let lam = cx.pos.decay.is_some();
     let mut g = 0.0;
@@ -681,9 +764,26 @@ fn grad_tile<F: Real, const FMA: bool>(cx: &Bwd<'_, '_, F>, b: usize, t0: usize,
     Some(g)
 }
 
-/// acc += `prod` (rows × cols of the scratch).
-fn add_into<F: Real>(acc: &mut ndarray::ArrayViewMut2<f64>, prod: &ArrayView2<F>) {
-    acc.zip_mut_with(prod, |a, &x| *a += x.f64());
+/// acc += the first rows × columns of `prod` (row stride `ldp`).
+fn add_into<F: Real>(mut acc: ndarray::ArrayViewMut2<f64>, prod: &[F], ldp: usize) {
+    for (mut a, x) in acc.rows_mut().into_iter().zip(prod.chunks_exact(ldp)) {
+        a.iter_mut().zip(x).for_each(|(a, &x)| *a += x.f64());
+    }
+}
+
+/// `to` (row stride `ld`) ← the transpose of the first `nq` rows × `nk` columns of `from`.
+fn transpose_into<F: Real>(from: ArrayView2<F>, nq: usize, nk: usize, to: &mut [F], ld: usize) {
+    for (r, row) in from.rows().into_iter().take(nq).enumerate() {
+        for (c, &x) in row.iter().take(nk).enumerate() {
+            to[c * ld + r] = x;
+        }
+    }
+}
+
+/// out ← A·X for the rows of `a` (row stride `LDA`; `rows` of them, see `query_rows`) and the
+/// panels of `x`, whose features are `0..k`.
+fn products<F: Real, const LDA: usize>(a: &[F], rows: usize, x: &Panels<F>, k: usize, out: &mut [F], ldp: usize) {
+    row_products::<F, LDA>(a, rows, x, 0..x.padded_rows() / x.width(), 0..k, out, ldp);
 }
 
 fn write_scaled<F: Real>(out: &mut ArrayViewMut2<F>, acc: &Array2<f64>, scale: f64) {
@@ -715,9 +815,12 @@ fn key_block_with<F: Real, const FMA: bool>(cx: &Bwd<'_, '_, F>, b: usize, s0: u
     let (d, p) = (dk.ncols(), dv.ncols());
     let s1 = s0 + dk.nrows();
     let nk = s1 - s0;
-    let mut sc = Scratch::new(d.max(p));
+    let mut sc = Scratch::new(cx.seq.q.dim().2, cx.seq.v.dim().2);
     let (mut dk_acc, mut dv_acc) = (Array2::<f64>::zeros((nk, d)), Array2::<f64>::zeros((nk, p)));
     let k = cx.seq.k.slice(s![b, s0..s1, ..]);
+    if dq_acc.is_some() {
+        sc.kt.repack(k.t(), &sc.zeros[..nk]);
+    }
     let (lo, hi) = cx.pos.query_band(s0, s1, t);
     let mut g = 0.0;
     for t0 in block_starts(lo, hi, BQ) {
@@ -725,19 +828,20 @@ fn key_block_with<F: Real, const FMA: bool>(cx: &Bwd<'_, '_, F>, b: usize, s0: u
         let nq = t1 - t0;
         let Some(gl) = grad_tile::<F, FMA>(cx, b, t0, t1, s0, s1, &mut sc) else { continue };
         g += gl;
-        let (pt, ds) = (sc.p.slice(s![..nq, ..nk]), sc.ds.slice(s![..nq, ..nk]));
+        let ldp = sc.ldp;
         if p > 0 {
-            let mut prod = sc.prod.slice_mut(s![..nk, ..p]);
-            general_mat_mul(F::one(), &pt.t(), &cx.d_out.slice(s![b, t0..t1, ..]), F::zero(), &mut prod);
-            add_into(&mut dv_acc.view_mut(), &prod.view());
+            transpose_into(sc.p.view(), nq, nk, &mut sc.pt, BQ);
+            sc.d_out_t.repack(cx.d_out.slice(s![b, t0..t1, ..]).t(), &sc.zeros[..nq]);
+            products::<F, BQ>(&sc.pt, query_rows(nk), &sc.d_out_t, nq, &mut sc.prod, ldp);
+            add_into(dv_acc.slice_mut(s![.., ..p]), &sc.prod, ldp);
         }
-        let mut prod = sc.prod.slice_mut(s![..nk, ..d]);
-        general_mat_mul(F::one(), &ds.t(), &cx.seq.q.slice(s![b, t0..t1, ..]), F::zero(), &mut prod);
-        add_into(&mut dk_acc.view_mut(), &prod.view());
+        transpose_into(sc.ds.view(), nq, nk, &mut sc.dst, BQ);
+        sc.qt.repack(cx.seq.q.slice(s![b, t0..t1, ..]).t(), &sc.zeros[..nq]);
+        products::<F, BQ>(&sc.dst, query_rows(nk), &sc.qt, nq, &mut sc.prod, ldp);
+        add_into(dk_acc.view_mut(), &sc.prod, ldp);
         if let Some(dq) = dq_acc.as_deref_mut() {
-            let mut prod = sc.prod.slice_mut(s![..nq, ..d]);
-            general_mat_mul(F::one(), &ds, &k, F::zero(), &mut prod);
-            add_into(&mut dq.slice_mut(s![t0..t1, ..]), &prod.view());
+            products::<F, BK>(sc.ds.as_slice().expect("owned tile"), query_rows(nq), &sc.kt, nk, &mut sc.prod, ldp);
+            add_into(dq.slice_mut(s![t0..t1, ..]), &sc.prod, ldp);
         }
     }
     write_scaled(&mut dk, &dk_acc, cx.scale.f64());
@@ -769,7 +873,7 @@ fn query_block_with<F: Real, const FMA: bool>(cx: &Bwd<'_, '_, F>, b: usize, t0:
     let d = dq.ncols();
     let t1 = t0 + dq.nrows();
     let nq = t1 - t0;
-    let mut sc = Scratch::new(d);
+    let mut sc = Scratch::new(d, cx.seq.v.dim().2);
     let mut acc = Array2::<f64>::zeros((nq, d));
     let (lo, hi) = cx.pos.key_band(t0, t1, t);
     for s0 in block_starts(lo, hi, BK) {
@@ -777,9 +881,9 @@ fn query_block_with<F: Real, const FMA: bool>(cx: &Bwd<'_, '_, F>, b: usize, t0:
         if grad_tile::<F, FMA>(cx, b, t0, t1, s0, s1, &mut sc).is_none() {
             continue;
         }
-        let mut prod = sc.prod.slice_mut(s![..nq, ..d]);
-        general_mat_mul(F::one(), &sc.ds.slice(s![..nq, ..s1 - s0]), &cx.seq.k.slice(s![b, s0..s1, ..]), F::zero(), &mut prod);
-        add_into(&mut acc.view_mut(), &prod.view());
+        sc.kt.repack(cx.seq.k.slice(s![b, s0..s1, ..]).t(), &sc.zeros[..s1 - s0]);
+        products::<F, BK>(sc.ds.as_slice().expect("owned tile"), query_rows(nq), &sc.kt, s1 - s0, &mut sc.prod, sc.ldp);
+        add_into(acc.view_mut(), &sc.prod, sc.ldp);
     }
     write_scaled(&mut dq, &acc, cx.scale.f64());
 }

@@ -330,7 +330,7 @@ fn brute_knn<F: Real>(q: ArrayView2<F>, b: &Brute<F>, k: usize, indices: &mut [u
         // Per query: ‖q̂‖² minus and plus its part of the rounding bound.
         let (mut q_lower, mut q_upper) = (Vec::new(), Vec::new());
         if let Some(p) = &b.product {
-            qp.pack_queries(qb, &p.centre);
+            qp.repack(qb, &p.centre);
             (q_lower, q_upper) = qp.norms().iter().map(|&v| (v - c * v, v + c * v)).unzip();
         }
         let mut best: Vec<Best<F>> = (0..b1 - b0).map(|_| Best::new(k)).collect();

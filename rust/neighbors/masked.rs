@@ -224,7 +224,7 @@ impl<F: Real> Side<F> {
             Role::Reference => Panels::references(aug.view(), &zero)?,
             Role::Query => {
                 let mut pq = Panels::queries(3 * p);
-                pq.pack_queries(aug.view(), &zero);
+                pq.repack(aug.view(), &zero);
                 pq
             }
         };

@@ -395,7 +395,7 @@ def _check_multikernel(est):
     return est.kernel.kernels
 
 
-def simplex_log_likelihood(log_p, sample_weight=None):
+def simplex_log_likelihood(log_p: ArrayLike, sample_weight: ArrayLike | None = None) -> FloatArray:
     """argmax Σᵢ vᵢ log Σ_l w_l P_il over the probability simplex (v the normalised sample weights).
 
     The objective is concave in w, so the KKT point is the global maximum: g_l = Σᵢ vᵢ P_il/(Pw)ᵢ
@@ -432,7 +432,7 @@ def simplex_log_likelihood(log_p, sample_weight=None):
     return w
 
 
-def fit_multikernel_density(est, log_density):
+def fit_multikernel_density(est: E, log_density: Callable[[Any], FloatArray]) -> E:
     """Learn the simplex weights of a density mixture Σ_l w_l p̂_l from LOO log-densities.
 
     ``log_density(kernel)`` returns log p̂₋ᵢ(xᵢ) for every sample under one kernel. The weights

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import warnings
 from numbers import Integral
+from typing import TYPE_CHECKING
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, MultiOutputMixin, RegressorMixin, TransformerMixin
@@ -21,6 +22,9 @@ from . import _core
 from ._base import keeps_state_on_error
 from ._validation import COUNT, FLOAT_DTYPES, N_JOBS, NON_NEGATIVE, fit_context, validate_data
 from .regression import LocalMeanRegressor
+
+if TYPE_CHECKING:
+    from ._typing import ArrayLike, FloatArray, SeedLike, Self
 
 # A row whose nearest other point carries a kernel value below exp(−_ISOLATED) is not scaled into
 # the second engine pass by the weight exp(−log_scale) (up to e^600 ≈ 1e260, leaving float64
@@ -177,8 +181,9 @@ class MetricLearningRegressor(ClassNamePrefixFeaturesOutMixin, MultiOutputMixin,
         "n_jobs": N_JOBS,
     }
 
-    def __init__(self, n_components=None, init="pca", max_iter=100, tol=1e-6, random_state=None, algorithm="auto",
-                 n_jobs=None):
+    def __init__(self, n_components: int | None = None, init: str | ArrayLike = "pca", max_iter: int = 100,
+                 tol: float = 1e-6, random_state: SeedLike = None, algorithm: str = "auto",
+                 n_jobs: int | None = None) -> None:
         self.n_components = n_components
         self.init = init
         self.max_iter = max_iter
@@ -215,7 +220,7 @@ class MetricLearningRegressor(ClassNamePrefixFeaturesOutMixin, MultiOutputMixin,
 
     @keeps_state_on_error
     @fit_context
-    def fit(self, X, y):
+    def fit(self, X: ArrayLike, y: ArrayLike) -> Self:
         """Learn A by L-BFGS on the LOO error, then fit the local mean in the learned space. Returns self."""
         from scipy.optimize import minimize
 
@@ -269,18 +274,18 @@ class MetricLearningRegressor(ClassNamePrefixFeaturesOutMixin, MultiOutputMixin,
     def _project(self, X):
         return np.ascontiguousarray(X.astype(np.float64) @ self.components_.T)
 
-    def transform(self, X):
+    def transform(self, X: ArrayLike) -> FloatArray:
         """X mapped into the learned space: X Aᵀ, shape (n, n_components)."""
         check_is_fitted(self)
         X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C", reset=False)
         return self._project(X)
 
-    def predict(self, X):
+    def predict(self, X: ArrayLike | None) -> FloatArray:
         """The local mean in the learned space; ``X=None``: exact LOO predictions on the training sample."""
         check_is_fitted(self)
         return self.regressor_.predict(None if X is None else self.transform(X))
 
-    def loo_predict(self):
+    def loo_predict(self) -> FloatArray:
         """Exact leave-one-out predictions on the training sample (the same as ``predict(None)``)."""
         return self.predict(None)
 

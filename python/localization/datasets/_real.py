@@ -57,7 +57,7 @@ def _read_idx(path, magic):
     return data.reshape(dims)
 
 
-def data_home():
+def data_home() -> Path:
     """The user cache folder searched for the full data files (it need not exist).
 
     ``$XDG_CACHE_HOME/localization-methods`` when ``XDG_CACHE_HOME`` is set, else the

@@ -108,3 +108,27 @@ def test_sparse_input_is_densified_and_matches_scikit_learn(rng):
         ours = NearestNeighbors(n_neighbors=5).fit(sp.csr_matrix(X).asformat(fmt))
         np.testing.assert_array_equal(ours.kneighbors(sp.csr_matrix(Q).asformat(fmt))[1], sk.kneighbors(sp.csr_matrix(Q))[1])
         np.testing.assert_array_equal(ours.kneighbors(Q)[1], sk.kneighbors(Q)[1])
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("offset", [0.0, 1e4])
+def test_low_rank_high_dimensional_data_equals_direct_differences(rng, dtype, offset):
+    # n >= 2048 and d >= 64 with low-rank structure: the brute force skips most exact
+    # distances by a projected lower bound; the neighbours must still be those that
+    # direct differences (in float64) give, with duplicates (ties at distance 0) included.
+    n, d = 2600, 96
+    X = rng.standard_normal((n, 5)) @ rng.standard_normal((5, d)) + 0.05 * rng.standard_normal((n, d)) + offset
+    X[::13] = X[5::13][: len(X[::13])]
+    X = X.astype(dtype)
+    Q = X[:150]
+    dist, ind = NearestNeighbors(n_neighbors=8, algorithm="brute").fit(X).kneighbors(Q)
+    X64, Q64 = X.astype(np.float64), Q.astype(np.float64)
+    exact = ((Q64[:, None, :] - X64[None, :, :]) ** 2).sum(-1)
+    order = np.lexsort((np.broadcast_to(np.arange(n), exact.shape), exact), axis=1)[:, :8]
+    got = np.take_along_axis(exact, ind, 1)
+    want = np.take_along_axis(exact, order, 1)
+    # Same distances up to the rounding of the data type (ties may swap equal-distance indices).
+    tol = 1e-12 if dtype == np.float64 else 2e-4
+    atol = tol * np.abs(X64 - X64.mean(0)).max() ** 2
+    np.testing.assert_allclose(got, want, rtol=tol, atol=atol)
+    np.testing.assert_allclose(dist.astype(np.float64) ** 2, want, rtol=tol, atol=atol)

@@ -36,6 +36,26 @@ pub fn sq_euclidean<F: Real>(a: &[F], b: &[F]) -> F {
 /// recomputation of the product path in high dimensions.
 #[inline]
 pub fn sq_euclidean_wide<F: Real>(a: &[F], b: &[F]) -> F {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if a.len() >= 32 && std::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU supports the feature the function is compiled for. Without
+            // `fma` nothing is fused: each lane does the same operations in the same order as
+            // the baseline build, so the result is the same bits, in wider registers.
+            return unsafe { sq_euclidean_wide_avx2(a, b) };
+        }
+    }
+    sq_euclidean_lanes(a, b)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn sq_euclidean_wide_avx2<F: Real>(a: &[F], b: &[F]) -> F {
+    sq_euclidean_lanes(a, b)
+}
+
+#[inline(always)]
+fn sq_euclidean_lanes<F: Real>(a: &[F], b: &[F]) -> F {
     const W: usize = 8;
     let b = &b[..a.len()];
     let mut acc = [F::zero(); W];

@@ -11,6 +11,7 @@
 
 pub mod kdtree;
 pub mod masked;
+pub mod projected;
 
 use crate::distance::packed::{minus_two_dots, Panels};
 use crate::distance::{column_means, product_error, sq_euclidean, sq_euclidean_wide, Scale, GEMM_MIN_DIM};
@@ -78,6 +79,9 @@ enum Inner<F: Real> {
 struct Brute<F> {
     x: Array2<F>,
     product: Option<Product<F>>,
+    /// The k-NN's lower bound from a few principal directions, when the data has the
+    /// low-rank structure for it to pay (see [`projected`]).
+    projection: Option<projected::Projection>,
 }
 
 struct Product<F> {
@@ -103,17 +107,19 @@ impl<F: Real> Index<F> {
             Inner::Tree(KdTree::build(x.view(), leaf_size, mon)?)
         } else {
             let x = x.as_standard_layout().into_owned();
+            let mut projection = None;
             let product = if x.ncols() >= GEMM_MIN_DIM {
                 let centre = column_means(x.view());
                 let packed = Panels::references(x.view(), &centre)?;
                 let c = product_error::<F>(x.ncols());
                 let lower = packed.norms().iter().map(|&v| v - c * v).collect();
                 let upper = packed.norms().iter().map(|&v| v + c * v).collect();
+                projection = projected::Projection::build(x.view(), &centre);
                 Some(Product { centre, packed, lower, upper })
             } else {
                 None
             };
-            Inner::Brute(Brute { x, product })
+            Inner::Brute(Brute { x, product, projection })
         };
         Ok(Index { lengths, inner })
     }
@@ -317,6 +323,9 @@ fn query_block(m: usize) -> usize {
 /// direct differences give, at the cost of the product plus about k direct differences per
 /// query. Polls `mon` per tile (the caller checks it afterwards).
 fn brute_knn<F: Real>(q: ArrayView2<F>, b: &Brute<F>, k: usize, indices: &mut [usize], distances: &mut [F], mon: &Monitor) {
+    if let Some(p) = &b.projection {
+        return projected::knn(q, b.x.view(), p, k, indices, distances, mon);
+    }
     let (n, d) = b.x.dim();
     let x = b.x.view();
     let row_of = |j: usize| x.row(j).to_slice().expect("row-major (made standard on build)");

@@ -14,7 +14,7 @@ from sklearn.utils.validation import check_is_fitted
 from ._base import LocalEstimator, keeps_state_on_error
 from .adaptive import MultiKernel, fit_loo, fit_multikernel, is_loo
 from .engine import bind_kernel
-from ._validation import FLOAT_DTYPES, LocalizationWarning, validate_data
+from ._validation import FLOAT_DTYPES, LocalizationWarning, validate_data, LocalizationError
 
 if TYPE_CHECKING:
     from ._typing import ArrayLike, BandwidthLike, FloatArray, KernelLike, NDArray, Self
@@ -114,14 +114,14 @@ class LocalModeClassifier(ClassifierMixin, LocalEstimator):
         self.classes_ = classes if self.outputs_2d_ else classes[0]
         self.class_prior_ = priors if self.outputs_2d_ else priors[0]
         if self.scoring not in ("log_loss", "accuracy"):
-            raise ValueError(f"`scoring` must be 'log_loss' or 'accuracy', got {self.scoring!r}")
+            raise LocalizationError(f"`scoring` must be 'log_loss' or 'accuracy', got {self.scoring!r}", "scoring")
         if isinstance(self.kernel, MultiKernel):
             fit_multikernel(self, lambda k: self._loo_proba(k) - self.onehot_)
             self.bandwidth_ = self.bandwidth
         elif is_loo(self.bandwidth):
             if self.scoring == "accuracy" and self.bandwidth == "loo_per_feature":
-                raise ValueError("bandwidth='loo_per_feature' needs scoring='log_loss' (the error rate is piecewise "
-                                 "constant, it has no gradient)")
+                raise LocalizationError("bandwidth='loo_per_feature' needs scoring='log_loss' (the error rate is piecewise "
+                                 "constant, it has no gradient)", "bandwidth")
             fit_loo(self, self._loo_objective, n_features=X.shape[1], refine=self.scoring == "log_loss")
         else:
             self.bandwidth_ = self.bandwidth

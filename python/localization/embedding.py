@@ -50,6 +50,8 @@ from ._validation import (
     check_sample_weight,
     validate_data,
     warn_zero_weight,
+    LocalizationError,
+    LocalizationTypeError,
 )
 from .engine import BoundKernel, bind
 from .kernels import as_kernel, profile
@@ -193,7 +195,7 @@ class LocalPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator)
         Z = as_float_array(Z, "Z")
         q = self.n_components
         if Z.shape != (Q.shape[0], q):
-            raise ValueError(f"`Z` must have shape ({Q.shape[0]}, {q}), got {Z.shape}")
+            raise LocalizationError(f"`Z` must have shape ({Q.shape[0]}, {q}), got {Z.shape}", "Z")
         mu, V, _ = self._frames(Q)
         return (mu + np.einsum("nqd,nq->nd", V, Z.astype(np.float64))).astype(dt)
 
@@ -216,7 +218,7 @@ def _seed(random_state):
 def _check_n_components(q, n_samples):
     q = check_positive_int(q, "n_components")
     if q >= n_samples:
-        raise ValueError(f"`n_components`={q} must be below n_samples = {n_samples}")
+        raise LocalizationError(f"`n_components`={q} must be below n_samples = {n_samples}", "n_components")
     return q
 
 
@@ -304,10 +306,10 @@ def _bottom_eigenvectors(W, q, eigen_solver, tol, max_iter, random_state):
         OP = LinearOperator((n, n), matvec=apply, matmat=apply, dtype=np.float64)
         _, vecs = eigsh(OP, q, which="LA", tol=tol, maxiter=max_iter, v0=v0)
     except RuntimeError as e:  # a singular grounded system (disconnected neighbour graph) or no convergence
-        raise ValueError(
+        raise LocalizationError(
             f"the sparse eigensolver failed ({e}); the neighbour graph may be disconnected: "
             "increase n_neighbors or use eigen_solver='dense'"
-        ) from None
+        , "eigen_solver") from None
     V, _ = np.linalg.qr(vecs - vecs.mean(axis=0))
     vals, R = np.linalg.eigh(V.T @ (M @ V))
     return V @ R, float(np.sum(vals))
@@ -397,13 +399,13 @@ class LocallyLinearEmbedding(TransformerMixin, BaseEstimator):
         n, d = X.shape
         k = check_positive_int(self.n_neighbors, "n_neighbors")
         if k >= n:
-            raise ValueError(f"`n_neighbors`={k} must be below n_samples = {n}")
+            raise LocalizationError(f"`n_neighbors`={k} must be below n_samples = {n}", "n_neighbors")
         q = _check_n_components(self.n_components, n)
         if q > d:
-            raise ValueError(f"`n_components`={q} exceeds the {d} features")
+            raise LocalizationError(f"`n_components`={q} exceeds the {d} features", "n_components")
         reg = check_number(self.reg, "reg", NON_NEGATIVE)
         if self.eigen_solver not in ("auto", "arpack", "dense"):
-            raise ValueError(f"`eigen_solver` must be 'auto', 'arpack' or 'dense', got {self.eigen_solver!r}")
+            raise LocalizationError(f"`eigen_solver` must be 'auto', 'arpack' or 'dense', got {self.eigen_solver!r}", "eigen_solver")
         tol = check_number(self.tol, "tol", NON_NEGATIVE)
         max_iter = check_positive_int(self.max_iter, "max_iter")
         check_n_jobs(self.n_jobs)
@@ -446,17 +448,17 @@ def _check_triplets(triplets, n_samples=None, name="triplets", distinct=True):
         if T.dtype.kind == "f" and T.size and np.all(np.isfinite(T)) and np.all(T == np.round(T)):
             T = T.astype(np.int64)
         else:
-            raise TypeError(f"`{name}` must be an integer array of shape (n_triplets, 3)")
+            raise LocalizationTypeError(f"`{name}` must be an integer array of shape (n_triplets, 3)", name)
     if T.ndim != 2 or T.shape[1] != 3:
-        raise ValueError(f"`{name}` must have shape (n_triplets, 3), got {T.shape}")
+        raise LocalizationError(f"`{name}` must have shape (n_triplets, 3), got {T.shape}", name)
     if T.shape[0] == 0:
-        raise ValueError(f"`{name}` is empty: at least one triplet is required")
+        raise LocalizationError(f"`{name}` is empty: at least one triplet is required", name)
     if T.min() < 0:
-        raise ValueError(f"`{name}` holds negative indices")
+        raise LocalizationError(f"`{name}` holds negative indices", name)
     if n_samples is not None and T.max() >= n_samples:
-        raise ValueError(f"`{name}` refers to sample {int(T.max())}, but there are {n_samples}")
+        raise LocalizationError(f"`{name}` refers to sample {int(T.max())}, but there are {n_samples}", name)
     if distinct and np.any((T[:, 0] == T[:, 1]) | (T[:, 0] == T[:, 2]) | (T[:, 1] == T[:, 2])):
-        raise ValueError(f"every row of `{name}` must name three different samples (i, j, k)")
+        raise LocalizationError(f"every row of `{name}` must name three different samples (i, j, k)", name)
     return np.ascontiguousarray(T, dtype=np.int64)
 
 
@@ -494,9 +496,9 @@ def triplet_loss(Y: ArrayLike, triplets: ArrayLike, weights: ArrayLike | None = 
     T = _check_triplets(triplets, Y.shape[0], distinct=False)
     w = np.ones(len(T)) if weights is None else as_float_array(weights, "weights", dtype=np.float64, ensure_2d=False)
     if w.shape != (len(T),):
-        raise ValueError(f"`weights` must have shape ({len(T)},), got {w.shape}")
+        raise LocalizationError(f"`weights` must have shape ({len(T)},), got {w.shape}", "weights")
     if loss not in _TRIPLET_LOSSES:
-        raise ValueError(f"`loss` must be one of {_TRIPLET_LOSSES}, got {loss!r}")
+        raise LocalizationError(f"`loss` must be one of {_TRIPLET_LOSSES}, got {loss!r}", "loss")
     check_n_jobs(n_jobs)
     return _core.triplet_loss_grad(Y, T, w, loss=loss, alpha=check_number(alpha, "alpha"), n_jobs=n_jobs)
 
@@ -613,7 +615,7 @@ class TripletEmbedding(TransformerMixin, BaseEstimator):
         n_out = check_positive_int(self.n_outliers, "n_outliers")
         n_rand = check_positive_int(self.n_random, "n_random", minimum=0)
         if n < 4:
-            raise ValueError(f"TripletEmbedding needs at least 4 samples, got n_samples = {n}")
+            raise LocalizationError(f"TripletEmbedding needs at least 4 samples, got n_samples = {n}", "X")
         if n_in + n_out + 1 > n:
             fit_in = max(1, min(n_in, n - 3))
             fit_out = max(1, min(n_out, n - 1 - fit_in))
@@ -676,10 +678,10 @@ class TripletEmbedding(TransformerMixin, BaseEstimator):
                 return Y0
             if self.init == "random":
                 return 1e-4 * check_random_state(self.random_state).standard_normal((n, q))
-            raise ValueError(f"`init` must be 'pca', 'random' or an array, got {self.init!r}")
+            raise LocalizationError(f"`init` must be 'pca', 'random' or an array, got {self.init!r}", "init")
         Y0 = as_float_array(self.init, "init", dtype=np.float64)
         if Y0.shape != (n, q):
-            raise ValueError(f"`init` must have shape ({n}, {q}), got {Y0.shape}")
+            raise LocalizationError(f"`init` must have shape ({n}, {q}), got {Y0.shape}", "init")
         return Y0
 
     def fit_transform(self, X: ArrayLike, y: object = None) -> FloatArray:
@@ -764,10 +766,10 @@ class OrdinalEmbedding(BaseEstimator):
         T = _check_triplets(X, None)
         n = int(T.max()) + 1 if n_samples is None else check_positive_int(n_samples, "n_samples")
         if T.max() >= n:
-            raise ValueError(f"`triplets` refers to sample {int(T.max())}, but n_samples = {n}")
+            raise LocalizationError(f"`triplets` refers to sample {int(T.max())}, but n_samples = {n}", "triplets")
         q = _check_n_components(self.n_components, n)
         if self.loss not in ("ste", "tste"):
-            raise ValueError(f"`loss` must be 'ste' or 'tste', got {self.loss!r}")
+            raise LocalizationError(f"`loss` must be 'ste' or 'tste', got {self.loss!r}", "loss")
         alpha = max(q - 1.0, 1.0) if self.alpha is None else check_number(self.alpha, "alpha")
         l2 = check_number(self.l2, "l2", NON_NEGATIVE)
         max_iter = check_positive_int(self.max_iter, "max_iter")
@@ -867,7 +869,7 @@ def _knn_affinity(X, kernel, n_jobs):
     k = check_positive_int(kernel.n_neighbors, "n_neighbors")
     n = X.shape[0]
     if k > n:
-        raise ValueError(f"`n_neighbors`={k} exceeds the {n} samples")
+        raise LocalizationError(f"`n_neighbors`={k} exceeds the {n} samples", "n_neighbors")
     dist, ind = _core.NeighborIndex(X).knn(X, k, n_jobs=n_jobs)
     if kernel.knn_profile is None:
         vals = np.ones(n * k)
@@ -887,7 +889,7 @@ def _check_affinity(A):
         A = np.asarray(A, dtype=np.float64)
     A = check_array(A, accept_sparse="csr", dtype=np.float64, input_name="X", ensure_min_samples=2)
     if A.shape[0] != A.shape[1]:
-        raise ValueError(f"a precomputed affinity `X` must be square, got shape {A.shape}")
+        raise LocalizationError(f"a precomputed affinity `X` must be square, got shape {A.shape}", "X")
     if sp.issparse(A):
         A = sp.csr_matrix(A)
         if not A.has_canonical_format or np.any(A.data == 0):
@@ -899,7 +901,7 @@ def _check_affinity(A):
         A = np.ascontiguousarray(A)
         data = A
     if np.any(data < 0):
-        raise ValueError("a precomputed affinity `X` must be non-negative (it is a kernel)")
+        raise LocalizationError("a precomputed affinity `X` must be non-negative (it is a kernel)", "X")
     return A
 
 
@@ -1102,7 +1104,7 @@ class AsymmetricMDS(TransformerMixin, BaseEstimator):
         if self.affinity == "precomputed":
             return _check_affinity(X), None
         if self.affinity != "kernel":
-            raise ValueError(f"`affinity` must be 'kernel' or 'precomputed', got {self.affinity!r}")
+            raise LocalizationError(f"`affinity` must be 'kernel' or 'precomputed', got {self.affinity!r}", "affinity")
         X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C", ensure_min_samples=2)
         self.X_fit_ = X
         kernel = as_kernel(self.kernel, self.bandwidth, knn_k(self.kernel, self.n_neighbors))
@@ -1115,7 +1117,7 @@ class AsymmetricMDS(TransformerMixin, BaseEstimator):
     def fit(self, X: ArrayLike, y: object = None) -> Self:
         """Fit the query and key coordinates. Returns self."""
         if self.loss not in ("frobenius", "softmax"):
-            raise ValueError(f"`loss` must be 'frobenius' or 'softmax', got {self.loss!r}")
+            raise LocalizationError(f"`loss` must be 'frobenius' or 'softmax', got {self.loss!r}", "loss")
         check_n_jobs(self.n_jobs)
         A, aff = self._affinity(X)
         if self.affinity == "precomputed":
@@ -1147,23 +1149,23 @@ class AsymmetricMDS(TransformerMixin, BaseEstimator):
     def _row_weights(self, target):
         has = target.mass > 0
         if not np.any(has):
-            raise ValueError("the affinity is zero everywhere: nothing to fit")
+            raise LocalizationError("the affinity is zero everywhere: nothing to fit", "X")
         if self.row_weight == "uniform":
             w = has.astype(np.float64)
         elif self.row_weight == "mass":
             w = target.mass.astype(np.float64)
         else:
-            raise ValueError(f"`row_weight` must be 'uniform' or 'mass', got {self.row_weight!r}")
+            raise LocalizationError(f"`row_weight` must be 'uniform' or 'mass', got {self.row_weight!r}", "row_weight")
         return w / w.sum()
 
     def _fit_softmax(self, A, aff, n, q):
         normalizer = self.normalizer
         if normalizer not in ("auto", "exact", "sampled"):
-            raise ValueError(f"`normalizer` must be 'auto', 'exact' or 'sampled', got {normalizer!r}")
+            raise LocalizationError(f"`normalizer` must be 'auto', 'exact' or 'sampled', got {normalizer!r}", "normalizer")
         if normalizer == "auto":
             normalizer = "exact" if n <= 5000 else "sampled"
         if normalizer == "sampled" and aff is not None:
-            raise ValueError("normalizer='sampled' needs a sparse affinity: use kernel='knn' or a precomputed matrix")
+            raise LocalizationError("normalizer='sampled' needs a sparse affinity: use kernel='knn' or a precomputed matrix", "normalizer")
         max_iter = check_positive_int(self.max_iter, "max_iter")
         rng = check_random_state(self.random_state)
         if aff is not None and n <= _DENSE_TARGET:
@@ -1219,7 +1221,7 @@ class AsymmetricMDS(TransformerMixin, BaseEstimator):
         """
         check_is_fitted(self)
         if self.affinity != "kernel":
-            raise ValueError("transform needs affinity='kernel': a precomputed affinity has no rows for new items")
+            raise LocalizationError("transform needs affinity='kernel': a precomputed affinity has no rows for new items", "affinity")
         Q = validate_data(self, X, dtype=FLOAT_DTYPES, order="C", reset=False)
         Q = np.ascontiguousarray(Q, dtype=self.X_fit_.dtype)
         Z2 = self.key_embedding_

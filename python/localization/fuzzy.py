@@ -21,7 +21,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from ._base import keeps_state_on_error
-from ._validation import FLOAT_DTYPES, check_positive_int, check_sample_weight, validate_data
+from ._validation import FLOAT_DTYPES, check_positive_int, check_sample_weight, validate_data, LocalizationError, LocalizationTypeError
 from .engine import BoundKernel, ratio
 from .kernels import Kernel, canonical_name
 
@@ -101,7 +101,7 @@ class FuzzyInferenceRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         bw = self.bandwidth
         if isinstance(bw, str):
             if bw != "auto":
-                raise ValueError(f"`bandwidth` must be a positive number, an array of per-feature values or 'auto', got {bw!r}")
+                raise LocalizationError(f"`bandwidth` must be a positive number, an array of per-feature values or 'auto', got {bw!r}", "bandwidth")
             if len(P) < 2:
                 return 1.0
             D = np.sqrt(np.maximum(np.sum((P[:, None, :] - P[None, :, :]) ** 2, axis=2), 0.0))
@@ -129,14 +129,14 @@ class FuzzyInferenceRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
             X, Y, w = np.ascontiguousarray(X[keep]), np.ascontiguousarray(Y[keep]), np.ascontiguousarray(w[keep])
         n_rules = check_positive_int(self.n_rules, "n_rules")
         if self.consequents not in _CONSEQUENTS:
-            raise ValueError(f"`consequents` must be one of {_CONSEQUENTS}, got {self.consequents!r}")
+            raise LocalizationError(f"`consequents` must be one of {_CONSEQUENTS}, got {self.consequents!r}", "consequents")
         if not isinstance(self.ridge, numbers.Real) or not (self.ridge >= 0 and np.isfinite(self.ridge)):
-            raise ValueError(f"`ridge` must be a finite non-negative number, got {self.ridge!r}")
+            raise LocalizationError(f"`ridge` must be a finite non-negative number, got {self.ridge!r}", "ridge")
         if not isinstance(self.kernel, str):
-            raise TypeError(f"`kernel` must be the name of a radial profile, got {type(self.kernel).__name__}")
+            raise LocalizationTypeError(f"`kernel` must be the name of a radial profile, got {type(self.kernel).__name__}", "kernel")
         name = canonical_name(self.kernel)
         if name in ("knn", "dot"):
-            raise ValueError("FuzzyInferenceRegressor needs a radial membership profile, not 'knn' or 'dot'")
+            raise LocalizationError("FuzzyInferenceRegressor needs a radial membership profile, not 'knn' or 'dot'", "kernel")
         n_distinct = len(np.unique(X, axis=0))
         if n_rules > n_distinct:
             warnings.warn(f"n_rules={n_rules} exceeds the {n_distinct} distinct samples; using {n_distinct} rules.", UserWarning, stacklevel=2)
@@ -154,13 +154,13 @@ class FuzzyInferenceRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
             num, den, *_ = BoundKernel(kern, X, w).sums(P, Y, w, n_jobs=self.n_jobs)
             C = ratio(num, den, warn=False)
             if np.any(~(den > 0)):
-                raise ValueError("a rule prototype has no training sample within the kernel's support; increase `bandwidth`")
+                raise LocalizationError("a rule prototype has no training sample within the kernel's support; increase `bandwidth`", "bandwidth")
         else:
             # Normalised memberships μ̃(xᵢ) as a local mean of the identity over the prototypes:
             # stable for tiny h (no underflowing raw memberships).
             num, den, *_ = BoundKernel(kern, P).sums(X, np.eye(len(P), dtype=X.dtype), n_jobs=self.n_jobs)
             if np.any(~(den > 0)):
-                raise ValueError("a training sample lies outside every rule's support; increase `bandwidth`")
+                raise LocalizationError("a training sample lies outside every rule's support; increase `bandwidth`", "bandwidth")
             Phi = num.astype(np.float64) / den.astype(np.float64)[:, None]
             sw = np.ones(len(X)) if w is None else w.astype(np.float64)
             A = Phi.T @ (Phi * sw[:, None])

@@ -23,7 +23,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._base import keeps_state_on_error
 from ._progress import Progress
-from ._validation import FLOAT_DTYPES, check_allocation, check_number, check_positive_int, check_sample_weight, validate_data
+from ._validation import FLOAT_DTYPES, check_allocation, check_number, check_positive_int, check_sample_weight, validate_data, LocalizationError
 from .engine import BoundKernel, ratio
 from .kernels import Kernel
 
@@ -153,7 +153,7 @@ def sigma_schedule(sigma_max: float, sigma_min: float, n_steps: int, schedule: s
     n_steps = check_positive_int(n_steps, "n_steps", minimum=2)
     check_allocation(8 * n_steps, "n_steps", f"{n_steps} noise levels")
     if sigma_min >= sigma_max:
-        raise ValueError(f"`sigma_min`={sigma_min} must be smaller than `sigma_max`={sigma_max}")
+        raise LocalizationError(f"`sigma_min`={sigma_min} must be smaller than `sigma_max`={sigma_max}", "sigma_min")
     if schedule == "geometric":
         return np.geomspace(sigma_max, sigma_min, n_steps)
     if schedule == "karras":
@@ -162,7 +162,7 @@ def sigma_schedule(sigma_max: float, sigma_min: float, n_steps: int, schedule: s
         s = (sigma_max ** (1 / rho) + t * (sigma_min ** (1 / rho) - sigma_max ** (1 / rho))) ** rho
         s[0], s[-1] = sigma_max, sigma_min
         return s
-    raise ValueError(f"`schedule` must be one of {_SCHEDULES}, got {schedule!r}")
+    raise LocalizationError(f"`schedule` must be one of {_SCHEDULES}, got {schedule!r}", "schedule")
 
 
 class LocalMeanDiffusion(_LocalMeanPrior):
@@ -258,12 +258,12 @@ class LocalMeanDiffusion(_LocalMeanPrior):
         """Store the training set and resolve the noise schedule. Returns self."""
         X = self._fit(X, sample_weight)
         if self.sampler not in _SAMPLERS:
-            raise ValueError(f"`sampler` must be one of {_SAMPLERS}, got {self.sampler!r}")
+            raise LocalizationError(f"`sampler` must be one of {_SAMPLERS}, got {self.sampler!r}", "sampler")
         check_positive_int(self.n_langevin, "n_langevin")
         check_number(self.rho, "rho")  # used by the karras schedule, checked whichever is chosen
         eta = check_number(self.langevin_step, "langevin_step")
         if eta >= 2:
-            raise ValueError(f"`langevin_step` must be in (0, 2), got {eta}")
+            raise LocalizationError(f"`langevin_step` must be in (0, 2), got {eta}", "langevin_step")
         w = None if self.sample_weight_ is None else self.sample_weight_.astype(np.float64)
         self.mean_ = np.average(X.astype(np.float64), axis=0, weights=w)
         if isinstance(self.sigma_max, str) and self.sigma_max == "auto":

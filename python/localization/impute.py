@@ -24,7 +24,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from . import _core
 from ._base import keeps_state_on_error
 from ._progress import Progress, progress_bar
-from ._validation import LocalizationWarning, check_number, check_positive_int
+from ._validation import LocalizationWarning, check_number, check_positive_int, LocalizationError
 from .adaptive import check_grid, search
 
 if TYPE_CHECKING:
@@ -37,7 +37,7 @@ _FLOATS = (np.float64, np.float32)
 def _check_bandwidth(value, name):
     if isinstance(value, str):
         if value != "loo":
-            raise ValueError(f"`{name}` must be a positive number or 'loo', got {value!r}")
+            raise LocalizationError(f"`{name}` must be a positive number or 'loo', got {value!r}", name)
         return value
     return check_number(value, name)
 
@@ -144,7 +144,7 @@ class LocalMeanImputer(TransformerMixin, BaseEstimator):
     def _validate(self, X, reset):
         X = validate_data(self, X, dtype=_FLOATS, ensure_all_finite="allow-nan", reset=reset, copy=False)
         if np.isinf(X).any():
-            raise ValueError("X contains infinity; only NaN marks a missing value")
+            raise LocalizationError("X contains infinity; only NaN marks a missing value", "X")
         return np.ascontiguousarray(X)
 
     def _check_params(self, n_features):
@@ -156,9 +156,9 @@ class LocalMeanImputer(TransformerMixin, BaseEstimator):
         if self.image_shape is not None:
             shape = tuple(self.image_shape)
             if len(shape) != 2 or not all(isinstance(s, numbers.Integral) and s > 0 for s in shape):
-                raise ValueError(f"`image_shape` must be (height, width), positive integers, got {self.image_shape!r}")
+                raise LocalizationError(f"`image_shape` must be (height, width), positive integers, got {self.image_shape!r}", "image_shape")
             if shape[0] * shape[1] != n_features:
-                raise ValueError(f"`image_shape`={shape} has {shape[0] * shape[1]} pixels but X has {n_features} features")
+                raise LocalizationError(f"`image_shape`={shape} has {shape[0] * shape[1]} pixels but X has {n_features} features", "image_shape")
 
     # -- fit / transform ------------------------------------------------------------------
 
@@ -169,7 +169,7 @@ class LocalMeanImputer(TransformerMixin, BaseEstimator):
         self._check_params(X.shape[1])
         observed = ~np.isnan(X)
         if not observed.any():
-            raise ValueError("X has no observed value (every entry is NaN); there is nothing to impute from")
+            raise LocalizationError("X has no observed value (every entry is NaN); there is nothing to impute from", "X")
         counts = observed.sum(0)
         with np.errstate(invalid="ignore"):
             stats = np.where(counts > 0, np.nansum(X, 0, dtype=np.float64) / np.maximum(counts, 1), 0.0)
@@ -190,7 +190,7 @@ class LocalMeanImputer(TransformerMixin, BaseEstimator):
         self.feature_bandwidth_ = self._choose("feature_bandwidth", self.feature_bandwidth, self._layer1_grid(),
                                                lambda h: self._layer1_error(Z[rows], observed[rows], h))
         if self.bandwidth == "loo" and n < 2:
-            raise ValueError("bandwidth='loo' needs at least 2 samples, got 1 sample")
+            raise LocalizationError("bandwidth='loo' needs at least 2 samples, got 1 sample", "bandwidth")
         L = self._layer1(Z, self.feature_bandwidth_)
         S = np.where(observed, X, L)
         if n > 1:

@@ -18,7 +18,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from ._base import keeps_state_on_error
-from ._validation import FINITE, FLOAT_DTYPES, check_number, check_positive_int, validate_data
+from ._validation import FINITE, FLOAT_DTYPES, check_number, check_positive_int, validate_data, LocalizationError
 from .engine import BoundKernel, ratio
 from .kernels import Kernel
 
@@ -93,7 +93,7 @@ class Hopfield(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     def fit(self, X: ArrayLike, y: object = None) -> Self:
         """Store the patterns (binarised) and build the Hebbian weights. Returns self."""
         if self.update not in _UPDATES:
-            raise ValueError(f"`update` must be one of {_UPDATES}, got {self.update!r}")
+            raise LocalizationError(f"`update` must be one of {_UPDATES}, got {self.update!r}", "update")
         check_positive_int(self.max_iter, "max_iter")
         check_number(self.threshold, "threshold", FINITE)
         X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C")
@@ -221,7 +221,7 @@ class ModernHopfield(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         self._beta()
         check_positive_int(self.max_iter, "max_iter")
         if not isinstance(self.tol, numbers.Real) or not self.tol >= 0:
-            raise ValueError(f"`tol` must be a non-negative number, got {self.tol!r}")
+            raise LocalizationError(f"`tol` must be a non-negative number, got {self.tol!r}", "tol")
         self.patterns_ = validate_data(self, X, dtype=FLOAT_DTYPES, order="C")
         return self
 

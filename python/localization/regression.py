@@ -13,7 +13,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from . import _binned, _core
 from ._base import LocalEstimator, keeps_state_on_error
-from ._validation import FLOAT_DTYPES, check_positive_int, validate_data, warn_zero_weight
+from ._validation import FLOAT_DTYPES, check_positive_int, validate_data, warn_zero_weight, LocalizationError
 from .adaptive import MultiKernel, base_kernel, fit_loo, fit_multikernel, is_loo
 from .engine import bind_kernel, check_algorithm, ratio
 from .kernels import Balloon, Kernel, SamplePoint, canonical_name
@@ -264,9 +264,9 @@ class LocalPolynomialRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator)
     def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> Self:
         """Store the sample. Returns self."""
         if self.degree not in (0, 1, 2) or isinstance(self.degree, bool):
-            raise ValueError(f"`degree` must be 0, 1 or 2, got {self.degree!r}")
+            raise LocalizationError(f"`degree` must be 0, 1 or 2, got {self.degree!r}", "degree")
         if not (np.isscalar(self.ridge) and np.isfinite(self.ridge) and self.ridge >= 0):
-            raise ValueError(f"`ridge` must be a finite non-negative number, got {self.ridge!r}")
+            raise LocalizationError(f"`ridge` must be a finite non-negative number, got {self.ridge!r}", "ridge")
         check_algorithm(self.algorithm)
         X, Y = _fit_xy(self, X, y)
         self.y_fit_ = Y
@@ -274,8 +274,8 @@ class LocalPolynomialRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator)
         multi = isinstance(self.kernel, MultiKernel)
         for k in self.kernel.kernels if multi else [self.kernel_]:
             if getattr(k, "name", None) in (None, "identity", "dot") or self._bind(k).callable:
-                raise ValueError("LocalPolynomialRegressor needs a single radial profile or knn kernel (not a callable, "
-                                 f"dot, identity or a combination of kernels), got {k!r}")
+                raise LocalizationError("LocalPolynomialRegressor needs a single radial profile or knn kernel (not a callable, "
+                                 f"dot, identity or a combination of kernels), got {k!r}", "kernel")
         if multi:
             fit_multikernel(self, lambda k: self._loo_fit(k) - self.y_fit_)
             self.bandwidth_ = self.bandwidth
@@ -309,7 +309,7 @@ class LocalPolynomialRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator)
         kw = bk.core_args(Qs)
         kw.pop("temperature", None)
         if bk.sample_h is not None:
-            raise ValueError("SamplePoint bandwidths are not supported by LocalPolynomialRegressor")
+            raise LocalizationError("SamplePoint bandwidths are not supported by LocalPolynomialRegressor", "bandwidth")
         return bk, Qs, kw
 
     def _fit_at(self, Q, bk=None, exclude_self=False):
@@ -355,7 +355,7 @@ class LocalPolynomialRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator)
         """
         Q = self._query(X)
         if self.sample_weight_ is not None:
-            raise ValueError("equivalent_kernel is defined for unweighted fits; refit without sample_weight")
+            raise LocalizationError("equivalent_kernel is defined for unweighted fits; refit without sample_weight", "sample_weight")
 
         def equivalent(bk):
             bk, Qs, kw = self._core_args(Q, bk)
@@ -463,7 +463,7 @@ class LocalModel(MultiOutputMixin, LocalEstimator):
         fill = np.full(shape, np.nan)
         if is_classifier(self.estimator_):
             if empty.any():
-                raise ValueError("some queries have zero total kernel weight; a class cannot be predicted there")
+                raise LocalizationError("some queries have zero total kernel weight; a class cannot be predicted there", "X")
             return np.array(preds)
         return np.array([fill if p is None else p for p in preds], dtype=np.float64)
 

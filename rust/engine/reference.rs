@@ -16,7 +16,7 @@
 use super::tiles::Tiles;
 use super::types::{Bandwidth, Kernel, LocalSums, Options, Problem};
 use super::{restore_magnitudes, sums_in_range, to_caller_units};
-use crate::checked::Weights;
+use crate::checked::{self, Weights};
 use crate::distance::Scale;
 use crate::error::{LocalizationError, Result};
 use crate::neighbors::{Algorithm, Index, KdTree, LEAF_SIZE};
@@ -152,10 +152,12 @@ impl<F: Real> Reference<F> {
         if n == 0 {
             return Err(LocalizationError::EmptyInput { name: "X" });
         }
+        checked::finite("X", &x)?;
         if let Some(v) = &values {
             if v.nrows() != n {
                 return Err(LocalizationError::shape("values", format!("{n} rows"), format!("{} rows", v.nrows())));
             }
+            checked::finite("values", v)?;
         }
         Weights::optional(weights.as_ref().map(|w| w.view()), n)?;
         // Owned arrays in standard layout (rows are read as slices).

@@ -46,7 +46,7 @@ import scipy.fft as sfft
 
 from . import _core
 from .kernels import PROFILES, Balloon, SamplePoint
-from ._validation import LocalizationError
+from ._validation import NON_NEGATIVE, Integral, Interval, LocalizationError
 
 __all__ = ["BinnedSums", "binned_sums", "MAX_FEATURES"]
 
@@ -340,6 +340,15 @@ def local_mean_or_none(bk, Q, V, w, *, algorithm, grid_size, atol, rtol, exclude
     if algorithm != "binned" and not tolerance_met(mean64, bound, atol, rtol):
         return None
     return ratio(b.num, b.den).astype(Q.dtype), b.den, bound
+
+
+#: The `_parameter_constraints` of the binned algorithm's settings (a per-feature `grid_size`
+#: is checked against the width of X by :func:`check_params`).
+CONSTRAINTS = {
+    "grid_size": [Interval(Integral, 2, None, closed="left"), "array-like", None],
+    "atol": [NON_NEGATIVE, None],
+    "rtol": [NON_NEGATIVE, None],
+}
 
 
 def check_params(est, d):

@@ -19,7 +19,8 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import _fit_context
 from sklearn.utils._param_validation import Interval as _Interval
-from sklearn.utils._param_validation import InvalidParameterError, StrOptions, validate_parameter_constraints, validate_params
+from sklearn.utils._param_validation import (HasMethods, InvalidParameterError, StrOptions, validate_parameter_constraints,
+                                             validate_params)
 from sklearn.utils.validation import check_array
 from sklearn.utils.validation import validate_data as _sklearn_validate_data
 

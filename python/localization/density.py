@@ -10,11 +10,11 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from . import _binned
-from ._base import LocalEstimator, keeps_state_on_error
-from ._validation import FLOAT_DTYPES, check_allocation, check_positive_int, validate_data, LocalizationError
+from ._base import LOO_KERNEL_CONSTRAINTS, LocalEstimator, keeps_state_on_error
+from ._validation import FLOAT_DTYPES, LocalizationError, check_allocation, check_positive_int, fit_context, validate_data
 from .adaptive import LOO_RULES, MultiKernel, fit_loo, fit_multikernel_density, is_loo
 from .engine import bind_kernel
-from .kernels import SPECIAL, Balloon, Kernel, SamplePoint, canonical_name, log_normalization
+from .kernels import SPECIAL, Balloon, Kernel, SamplePoint, bandwidth_constraint, canonical_name, log_normalization
 
 if TYPE_CHECKING:
     from ._typing import ArrayLike, BandwidthLike, FloatArray, KernelLike, SeedLike, Self
@@ -92,6 +92,12 @@ class KernelDensity(LocalEstimator):
     0.398942
     """
 
+    _parameter_constraints = {
+        **{name: c for name, c in LOO_KERNEL_CONSTRAINTS.items() if name != "n_neighbors"},
+        "bandwidth": bandwidth_constraint(LOO_RULES + LSCV_RULES),
+        **_binned.CONSTRAINTS,
+    }
+
     def __init__(self, bandwidth: BandwidthLike = 1.0, kernel: KernelLike = "gaussian", bandwidth_grid: ArrayLike | None = None,
                  algorithm: str = "auto", n_jobs: int | None = None, grid_size: int | Sequence[int] | None = None,
                  atol: float | None = None, rtol: float | None = None) -> None:
@@ -105,6 +111,7 @@ class KernelDensity(LocalEstimator):
         self.rtol = rtol
 
     @keeps_state_on_error
+    @fit_context
     def fit(self, X: ArrayLike, y: object = None, sample_weight: ArrayLike | None = None) -> Self:
         """Store the sample. Returns self."""
         X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C", densify=True)

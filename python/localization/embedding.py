@@ -39,22 +39,28 @@ from . import _core
 from ._base import keeps_state_on_error, knn_k, local_frames
 from ._progress import progress_bar
 from ._validation import (
+    COUNT,
+    COUNT_OR_ZERO,
     FLOAT_DTYPES,
+    N_JOBS,
     NON_NEGATIVE,
+    POSITIVE,
     LocalizationWarning,
+    StrOptions,
     as_float_array,
     check_n_components,
     check_n_jobs,
     check_number,
     check_positive_int,
     check_sample_weight,
+    fit_context,
     validate_data,
     warn_zero_weight,
     LocalizationError,
     LocalizationTypeError,
 )
-from .engine import BoundKernel, bind
-from .kernels import as_kernel, profile
+from .engine import ALGORITHM, BoundKernel, bind
+from .kernels import BANDWIDTH, KERNEL, as_kernel, profile
 
 if TYPE_CHECKING:
     from ._typing import ArrayLike, BandwidthLike, FloatArray, KernelLike, SeedLike, Self
@@ -117,6 +123,15 @@ class LocalPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator)
     True
     """
 
+    _parameter_constraints = {
+        "n_components": [COUNT],
+        "bandwidth": BANDWIDTH,
+        "kernel": KERNEL,
+        "n_neighbors": [COUNT, None],
+        "algorithm": ALGORITHM,
+        "n_jobs": N_JOBS,
+    }
+
     def __init__(
         self, n_components: int = 1, bandwidth: BandwidthLike = 1.0, kernel: KernelLike = "gaussian",
         n_neighbors: int | None = None, algorithm: str = "auto", n_jobs: int | None = None,
@@ -129,11 +144,11 @@ class LocalPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator)
         self.n_jobs = n_jobs
 
     @keeps_state_on_error
+    @fit_context
     def fit(self, X: ArrayLike, y: object = None, sample_weight: ArrayLike | None = None) -> Self:
         """Store the sample (lazy learning). Returns self."""
         X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C")
         check_n_components(self.n_components, X.shape[1], allow_zero=False)
-        check_n_jobs(self.n_jobs)
         self.X_fit_ = np.ascontiguousarray(X)
         self.sample_weight_ = check_sample_weight(sample_weight, X.shape[0], X.dtype)
         self._bound()  # validates kernel and bandwidth now
@@ -377,6 +392,18 @@ class LocallyLinearEmbedding(TransformerMixin, BaseEstimator):
     True
     """
 
+    _parameter_constraints = {
+        "n_neighbors": [COUNT],
+        "n_components": [COUNT],
+        "reg": [NON_NEGATIVE],
+        "eigen_solver": [StrOptions({"auto", "arpack", "dense"})],
+        "tol": [NON_NEGATIVE],
+        "max_iter": [COUNT],
+        "algorithm": [StrOptions({"auto", "kd_tree", "brute"})],
+        "random_state": ["random_state"],
+        "n_jobs": N_JOBS,
+    }
+
     def __init__(
         self, n_neighbors: int | None = 5, n_components: int = 2, reg: float = 1e-3, eigen_solver: str = "auto",
         tol: float = 1e-6, max_iter: int = 100, algorithm: str = "auto", random_state: SeedLike = None,
@@ -393,22 +420,18 @@ class LocallyLinearEmbedding(TransformerMixin, BaseEstimator):
         self.n_jobs = n_jobs
 
     @keeps_state_on_error
+    @fit_context
     def fit(self, X: ArrayLike, y: object = None) -> Self:
         """Compute the local kernel W and the embedding. Returns self."""
         X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C", ensure_min_samples=2)
         n, d = X.shape
-        k = check_positive_int(self.n_neighbors, "n_neighbors")
+        k = self.n_neighbors
         if k >= n:
             raise LocalizationError(f"`n_neighbors`={k} must be below n_samples = {n}", "n_neighbors")
         q = _check_n_components(self.n_components, n)
         if q > d:
             raise LocalizationError(f"`n_components`={q} exceeds the {d} features", "n_components")
-        reg = check_number(self.reg, "reg", NON_NEGATIVE)
-        if self.eigen_solver not in ("auto", "arpack", "dense"):
-            raise LocalizationError(f"`eigen_solver` must be 'auto', 'arpack' or 'dense', got {self.eigen_solver!r}", "eigen_solver")
-        tol = check_number(self.tol, "tol", NON_NEGATIVE)
-        max_iter = check_positive_int(self.max_iter, "max_iter")
-        check_n_jobs(self.n_jobs)
+        reg, tol, max_iter = float(self.reg), float(self.tol), self.max_iter
         ind, w = _core.lle_weights(X, k, reg, algorithm=self.algorithm, n_jobs=self.n_jobs)
         self.weights_ = sp.csr_matrix((w.ravel(), ind.ravel(), np.arange(0, n * k + 1, k)), shape=(n, n))
         self.weights_.sort_indices()
@@ -591,6 +614,21 @@ class TripletEmbedding(TransformerMixin, BaseEstimator):
     True
     """
 
+    _parameter_constraints = {
+        "n_components": [COUNT],
+        "n_inliers": [COUNT],
+        "n_outliers": [COUNT],
+        "n_random": [COUNT_OR_ZERO],
+        "weight_temp": [NON_NEGATIVE],
+        "learning_rate": [POSITIVE],
+        "max_iter": [COUNT_OR_ZERO],
+        "init": [StrOptions({"pca", "random"}), "array-like"],
+        "pca_components": [COUNT],
+        "random_state": ["random_state"],
+        "n_jobs": N_JOBS,
+        "verbose": ["verbose"],
+    }
+
     def __init__(
         self, n_components: int = 2, n_inliers: int = 12, n_outliers: int = 4, n_random: int = 3,
         weight_temp: float = 0.5, learning_rate: float = 0.05, max_iter: int = 400, init: str | ArrayLike = "pca",
@@ -611,9 +649,7 @@ class TripletEmbedding(TransformerMixin, BaseEstimator):
         self.verbose = verbose
 
     def _sizes(self, n):
-        n_in = check_positive_int(self.n_inliers, "n_inliers")
-        n_out = check_positive_int(self.n_outliers, "n_outliers")
-        n_rand = check_positive_int(self.n_random, "n_random", minimum=0)
+        n_in, n_out, n_rand = self.n_inliers, self.n_outliers, self.n_random
         if n < 4:
             raise LocalizationError(f"TripletEmbedding needs at least 4 samples, got n_samples = {n}", "X")
         if n_in + n_out + 1 > n:
@@ -629,17 +665,14 @@ class TripletEmbedding(TransformerMixin, BaseEstimator):
         return n_in, n_out, n_rand
 
     @keeps_state_on_error
+    @fit_context
     def fit(self, X: ArrayLike, y: object = None) -> Self:
         """Sample the triplets and optimise the embedding. Returns self."""
         X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C")
         n, d = X.shape
         n_in, n_out, n_rand = self._sizes(n)
         q = _check_n_components(self.n_components, n)
-        lr = check_number(self.learning_rate, "learning_rate")
-        temp = check_number(self.weight_temp, "weight_temp", NON_NEGATIVE)
-        max_iter = check_positive_int(self.max_iter, "max_iter", minimum=0)
-        p = check_positive_int(self.pca_components, "pca_components")
-        check_n_jobs(self.n_jobs)
+        lr, temp, max_iter, p = float(self.learning_rate), float(self.weight_temp), self.max_iter, self.pca_components
         seed = _seed(self.random_state)
         # TriMap's preprocessing: principal coordinates of wide data, else a global rescaling.
         if d > p:
@@ -676,9 +709,7 @@ class TripletEmbedding(TransformerMixin, BaseEstimator):
                 Y0 = np.zeros((n, q))
                 Y0[:, : pcs.shape[1]] = 0.01 * pcs
                 return Y0
-            if self.init == "random":
-                return 1e-4 * check_random_state(self.random_state).standard_normal((n, q))
-            raise LocalizationError(f"`init` must be 'pca', 'random' or an array, got {self.init!r}", "init")
+            return 1e-4 * check_random_state(self.random_state).standard_normal((n, q))  # "random"
         Y0 = as_float_array(self.init, "init", dtype=np.float64)
         if Y0.shape != (n, q):
             raise LocalizationError(f"`init` must have shape ({n}, {q}), got {Y0.shape}", "init")
@@ -742,6 +773,18 @@ class OrdinalEmbedding(BaseEstimator):
     1.0
     """
 
+    _parameter_constraints = {
+        "n_components": [COUNT],
+        "loss": [StrOptions({"ste", "tste"})],
+        "alpha": [POSITIVE, None],
+        "l2": [NON_NEGATIVE],
+        "max_iter": [COUNT],
+        "tol": [NON_NEGATIVE],
+        "random_state": ["random_state"],
+        "n_jobs": N_JOBS,
+        "verbose": ["verbose"],
+    }
+
     def __init__(
         self, n_components: int = 2, loss: str = "tste", alpha: float | None = None, l2: float = 0.0,
         max_iter: int = 1000, tol: float = 1e-9, random_state: SeedLike = None, n_jobs: int | None = None,
@@ -758,6 +801,7 @@ class OrdinalEmbedding(BaseEstimator):
         self.verbose = verbose
 
     @keeps_state_on_error
+    @fit_context
     def fit(self, X: ArrayLike, y: object = None, *, n_samples: int | None = None, sample_weight: ArrayLike | None = None) -> Self:
         """Fit to triplets ``X`` (integer array of shape (n_triplets, 3), rows (i, j, k)).
 
@@ -768,13 +812,8 @@ class OrdinalEmbedding(BaseEstimator):
         if T.max() >= n:
             raise LocalizationError(f"`triplets` refers to sample {int(T.max())}, but n_samples = {n}", "triplets")
         q = _check_n_components(self.n_components, n)
-        if self.loss not in ("ste", "tste"):
-            raise LocalizationError(f"`loss` must be 'ste' or 'tste', got {self.loss!r}", "loss")
-        alpha = max(q - 1.0, 1.0) if self.alpha is None else check_number(self.alpha, "alpha")
-        l2 = check_number(self.l2, "l2", NON_NEGATIVE)
-        max_iter = check_positive_int(self.max_iter, "max_iter")
-        tol = check_number(self.tol, "tol", NON_NEGATIVE)
-        check_n_jobs(self.n_jobs)
+        alpha = max(q - 1.0, 1.0) if self.alpha is None else float(self.alpha)
+        l2, max_iter, tol = float(self.l2), self.max_iter, float(self.tol)
         w = np.ones(len(T)) if sample_weight is None else check_sample_weight(sample_weight, len(T), np.float64)
         # Triplets sharing (i, j) in runs: the native gradient reuses y_i − y_j within a run.
         order = np.lexsort((T[:, 1], T[:, 0]))
@@ -1076,6 +1115,24 @@ class AsymmetricMDS(TransformerMixin, BaseEstimator):
     True
     """
 
+    _parameter_constraints = {
+        "n_components": [COUNT],
+        "affinity": [StrOptions({"kernel", "precomputed"})],
+        "kernel": KERNEL,
+        "bandwidth": BANDWIDTH,
+        "n_neighbors": [COUNT, None],
+        "loss": [StrOptions({"frobenius", "softmax"})],
+        "normalizer": [StrOptions({"auto", "exact", "sampled"})],
+        "n_negative": [COUNT],
+        "row_weight": [StrOptions({"uniform", "mass"})],
+        "max_iter": [COUNT],
+        "tol": [NON_NEGATIVE],
+        "learning_rate": [POSITIVE],
+        "random_state": ["random_state"],
+        "n_jobs": N_JOBS,
+        "verbose": ["verbose"],
+    }
+
     def __init__(
         self, n_components: int = 2, affinity: str = "kernel", kernel: KernelLike = "gaussian",
         bandwidth: BandwidthLike = 1.0, n_neighbors: int | None = None, loss: str = "frobenius",
@@ -1103,8 +1160,6 @@ class AsymmetricMDS(TransformerMixin, BaseEstimator):
         """(explicit affinity or None, kernel operator or None)."""
         if self.affinity == "precomputed":
             return _check_affinity(X), None
-        if self.affinity != "kernel":
-            raise LocalizationError(f"`affinity` must be 'kernel' or 'precomputed', got {self.affinity!r}", "affinity")
         X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C", ensure_min_samples=2)
         self.X_fit_ = X
         kernel = as_kernel(self.kernel, self.bandwidth, knn_k(self.kernel, self.n_neighbors))
@@ -1114,11 +1169,9 @@ class AsymmetricMDS(TransformerMixin, BaseEstimator):
         return None, _KernelAffinity(BoundKernel(kernel, X), self.n_jobs)
 
     @keeps_state_on_error
+    @fit_context
     def fit(self, X: ArrayLike, y: object = None) -> Self:
         """Fit the query and key coordinates. Returns self."""
-        if self.loss not in ("frobenius", "softmax"):
-            raise LocalizationError(f"`loss` must be 'frobenius' or 'softmax', got {self.loss!r}", "loss")
-        check_n_jobs(self.n_jobs)
         A, aff = self._affinity(X)
         if self.affinity == "precomputed":
             self.n_features_in_ = A.shape[1]
@@ -1152,21 +1205,17 @@ class AsymmetricMDS(TransformerMixin, BaseEstimator):
             raise LocalizationError("the affinity is zero everywhere: nothing to fit", "X")
         if self.row_weight == "uniform":
             w = has.astype(np.float64)
-        elif self.row_weight == "mass":
+        else:  # "mass"
             w = target.mass.astype(np.float64)
-        else:
-            raise LocalizationError(f"`row_weight` must be 'uniform' or 'mass', got {self.row_weight!r}", "row_weight")
         return w / w.sum()
 
     def _fit_softmax(self, A, aff, n, q):
         normalizer = self.normalizer
-        if normalizer not in ("auto", "exact", "sampled"):
-            raise LocalizationError(f"`normalizer` must be 'auto', 'exact' or 'sampled', got {normalizer!r}", "normalizer")
         if normalizer == "auto":
             normalizer = "exact" if n <= 5000 else "sampled"
         if normalizer == "sampled" and aff is not None:
             raise LocalizationError("normalizer='sampled' needs a sparse affinity: use kernel='knn' or a precomputed matrix", "normalizer")
-        max_iter = check_positive_int(self.max_iter, "max_iter")
+        max_iter = self.max_iter
         rng = check_random_state(self.random_state)
         if aff is not None and n <= _DENSE_TARGET:
             # Every step multiplies by K̃ and K̃ᵀ: for small n its rows, computed once, are
@@ -1178,7 +1227,7 @@ class AsymmetricMDS(TransformerMixin, BaseEstimator):
         Z2 = 0.1 * rng.standard_normal((n, q))
         if normalizer == "exact":
             H = target.entropy_terms()
-            tol = check_number(self.tol, "tol", NON_NEGATIVE)
+            tol = float(self.tol)
 
             def fun(theta):
                 Z = theta.reshape(2, n, q)
@@ -1191,8 +1240,8 @@ class AsymmetricMDS(TransformerMixin, BaseEstimator):
         else:
             P = sp.csr_matrix(target.P)
             P.sort_indices()
-            n_neg = check_positive_int(self.n_negative, "n_negative")
-            lr = check_number(self.learning_rate, "learning_rate")
+            n_neg = self.n_negative
+            lr = float(self.learning_rate)
             col = np.asarray((sp.diags(w) @ P).sum(axis=0)).ravel()
             noise = col**0.75
             noise = 0.95 * noise / noise.sum() + 0.05 / n
@@ -1250,7 +1299,7 @@ class AsymmetricMDS(TransformerMixin, BaseEstimator):
             return loss, (num / den[:, None] - PZ2).ravel()
 
         # Convex and small: solved to rounding.
-        theta, _, _ = _lbfgs(fun, np.zeros(m * q), max(check_positive_int(self.max_iter, "max_iter"), 1000), 1e-15, False, "")
+        theta, _, _ = _lbfgs(fun, np.zeros(m * q), max(self.max_iter, 1000), 1e-15, False, "")
         return theta.reshape(m, q)
 
     def __sklearn_tags__(self):

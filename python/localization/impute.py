@@ -24,7 +24,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from . import _core
 from ._base import keeps_state_on_error
 from ._progress import Progress, progress_bar
-from ._validation import LocalizationWarning, check_number, check_positive_int, LocalizationError
+from ._validation import COUNT, POSITIVE, LocalizationError, LocalizationWarning, StrOptions, fit_context
 from .adaptive import check_grid, search
 
 if TYPE_CHECKING:
@@ -32,14 +32,6 @@ if TYPE_CHECKING:
 
 
 _FLOATS = (np.float64, np.float32)
-
-
-def _check_bandwidth(value, name):
-    if isinstance(value, str):
-        if value != "loo":
-            raise LocalizationError(f"`{name}` must be a positive number or 'loo', got {value!r}", name)
-        return value
-    return check_number(value, name)
 
 
 class LocalMeanImputer(TransformerMixin, BaseEstimator):
@@ -125,6 +117,17 @@ class LocalMeanImputer(TransformerMixin, BaseEstimator):
     (True, [1.0, 2.0, 3.0])
     """
 
+    _parameter_constraints = {
+        "image_shape": ["array-like", None],
+        "n_neighbors": [COUNT],
+        "bandwidth": [POSITIVE, StrOptions({"loo"})],
+        "feature_bandwidth": [POSITIVE, StrOptions({"loo"})],
+        "n_iter": [COUNT],
+        "max_loo_samples": [COUNT],
+        "random_state": ["random_state"],
+        "progress": ["boolean"],
+    }
+
     def __init__(
         self, image_shape: tuple[int, ...] | None = None, n_neighbors: int | None = 20,
         bandwidth: BandwidthLike = "loo", feature_bandwidth: float | str = "loo", n_iter: int = 2,
@@ -148,11 +151,7 @@ class LocalMeanImputer(TransformerMixin, BaseEstimator):
         return np.ascontiguousarray(X)
 
     def _check_params(self, n_features):
-        check_positive_int(self.n_neighbors, "n_neighbors")
-        check_positive_int(self.n_iter, "n_iter")
-        check_positive_int(self.max_loo_samples, "max_loo_samples")
-        _check_bandwidth(self.bandwidth, "bandwidth")
-        _check_bandwidth(self.feature_bandwidth, "feature_bandwidth")
+        """What the declared constraints cannot say: the image shape against the width of X."""
         if self.image_shape is not None:
             shape = tuple(self.image_shape)
             if len(shape) != 2 or not all(isinstance(s, numbers.Integral) and s > 0 for s in shape):
@@ -163,6 +162,7 @@ class LocalMeanImputer(TransformerMixin, BaseEstimator):
     # -- fit / transform ------------------------------------------------------------------
 
     @keeps_state_on_error
+    @fit_context
     def fit(self, X: ArrayLike, y: object = None) -> Self:
         """Learn the column statistics, the layer kernels and (for "loo") their bandwidths."""
         X = self._validate(X, reset=True)

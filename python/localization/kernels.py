@@ -46,9 +46,9 @@ are accepted by ``local_mean``, ``kernel_sum`` (without ``log``), ``kernel_matri
 from __future__ import annotations
 
 import numbers
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -151,9 +151,14 @@ class SamplePoint:
 
 RULES = ("scott", "silverman", "scott_scaled", "silverman_scaled")
 
-#: The `_parameter_constraints` entry of a bandwidth that may also be per-feature, a rule of
-#: thumb or an adaptive rule (values inside an array are checked when the kernel is bound).
-BANDWIDTH = [POSITIVE, "array-like", StrOptions(set(RULES)), Balloon, SamplePoint]
+def bandwidth_constraint(rules: Collection[str] = ()) -> list[Any]:
+    """The `_parameter_constraints` entry of a bandwidth that may also be per-feature, a rule of
+    thumb, an adaptive rule or one of the estimator's own named ``rules`` (a leave-one-out
+    search); values inside an array are checked when the kernel is bound."""
+    return [POSITIVE, "array-like", StrOptions(set(RULES) | set(rules)), Balloon, SamplePoint]
+
+
+BANDWIDTH = bandwidth_constraint()
 
 
 def rule_of_thumb(X: ArrayLike, rule: str = "scott", sample_weight: ArrayLike | None = None) -> float | FloatArray:

@@ -13,7 +13,8 @@ from sklearn.utils.validation import check_is_fitted
 
 from . import _core
 from ._base import keeps_state_on_error
-from ._validation import FLOAT_DTYPES, check_positive_int, validate_data, LocalizationError
+from ._validation import (COUNT, DISTANCE, FLOAT_DTYPES, N_JOBS, LocalizationError, StrOptions, check_positive_int, fit_context,
+                          validate_data)
 
 if TYPE_CHECKING:
     from ._typing import ArrayLike, FloatArray, IntArray, NDArray, Self
@@ -94,6 +95,14 @@ class NearestNeighbors(BaseEstimator):
     [[1.0, 1.0, 0.0]]
     """
 
+    _parameter_constraints = {
+        "n_neighbors": [COUNT],
+        "radius": [DISTANCE],
+        "algorithm": [StrOptions({"auto", "kd_tree", "brute"})],
+        "leaf_size": [COUNT],
+        "n_jobs": N_JOBS,
+    }
+
     def __init__(self, n_neighbors: int = 5, radius: float = 1.0, algorithm: str = "auto", leaf_size: int = 30,
                  n_jobs: int | None = None) -> None:
         self.n_neighbors = n_neighbors
@@ -103,12 +112,10 @@ class NearestNeighbors(BaseEstimator):
         self.n_jobs = n_jobs
 
     @keeps_state_on_error
+    @fit_context
     def fit(self, X: ArrayLike, y: object = None) -> Self:
         """Build the index. Returns self."""
         X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C", densify=True)
-        check_positive_int(self.n_neighbors, "n_neighbors")
-        check_positive_int(self.leaf_size, "leaf_size")
-        _check_radius(self.radius)
         self._fit_X = np.ascontiguousarray(X)
         self._index = _core.NeighborIndex(self._fit_X, self.algorithm, self.leaf_size)
         self.n_samples_fit_ = X.shape[0]

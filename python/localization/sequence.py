@@ -37,7 +37,8 @@ from sklearn.utils.validation import check_array, check_is_fitted
 
 from . import _core
 from ._base import keeps_state_on_error
-from ._validation import check_positive_int, warn_zero_weight, LocalizationError, LocalizationTypeError
+from ._validation import (COUNT, N_JOBS, NON_NEGATIVE, POSITIVE, LocalizationError, LocalizationTypeError, StrOptions,
+                          fit_context, warn_zero_weight)
 from .engine import bind
 from .kernels import Balloon, Kernel, SamplePoint
 
@@ -602,6 +603,22 @@ class TemporalLocalMean(TransformerMixin, BaseEstimator):
     ((50, 4), (4, 8))
     """
 
+    _parameter_constraints = {
+        "n_heads": [COUNT],
+        "head_dim": [COUNT, None],
+        "kernel": [str],
+        "bandwidth": [POSITIVE],
+        "position": [StrOptions({"causal"}), None],
+        "window": [COUNT, None],
+        "decay": [NON_NEGATIVE, "array-like", None],
+        **{W: ["array-like", None] for W in ("W_q", "W_k", "W_v", "W_o")},
+        "max_iter": [COUNT],
+        "learning_rate": [POSITIVE],
+        "tol": [NON_NEGATIVE],
+        "random_state": ["random_state"],
+        "n_jobs": N_JOBS,
+    }
+
     def __init__(
         self, n_heads: int = 1, head_dim: int | None = None, kernel: KernelLike = "dot",
         bandwidth: BandwidthLike = 1.0, position: str | ArrayLike | None = None, window: int | None = None,
@@ -627,14 +644,9 @@ class TemporalLocalMean(TransformerMixin, BaseEstimator):
         self.n_jobs = n_jobs
 
     def _kernel_name(self):
-        if not isinstance(self.kernel, str):
-            raise LocalizationError(f"`kernel` must be 'dot' or a profile name, got {self.kernel!r}", "kernel")
         if self.kernel.lower() == "dot":
             return "dot"
-        name = _core.profile_info(self.kernel.lower())[0]
-        if isinstance(self.bandwidth, (bool, np.bool_)) or not isinstance(self.bandwidth, numbers.Real) or not (np.isfinite(self.bandwidth) and self.bandwidth > 0):
-            raise LocalizationError(f"`bandwidth` must be finite and strictly positive, got {self.bandwidth!r}", "bandwidth")
-        return name
+        return _core.profile_info(self.kernel.lower())[0]
 
     def _projection(self, W, name, rows, dtype, cols_multiple=None):
         W = _sequence_array(W, name, dtype=dtype)
@@ -645,15 +657,15 @@ class TemporalLocalMean(TransformerMixin, BaseEstimator):
         return W
 
     @keeps_state_on_error
+    @fit_context
     def fit(self, X: ArrayLike, y: object = None) -> Self:
         """Set (or fit) the projections on sequences X of shape (T, d) or (n, T, d). Returns self."""
-        H = check_positive_int(self.n_heads, "n_heads")
-        check_positive_int(self.max_iter, "max_iter")
+        H = self.n_heads
         kernel = self._kernel_name()
         self._pos = _positional_params(self, H)
         A, _ = _sequences_input(self, X, reset=True)
         d, dt = A.shape[2], A.dtype
-        k = d if self.head_dim is None else check_positive_int(self.head_dim, "head_dim")
+        k = d if self.head_dim is None else self.head_dim
         eye = np.eye(d, dtype=dt)
         self.W_v_ = np.tile(eye, (1, H)) if self.W_v is None else self._projection(self.W_v, "W_v", d, dt, H)
         kv = self.W_v_.shape[1]
@@ -934,6 +946,21 @@ class HierarchicalLocalModel(TransformerMixin, BaseEstimator):
     ((2, 10, 8), 'layers.0.linear1.bias')
     """
 
+    _parameter_constraints = {
+        "weights": [dict, None],
+        "n_layers": [COUNT],
+        "n_heads": [COUNT],
+        "d_ff": [COUNT, None],
+        "norm_first": ["boolean"],
+        "activation": [StrOptions(set(_ACTIVATIONS))],
+        "layer_norm_eps": [POSITIVE],
+        "position": [StrOptions({"causal"}), None],
+        "window": [COUNT, None],
+        "decay": [NON_NEGATIVE, "array-like", None],
+        "random_state": ["random_state"],
+        "n_jobs": N_JOBS,
+    }
+
     def __init__(
         self, weights: Mapping[str, ArrayLike] | None = None, n_layers: int = 1, n_heads: int = 1,
         d_ff: int | None = None, norm_first: bool = False, activation: str = "relu", layer_norm_eps: float = 1e-5,
@@ -954,16 +981,12 @@ class HierarchicalLocalModel(TransformerMixin, BaseEstimator):
         self.n_jobs = n_jobs
 
     def _config(self):
-        H = check_positive_int(self.n_heads, "n_heads")
-        if self.activation not in _ACTIVATIONS:
-            raise LocalizationError(f"`activation` must be one of {_ACTIVATIONS}, got {self.activation!r}", "activation")
-        eps = self.layer_norm_eps
-        if isinstance(eps, (bool, np.bool_)) or not isinstance(eps, numbers.Real) or not (np.isfinite(eps) and eps > 0):
-            raise LocalizationError(f"`layer_norm_eps` must be finite and strictly positive, got {eps!r}", "layer_norm_eps")
-        return dict(n_heads=H, eps=float(eps), activation=self.activation, norm_first=bool(self.norm_first),
+        H = self.n_heads
+        return dict(n_heads=H, eps=float(self.layer_norm_eps), activation=self.activation, norm_first=bool(self.norm_first),
                     pos=_positional_params(self, H), n_jobs=self.n_jobs)
 
     @keeps_state_on_error
+    @fit_context
     def fit(self, X: ArrayLike | None = None, y: object = None) -> Self:
         """Load (and check) the weights, or draw random ones for sequences of X's width. Returns self."""
         cfg = self._config()
@@ -972,8 +995,8 @@ class HierarchicalLocalModel(TransformerMixin, BaseEstimator):
                 raise LocalizationError("without `weights`, fit needs X to know the model width", "X")
             A, _ = _sequences_input(self, X, reset=True)
             D = A.shape[2]
-            L = check_positive_int(self.n_layers, "n_layers")
-            F = 4 * D if self.d_ff is None else check_positive_int(self.d_ff, "d_ff")
+            L = self.n_layers
+            F = 4 * D if self.d_ff is None else self.d_ff
             rng = check_random_state(self.random_state)
             self.weights_ = {f"layers.{i}.{k}": v for i in range(L) for k, v in init_block(D, cfg["n_heads"], F, rng, A.dtype).items()}
             self.n_layers_ = L

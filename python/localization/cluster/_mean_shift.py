@@ -27,7 +27,6 @@ from .._base import keeps_state_on_error
 from .._progress import progress_bar
 from .._validation import (
     COUNT,
-    COUNT_OR_ZERO,
     FLOAT_DTYPES,
     N_JOBS,
     NON_NEGATIVE,
@@ -369,7 +368,7 @@ class MeanShift(ClusterMixin, BaseEstimator):
         "bin_seeding": ["boolean"],
         "min_bin_freq": [COUNT],
         "cluster_all": ["boolean"],
-        "max_iter": [COUNT_OR_ZERO],
+        "max_iter": [COUNT],
         "tol": [NON_NEGATIVE],
         "step": [POSITIVE],
         "merge_radius": [NON_NEGATIVE, None],

@@ -163,6 +163,9 @@ class LocalizationError(ValueError):
 
     Raised by the native core and by the Python checks alike, so one ``except`` catches
     every refusal; a ``ValueError``, so code written against ``ValueError`` keeps working.
+    Every estimator checks its hyper-parameters against their declared domains at the start
+    of ``fit``, before any work: a value outside its domain raises this error (then also
+    scikit-learn's ``InvalidParameterError``, a ``TypeError`` too) naming the parameter.
 
     Parameters
     ----------
@@ -186,6 +189,12 @@ class LocalizationError(ValueError):
     ... except LocalizationError as e:
     ...     print(e.parameter)
     X
+    >>> from localization import KernelDensity
+    >>> try:
+    ...     KernelDensity(algorithm="fastest").fit([[0.0], [1.0]])
+    ... except LocalizationError as e:
+    ...     print(e.parameter)
+    algorithm
     """
 
     __module__ = "localization"  # its public name, in tracebacks and pickles

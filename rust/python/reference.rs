@@ -28,9 +28,9 @@ impl WrapReference for f64 {
     }
 }
 
-/// Samples X (with optional values, sample weights and per-sample bandwidths) checked and
-/// copied once; `local_sums(queries, reference, ...)` then reuses what the engine builds
-/// from them (tile layout, kd-tree, neighbour index) across calls. Immutable; safe to share
+/// Samples X (with optional values, sample weights and per-sample bandwidths) checked once
+/// (NaN and infinity refused) and copied; `local_sums(queries, reference, ...)` then reuses
+/// what the engine builds from them (tile layout, kd-tree, neighbour index) across calls. Immutable; safe to share
 /// between threads; pickles by rebuilding from its arrays.
 #[pyclass(module = "localization._core", name = "Reference", frozen)]
 pub(super) struct PyReference {

@@ -86,8 +86,9 @@ class LocalSums:
         if num.ndim != 2 or den.ndim != 1 or log_scale.shape != den.shape or num.shape[0] != den.shape[0]:
             raise LocalizationError(
                 "LocalSums needs num of shape (m, p), den and log_scale of shape (m,); got "
-                f"{num.shape}, {den.shape}, {log_scale.shape}"
-            , "num")
+                f"{num.shape}, {den.shape}, {log_scale.shape}",
+                "num",
+            )
         if (moments is None) != (cross is None):
             raise LocalizationError("`moments` and `cross` come together (both or neither)", "moments")
         if moments is not None:
@@ -154,8 +155,9 @@ class LocalSums:
         if self.num.shape != other.num.shape or (self.moments is None) != (other.moments is None):
             raise LocalizationError(
                 f"cannot merge sums of different shapes: {self.num.shape} and {other.num.shape}"
-                + ("" if (self.moments is None) == (other.moments is None) else " (one has design moments)")
-            , "other")
+                + ("" if (self.moments is None) == (other.moments is None) else " (one has design moments)"),
+                "other",
+            )
         if self.moments is not None and self.moments.shape != other.moments.shape:
             raise LocalizationError(f"cannot merge design moments of shapes {self.moments.shape} and {other.moments.shape}", "other")
         la, lb = self._scale(), other._scale()

@@ -56,7 +56,7 @@ def _rescale_bandwidth(bw, s, X):
     if isinstance(bw, (Balloon, SamplePoint)):
         if np.ndim(s):
             raise LocalizationError("per-feature LOO bandwidths need a fixed (scalar or per-feature) base bandwidth, "
-                             f"not {bw!r}", "bandwidth")
+                                    f"not {bw!r}", "bandwidth")
         return dataclasses.replace(bw, scale=bw.scale * float(s))
     if isinstance(bw, str):
         bw = rule_of_thumb(X, bw)
@@ -196,7 +196,7 @@ def search(objective: Callable[[Any], float], grid: ArrayLike, *, per_feature: b
     values = np.array(values)
     if not np.any(np.isfinite(values)):
         raise LocalizationError("the leave-one-out objective is undefined at every bandwidth in the grid (some sample has "
-                         "no neighbour, or too few for its local design); widen `bandwidth_grid` or add samples", "bandwidth_grid")
+                                "no neighbour, or too few for its local design); widen `bandwidth_grid` or add samples", "bandwidth_grid")
     i = int(np.argmin(values))
     best, best_value = float(grid[i]), float(values[i])
     if warn_edge and i in (0, len(grid) - 1) and len(grid) > 1:  # (an early stop is never at the top edge)
@@ -376,7 +376,7 @@ def fit_multikernel(est: E, residuals: Callable[..., FloatArray]) -> E:
     for k, r in zip(kernels, R):
         if not np.all(np.isfinite(r)):
             raise LocalizationError(f"the leave-one-out prediction under {k!r} is undefined for some sample (no neighbour, or a singular local design); "
-                             "widen its bandwidth", "kernel")
+                                    "widen its bandwidth", "kernel")
     sw = np.ones(len(R[0])) if w is None else w
     A = np.array([[np.sum(sw[:, None] * a * b) for b in R] for a in R]) / sw.sum()
     weights = simplex_qp(A)
@@ -389,7 +389,7 @@ def fit_multikernel(est: E, residuals: Callable[..., FloatArray]) -> E:
 def _check_multikernel(est):
     if len(est.X_fit_) < 2:
         raise LocalizationError("a MultiKernel learns its weights by leave-one-out and needs at least 2 samples, got "
-                         "n_samples = 1", "X")
+                                "n_samples = 1", "X")
     if is_loo(est.bandwidth, LOO_RULES + ("lscv", "lscv_per_feature")):
         raise LocalizationError("a MultiKernel carries its kernels' own bandwidths; do not combine it with a LOO bandwidth rule", "bandwidth")
     return est.kernel.kernels
@@ -443,7 +443,7 @@ def fit_multikernel_density(est: E, log_density: Callable[[Any], FloatArray]) ->
     log_p = np.column_stack([np.asarray(log_density(k), dtype=np.float64) for k in kernels])
     if not np.all(np.any(np.isfinite(log_p), axis=1)):
         raise LocalizationError("the leave-one-out density is zero for some sample under every kernel of the MultiKernel "
-                         "(no neighbour in any window); widen a bandwidth", "kernel")
+                                "(no neighbour in any window); widen a bandwidth", "kernel")
     v = None if est.sample_weight_ is None else est.sample_weight_.astype(np.float64)
     weights = simplex_log_likelihood(log_p, v)
     v = np.full(len(log_p), 1.0 / len(log_p)) if v is None else v / v.sum()

@@ -122,7 +122,7 @@ class LocalModeClassifier(ClassifierMixin, LocalEstimator):
         elif is_loo(self.bandwidth):
             if self.scoring == "accuracy" and self.bandwidth == "loo_per_feature":
                 raise LocalizationError("bandwidth='loo_per_feature' needs scoring='log_loss' (the error rate is piecewise "
-                                 "constant, it has no gradient)", "bandwidth")
+                                        "constant, it has no gradient)", "bandwidth")
             fit_loo(self, self._loo_objective, n_features=X.shape[1], refine=self.scoring == "log_loss")
         else:
             self.bandwidth_ = self.bandwidth

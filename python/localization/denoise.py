@@ -72,8 +72,9 @@ def _as_image(image, name="image"):
     elif kind == "i":
         raise LocalizationTypeError(
             f"`{name}` has signed integer dtype {arr.dtype}; pass a float image "
-            "(or an unsigned integer image, which is scaled to [0, 1])"
-        , name)
+            "(or an unsigned integer image, which is scaled to [0, 1])",
+            name,
+        )
     elif kind == "f":
         if arr.dtype == np.float16:
             arr = arr.astype(np.float32)
@@ -83,8 +84,9 @@ def _as_image(image, name="image"):
         raise LocalizationTypeError(f"`{name}` has dtype {arr.dtype}; pass a float32 or float64 image", name)
     if arr.ndim not in (2, 3):
         raise LocalizationError(
-            f"`{name}` must be 2-D (rows, cols) for gray or 3-D (rows, cols, channels) for colour, got shape {arr.shape}"
-        , name)
+            f"`{name}` must be 2-D (rows, cols) for gray or 3-D (rows, cols, channels) for colour, got shape {arr.shape}",
+            name,
+        )
     if arr.size == 0:
         raise LocalizationError(f"`{name}` is empty (shape {arr.shape})", name)
     if not np.all(np.isfinite(arr)):
@@ -165,7 +167,7 @@ def bilateral(image: ArrayLike, spatial_bandwidth: float = 1.0, range_bandwidth:
     if window_size is None:
         if not math.isfinite(3 * hx):
             raise LocalizationError(f"spatial_bandwidth={hx!r} is too large for its default window of "
-                             f"2·ceil(3·spatial_bandwidth) + 1 pixels; pass window_size", "spatial_bandwidth")
+                                    f"2·ceil(3·spatial_bandwidth) + 1 pixels; pass window_size", "spatial_bandwidth")
         window_size = max(5, 2 * int(math.ceil(3 * hx)) + 1)
         size_name = "spatial_bandwidth"  # the default window grows with it
     window_size = check_positive_int(window_size, size_name)

@@ -122,7 +122,7 @@ class KernelDensity(LocalEstimator):
             name = getattr(k, "name", None)
             if not isinstance(name, str) or name in SPECIAL:
                 raise LocalizationError("KernelDensity needs a single radial profile kernel (not knn, dot, identity, a callable "
-                                 f"or a combination of kernels), got {k!r}", "kernel")
+                                        f"or a combination of kernels), got {k!r}", "kernel")
             self._bind(k)  # validates its bandwidth
         if multi:
             fit_multikernel_density(self, lambda k: self._log_density(self._bind(k), self.X_fit_, exclude_self=True))
@@ -143,7 +143,7 @@ class KernelDensity(LocalEstimator):
         lscv = self.bandwidth in LSCV_RULES
         if lscv and self.kernel_.name != "gaussian":
             raise LocalizationError(f"bandwidth={self.bandwidth!r} (least-squares cross-validation) is offered for the "
-                             f"gaussian kernel, not {self.kernel_.name!r}; use bandwidth='loo'", "bandwidth")
+                                    f"gaussian kernel, not {self.kernel_.name!r}; use bandwidth='loo'", "bandwidth")
         fit_loo(self, self._lscv if lscv else self._negative_loo_likelihood, n_features=self.X_fit_.shape[1])
 
     def _log_density(self, bk, Q, exclude_self=False, return_bound=False):

@@ -323,8 +323,9 @@ def _bottom_eigenvectors(W, q, eigen_solver, tol, max_iter, random_state):
     except RuntimeError as e:  # a singular grounded system (disconnected neighbour graph) or no convergence
         raise LocalizationError(
             f"the sparse eigensolver failed ({e}); the neighbour graph may be disconnected: "
-            "increase n_neighbors or use eigen_solver='dense'"
-        , "eigen_solver") from None
+            "increase n_neighbors or use eigen_solver='dense'",
+            "eigen_solver",
+        ) from None
     V, _ = np.linalg.qr(vecs - vecs.mean(axis=0))
     vals, R = np.linalg.eigh(V.T @ (M @ V))
     return V @ R, float(np.sum(vals))

@@ -257,7 +257,7 @@ def _callable_matrix(bk, Qs, Xs):
         raise LocalizationError("a callable kernel profile must map an array of u >= 0 to finite values of the same shape", "kernel")
     if not bk.allow_signed and np.any(K < 0):
         raise LocalizationError(f"{bk.consumer} needs a non-negative kernel, but the callable profile returned negative values "
-                         "(signed kernels are accepted by local_mean, kernel_sum, kernel_matrix and LocalMeanRegressor)", "kernel")
+                                "(signed kernels are accepted by local_mean, kernel_sum, kernel_matrix and LocalMeanRegressor)", "kernel")
     return K.astype(Qs.dtype)
 
 
@@ -380,7 +380,7 @@ def bind_kernel(kernel, X, sample_weight=None, allow_signed=False, consumer="thi
     if isinstance(kernel, KernelCombination):
         if kernel.signed and not allow_signed:
             raise LocalizationError(f"{consumer} needs a non-negative kernel; {kernel!r} is signed (signed kernels are "
-                             "accepted by local_mean, kernel_sum, kernel_matrix and LocalMeanRegressor)", "kernel")
+                                    "accepted by local_mean, kernel_sum, kernel_matrix and LocalMeanRegressor)", "kernel")
         return BoundCombination(kernel, X, sample_weight, allow_signed, consumer)
     return BoundKernel(kernel, X, sample_weight, allow_signed, consumer)
 

@@ -227,7 +227,7 @@ class MetricLearningRegressor(ClassNamePrefixFeaturesOutMixin, MultiOutputMixin,
         X, y = validate_data(self, X, y, dtype=FLOAT_DTYPES, order="C", multi_output=True, y_numeric=True)
         if len(X) < 2:
             raise LocalizationError(f"MetricLearningRegressor learns by leave-one-out and needs at least 2 samples, got "
-                             f"n_samples = {len(X)}", "X")
+                                    f"n_samples = {len(X)}", "X")
         Xc = X.astype(np.float64)
         Xc = Xc - Xc.mean(axis=0)
         Y = np.ascontiguousarray(np.asarray(y, dtype=np.float64).reshape(len(y), -1))

@@ -280,7 +280,7 @@ class LocalPolynomialRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator)
         for k in self.kernel.kernels if multi else [self.kernel_]:
             if getattr(k, "name", None) in (None, "identity", "dot") or self._bind(k).callable:
                 raise LocalizationError("LocalPolynomialRegressor needs a single radial profile or knn kernel (not a callable, "
-                                 f"dot, identity or a combination of kernels), got {k!r}", "kernel")
+                                        f"dot, identity or a combination of kernels), got {k!r}", "kernel")
         if multi:
             fit_multikernel(self, lambda k: self._loo_fit(k) - self.y_fit_)
             self.bandwidth_ = self.bandwidth

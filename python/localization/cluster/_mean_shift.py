@@ -397,7 +397,7 @@ class MeanShift(ClusterMixin, BaseEstimator):
         if h == 0:
             if algorithm == "grid":
                 raise LocalizationError("algorithm='grid' needs a positive bandwidth; the estimated bandwidth is 0 "
-                                 "(most points coincide): use algorithm='exact' or pass `bandwidth`", "algorithm")
+                                        "(most points coincide): use algorithm='exact' or pass `bandwidth`", "algorithm")
             algorithm = "exact"
         elif self.blurring or self.fixed_kernel:
             if algorithm == "grid":
@@ -453,8 +453,9 @@ class MeanShift(ClusterMixin, BaseEstimator):
         if not np.any(self.seed_valid_):
             raise LocalizationError(
                 f"No point was within bandwidth={h:f} of any seed. Try a different seeding strategy or "
-                "increase the bandwidth."
-            , "bandwidth")
+                "increase the bandwidth.",
+                "bandwidth",
+            )
         kept = _core.merge_modes(self.seed_modes_, self.seed_support_, self.seed_valid_, radius)
         self.cluster_centers_ = np.ascontiguousarray(self.seed_modes_[kept])
         self.n_iter_ = int(self.seed_n_iter_.max()) if len(self.seed_n_iter_) else 0

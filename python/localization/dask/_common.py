@@ -209,8 +209,9 @@ def check_algorithm(algorithm):
             "`algorithm='binned'` is not available on Dask arrays (each shard or query chunk would bin on its own "
             "grid, so the result would differ from the in-memory one and carry no error bound): use an exact "
             "algorithm ('auto', 'brute', 'kd_tree', 'expansion'), or fit in memory and wrap with "
-            "localization.dask.PostFit"
-        , "algorithm")
+            "localization.dask.PostFit",
+            "algorithm",
+        )
 
 
 class Spec:

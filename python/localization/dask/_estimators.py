@@ -16,7 +16,7 @@ from sklearn.utils.validation import check_is_fitted
 from .. import density, neighbors, regression
 from .._base import keeps_state_on_error
 from .._sums import tree_reduce
-from .._validation import check_positive_int, check_weight_summary, LocalizationError
+from .._validation import LocalizationError, check_positive_int, check_weight_summary, fit_context
 from ..engine import BoundKernel
 from ..kernels import SPECIAL, log_normalization
 from ._common import Shards, Spec, aligned, as_dask, assemble, check_algorithm, check_features, float_dtype, is_dask, sharded_kernel, task_threads
@@ -77,8 +77,9 @@ def _shard_kernel(est, what):
         raise LocalizationError(
             f"{what} on a Dask array keeps its sample sharded, so its kernel must not look at the whole sample: "
             "not kernel='knn', Balloon, SamplePoint, a data-scaled rule of thumb or a kernel combination (pass the "
-            "bandwidth as a number or per-feature array, or fit in memory and wrap with localization.dask.PostFit)"
-        , "kernel")
+            "bandwidth as a number or per-feature array, or fit in memory and wrap with localization.dask.PostFit)",
+            "kernel",
+        )
     return k
 
 
@@ -127,6 +128,7 @@ class KernelDensity(density.KernelDensity):
     """
 
     @keeps_state_on_error
+    @fit_context
     def fit(self, X: ArrayLike, y: object = None, sample_weight: ArrayLike | None = None) -> Self:
         """Keep the sample (a dask array) sharded in the workers' memory. Returns self."""
         check_algorithm(self.algorithm)
@@ -135,7 +137,7 @@ class KernelDensity(density.KernelDensity):
         name = getattr(self._kernel(), "name", None)
         if not isinstance(name, str) or name in SPECIAL:
             raise LocalizationError("KernelDensity needs a single radial profile kernel (not knn, dot, identity, a callable "
-                             f"or a combination of kernels), got {self.kernel!r}", "kernel")
+                                    f"or a combination of kernels), got {self.kernel!r}", "kernel")
         self.kernel_ = _shard_kernel(self, "KernelDensity")
         d = self.n_features_in_
         self._log_norm = log_normalization(name, d)
@@ -190,6 +192,7 @@ class LocalMeanRegressor(regression.LocalMeanRegressor):
     """
 
     @keeps_state_on_error
+    @fit_context
     def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> Self:
         """Keep the sample (dask arrays) sharded in the workers' memory. Returns self."""
         check_algorithm(self.algorithm)
@@ -265,12 +268,9 @@ class NearestNeighbors(neighbors.NearestNeighbors):
     """
 
     @keeps_state_on_error
+    @fit_context
     def fit(self, X: ArrayLike, y: object = None) -> Self:
         """Keep the sample sharded and build one index per shard on the workers. Returns self."""
-        check_positive_int(self.n_neighbors, "n_neighbors")
-        check_positive_int(self.leaf_size, "leaf_size")
-        if self.algorithm not in ("auto", "kd_tree", "brute"):
-            raise LocalizationError(f"`algorithm` must be 'auto', 'kd_tree' or 'brute', got {self.algorithm!r}", "algorithm")
         task_threads(self.n_jobs)
         self._shards, _ = fit_sample(self, X)
         self._indexes = dask.persist(*[delayed(_shard_index, pure=True)(xb, self.algorithm, self.leaf_size) for _, xb, _, _ in self._shards.blocks])

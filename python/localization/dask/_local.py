@@ -63,8 +63,9 @@ class _Plan:
             raise LocalizationError(
                 "this kernel looks at the whole sample (kernel='knn', Balloon/SamplePoint, a data-scaled rule of "
                 "thumb or a kernel combination), so sums over shards would differ from the whole: use "
-                "references='broadcast', or pass the bandwidth as a number or per-feature array"
-            , "kernel")
+                "references='broadcast', or pass the bandwidth as a number or per-feature array",
+                "kernel",
+            )
         if references == "broadcast" and exclude_self:
             raise LocalizationError("`exclude_self` on a Dask array needs references='sharded' (the queries are the shards)", "exclude_self")
         self.mode = references

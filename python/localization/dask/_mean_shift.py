@@ -204,8 +204,9 @@ class MeanShift(cluster.MeanShift):
         if not np.any(valid):
             raise LocalizationError(
                 f"No point was within bandwidth={h:f} of any seed. Try a different seeding strategy or "
-                "increase the bandwidth."
-            , "bandwidth")
+                "increase the bandwidth.",
+                "bandwidth",
+            )
         kept = _core.merge_modes(modes, support, valid, radius)
         self.cluster_centers_ = np.ascontiguousarray(modes[kept])
         self.n_iter_ = int(n_iter.max()) if len(n_iter) else 0

@@ -270,3 +270,20 @@ def test_no_bare_builtin_raise_about_an_argument():
     assert not bare, "raise LocalizationError(msg, parameter) instead of:\n" + "\n".join(bare)
     stale = set(BUILTIN_RAISES_ALLOWED) - {(f, fn) for f, fn, _ in found}
     assert not stale, f"allowlist entries with no raise left: {stale}"
+
+
+def test_dask_estimators_check_their_parameters_at_fit():
+    pytest.importorskip("dask")
+    import dask.array as da
+
+    from localization import dask as ldask
+
+    Xd, yd = da.from_array(X, chunks=10), da.from_array(y, chunks=10)
+    for estimator, args, parameter in [
+        (ldask.LocalMeanRegressor(n_jobs=0), (Xd, yd), "n_jobs"),
+        (ldask.LocalMeanRegressor(bandwidth="loo_per_feature"), (Xd, yd), "bandwidth"),
+        (ldask.KernelDensity(algorithm="fastest"), (Xd,), "algorithm"),
+        (ldask.NearestNeighbors(leaf_size=0), (Xd,), "leaf_size"),
+        (ldask.MeanShift(max_iter=0), (Xd,), "max_iter"),
+    ]:
+        assert raised(lambda: estimator.fit(*args)).parameter == parameter

@@ -17,6 +17,7 @@ from .. import density, neighbors, regression
 from .._base import keeps_state_on_error
 from .._sums import tree_reduce
 from .._validation import LocalizationError, check_positive_int, check_weight_summary, fit_context
+from ..adaptive import is_loo
 from ..engine import BoundKernel
 from ..kernels import SPECIAL, log_normalization
 from ._common import Shards, Spec, aligned, as_dask, assemble, check_algorithm, check_features, float_dtype, is_dask, sharded_kernel, task_threads
@@ -197,7 +198,7 @@ class LocalMeanRegressor(regression.LocalMeanRegressor):
         """Keep the sample (dask arrays) sharded in the workers' memory. Returns self."""
         check_algorithm(self.algorithm)
         task_threads(self.n_jobs)
-        if isinstance(self.bandwidth, str) and self.bandwidth == "loo":
+        if is_loo(self.bandwidth):  # either rule: 'loo' or 'loo_per_feature'
             raise LocalizationError("bandwidth='loo' is not available on a sharded sample; pass a number (loo_predict gives the errors)", "bandwidth")
         self._shards, _ = fit_sample(self, X, y, sample_weight)
         self.bandwidth_ = self.bandwidth

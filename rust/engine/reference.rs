@@ -338,6 +338,13 @@ mod tests {
         assert!(err(Reference::new(x.clone(), None, Some(Array1::from(vec![1.0, -1.0, 1.0])), None)).contains("sample_weight"));
         assert!(err(Reference::new(x.clone(), None, None, Some(vec![1.0, 0.0, 1.0]))).contains("bandwidth"));
         assert!(err(Reference::new(x.clone(), None, None, Some(vec![1.0]))).contains("bandwidth"));
+        for bad in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+            let mut xb = x.clone();
+            xb[[1, 0]] = bad;
+            assert_eq!(Reference::new(xb, None, None, None).err(), Some(LocalizationError::NonFinite { name: "X" }));
+            let v = Array2::from_elem((3, 1), bad);
+            assert_eq!(Reference::new(x.clone(), Some(v), None, None).err(), Some(LocalizationError::NonFinite { name: "values" }));
+        }
         let r = Reference::new(x.clone(), None, None, Some(vec![1.0; 3])).unwrap();
         let opts = Options::default();
         let k = Kernel::Radial(Profile::Gaussian);

@@ -25,6 +25,16 @@ impl Positive {
     }
 }
 
+/// Refuse NaN and infinity in the array `name` (samples or values that are kept, such as a
+/// prepared reference's, are checked once when they are taken in).
+pub fn finite<'a, F: Real + 'a>(name: &'static str, values: impl IntoIterator<Item = &'a F>) -> Result<()> {
+    if values.into_iter().all(|v| v.is_finite()) {
+        Ok(())
+    } else {
+        Err(LocalizationError::NonFinite { name })
+    }
+}
+
 /// Sample weights: one finite, non-negative value per sample.
 #[derive(Copy, Clone, Debug)]
 pub struct Weights<'a, F>(ArrayView1<'a, F>);
@@ -61,6 +71,14 @@ mod tests {
         assert_eq!(Positive::new("bandwidth", 0.5).unwrap().get(), 0.5);
         for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
             assert_eq!(Positive::new("step", bad).unwrap_err(), LocalizationError::param("step", "must be finite and strictly positive"));
+        }
+    }
+
+    #[test]
+    fn finite_refuses_nan_and_infinity_naming_the_array() {
+        assert!(finite("X", &array![1.0, -2.0]).is_ok());
+        for bad in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+            assert_eq!(finite("values", &array![1.0, bad]).unwrap_err(), LocalizationError::NonFinite { name: "values" });
         }
     }
 

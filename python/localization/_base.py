@@ -13,7 +13,7 @@ from sklearn.utils.validation import check_is_fitted
 from ._validation import COUNT, FLOAT_DTYPES, N_JOBS, check_sample_weight, validate_data
 from .adaptive import LOO_RULES, MultiKernel, is_loo
 from .engine import ALGORITHM, bind_kernel
-from .kernels import BANDWIDTH, KERNEL, KernelCombination, as_kernel
+from .kernels import BANDWIDTH, KERNEL, KernelCombination, as_kernel, bandwidth_constraint
 
 if TYPE_CHECKING:
     from ._typing import F
@@ -28,6 +28,15 @@ KERNEL_CONSTRAINTS = {
     "n_neighbors": [COUNT, None],
     "algorithm": ALGORITHM,
     "n_jobs": N_JOBS,
+}
+
+#: ... and those of the estimators that can choose their bandwidth by leave-one-out: a LOO rule,
+#: a MultiKernel of candidate kernels, the grid searched.
+LOO_KERNEL_CONSTRAINTS = {
+    **KERNEL_CONSTRAINTS,
+    "kernel": [*KERNEL, MultiKernel],
+    "bandwidth": bandwidth_constraint(LOO_RULES),
+    "bandwidth_grid": ["array-like", None],
 }
 
 

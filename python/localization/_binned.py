@@ -46,6 +46,7 @@ import scipy.fft as sfft
 
 from . import _core
 from .kernels import PROFILES, Balloon, SamplePoint
+from ._validation import NON_NEGATIVE, Integral, Interval, LocalizationError
 
 __all__ = ["BinnedSums", "binned_sums", "MAX_FEATURES"]
 
@@ -119,9 +120,9 @@ def check_grid_size(grid_size, d):
         sizes = tuple(np.ravel(grid_size).tolist()) if np.ndim(grid_size) == 1 else None
     integral = sizes is not None and all(isinstance(g, numbers.Integral) and not isinstance(g, bool) for g in sizes)
     if not integral or len(sizes) != d:
-        raise ValueError(f"`grid_size` must be an integer or one integer per feature ({d}), got {grid_size!r}")
+        raise LocalizationError(f"`grid_size` must be an integer or one integer per feature ({d}), got {grid_size!r}", "grid_size")
     if any(g < 2 for g in sizes):
-        raise ValueError(f"`grid_size` must be at least 2 nodes per feature, got {grid_size!r}")
+        raise LocalizationError(f"`grid_size` must be at least 2 nodes per feature, got {grid_size!r}", "grid_size")
     return tuple(int(g) for g in sizes)
 
 
@@ -129,7 +130,7 @@ def check_tolerance(value, name):
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value) or value < 0:
-        raise ValueError(f"`{name}` must be a finite number ≥ 0 or None, got {value!r}")
+        raise LocalizationError(f"`{name}` must be a finite number ≥ 0 or None, got {value!r}", name)
     return float(value)
 
 
@@ -182,7 +183,7 @@ def binned_sums(bk, Qs, values=None, sample_weight=None, *, exclude_self=False, 
     """
     reason = unsupported_reason(bk, Qs)
     if reason is not None:
-        raise ValueError(f"algorithm='binned' needs {reason}")
+        raise LocalizationError(f"algorithm='binned' needs {reason}", "algorithm")
     Xs, name, h = bk.Xs, bk.name, float(bk.h)
     n, d = Xs.shape
     grid_size = check_grid_size(grid_size, d)
@@ -309,7 +310,7 @@ def select(bk, Q, *, algorithm, grid_size, atol, rtol, degree=None):
     if algorithm == "binned":
         reason = unsupported_reason(bk, Qs, degree)
         if reason is not None:
-            raise ValueError(f"algorithm='binned' needs {reason}")
+            raise LocalizationError(f"algorithm='binned' needs {reason}", "algorithm")
         check_grid_size(grid_size, bk.d)
         return True
     check_grid_size(grid_size, bk.d)
@@ -339,6 +340,15 @@ def local_mean_or_none(bk, Q, V, w, *, algorithm, grid_size, atol, rtol, exclude
     if algorithm != "binned" and not tolerance_met(mean64, bound, atol, rtol):
         return None
     return ratio(b.num, b.den).astype(Q.dtype), b.den, bound
+
+
+#: The `_parameter_constraints` of the binned algorithm's settings (a per-feature `grid_size`
+#: is checked against the width of X by :func:`check_params`).
+CONSTRAINTS = {
+    "grid_size": [Interval(Integral, 2, None, closed="left"), "array-like", None],
+    "atol": [NON_NEGATIVE, None],
+    "rtol": [NON_NEGATIVE, None],
+}
 
 
 def check_params(est, d):

@@ -85,8 +85,9 @@ def masked_knn(
 
 @final
 class Reference:
-    """Samples (with values, weights, per-sample bandwidths) checked and copied once; ``local_sums``
-    and ``local_polynomial`` accept it as ``x`` and reuse the layouts the engine builds from it."""
+    """Samples (with values, weights, per-sample bandwidths) checked once (NaN and infinity are
+    refused) and copied; ``local_sums`` and ``local_polynomial`` accept it as ``x`` and reuse the
+    layouts the engine builds from it."""
 
     def __new__(
         cls, x: _Array, values: Optional[_Array] = None, weights: Optional[_Array] = None,

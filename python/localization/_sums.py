@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .engine import ratio
+from ._validation import LocalizationError, LocalizationTypeError
 
 if TYPE_CHECKING:
     from ._typing import ArrayLike, FloatArray
@@ -36,7 +37,7 @@ def tree_reduce(items, combine):
     """
     items = list(items)
     if not items:
-        raise ValueError("nothing to reduce: at least one part is needed")
+        raise LocalizationError("nothing to reduce: at least one part is needed", "items")
     while len(items) > 1:
         paired = [combine(items[k], items[k + 1]) for k in range(0, len(items) - 1, 2)]
         if len(items) % 2:
@@ -83,17 +84,18 @@ class LocalSums:
     ) -> None:
         num, den, log_scale = np.asarray(num), np.asarray(den), np.asarray(log_scale)
         if num.ndim != 2 or den.ndim != 1 or log_scale.shape != den.shape or num.shape[0] != den.shape[0]:
-            raise ValueError(
+            raise LocalizationError(
                 "LocalSums needs num of shape (m, p), den and log_scale of shape (m,); got "
-                f"{num.shape}, {den.shape}, {log_scale.shape}"
+                f"{num.shape}, {den.shape}, {log_scale.shape}",
+                "num",
             )
         if (moments is None) != (cross is None):
-            raise ValueError("`moments` and `cross` come together (both or neither)")
+            raise LocalizationError("`moments` and `cross` come together (both or neither)", "moments")
         if moments is not None:
             moments, cross = np.asarray(moments), np.asarray(cross)
             m, p = num.shape
             if moments.ndim != 3 or moments.shape[0] != m or moments.shape[1] != moments.shape[2] or cross.shape != (m, moments.shape[1], p):
-                raise ValueError(f"moments must be (m, D, D) and cross (m, D, p); got {moments.shape} and {cross.shape}")
+                raise LocalizationError(f"moments must be (m, D, D) and cross (m, D, p); got {moments.shape} and {cross.shape}", "moments")
         self.num, self.den, self.log_scale, self.moments, self.cross = num, den, log_scale, moments, cross
 
     @classmethod
@@ -149,14 +151,15 @@ class LocalSums:
         bit; grouping changes only rounding.
         """
         if not isinstance(other, LocalSums):
-            raise TypeError(f"can only merge LocalSums with LocalSums, not {type(other).__name__}")
+            raise LocalizationTypeError(f"can only merge LocalSums with LocalSums, not {type(other).__name__}", "other")
         if self.num.shape != other.num.shape or (self.moments is None) != (other.moments is None):
-            raise ValueError(
+            raise LocalizationError(
                 f"cannot merge sums of different shapes: {self.num.shape} and {other.num.shape}"
-                + ("" if (self.moments is None) == (other.moments is None) else " (one has design moments)")
+                + ("" if (self.moments is None) == (other.moments is None) else " (one has design moments)"),
+                "other",
             )
         if self.moments is not None and self.moments.shape != other.moments.shape:
-            raise ValueError(f"cannot merge design moments of shapes {self.moments.shape} and {other.moments.shape}")
+            raise LocalizationError(f"cannot merge design moments of shapes {self.moments.shape} and {other.moments.shape}", "other")
         la, lb = self._scale(), other._scale()
         top = np.maximum(la, lb)
         top[~np.isfinite(top)] = 0.0

@@ -19,7 +19,8 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import _fit_context
 from sklearn.utils._param_validation import Interval as _Interval
-from sklearn.utils._param_validation import InvalidParameterError, StrOptions, validate_parameter_constraints, validate_params
+from sklearn.utils._param_validation import (HasMethods, InvalidParameterError, StrOptions, validate_parameter_constraints,
+                                             validate_params)
 from sklearn.utils.validation import check_array
 from sklearn.utils.validation import validate_data as _sklearn_validate_data
 
@@ -162,6 +163,9 @@ class LocalizationError(ValueError):
 
     Raised by the native core and by the Python checks alike, so one ``except`` catches
     every refusal; a ``ValueError``, so code written against ``ValueError`` keeps working.
+    Every estimator checks its hyper-parameters against their declared domains at the start
+    of ``fit``, before any work: a value outside its domain raises this error (then also
+    scikit-learn's ``InvalidParameterError``, a ``TypeError`` too) naming the parameter.
 
     Parameters
     ----------
@@ -185,6 +189,12 @@ class LocalizationError(ValueError):
     ... except LocalizationError as e:
     ...     print(e.parameter)
     X
+    >>> from localization import KernelDensity
+    >>> try:
+    ...     KernelDensity(algorithm="fastest").fit([[0.0], [1.0]])
+    ... except LocalizationError as e:
+    ...     print(e.parameter)
+    algorithm
     """
 
     __module__ = "localization"  # its public name, in tracebacks and pickles

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from . import _core
-from ._validation import LocalizationWarning, check_positive_int
+from ._validation import LocalizationWarning, check_positive_int, LocalizationError, LocalizationTypeError
 from .kernels import Balloon, Kernel, KernelCombination, SamplePoint, as_kernel, rule_of_thumb
 
 if TYPE_CHECKING:
@@ -55,8 +55,8 @@ def _rescale_bandwidth(bw, s, X):
     """A kernel's bandwidth times s (a number or a per-feature vector)."""
     if isinstance(bw, (Balloon, SamplePoint)):
         if np.ndim(s):
-            raise ValueError("per-feature LOO bandwidths need a fixed (scalar or per-feature) base bandwidth, "
-                             f"not {bw!r}")
+            raise LocalizationError("per-feature LOO bandwidths need a fixed (scalar or per-feature) base bandwidth, "
+                                    f"not {bw!r}", "bandwidth")
         return dataclasses.replace(bw, scale=bw.scale * float(s))
     if isinstance(bw, str):
         bw = rule_of_thumb(X, bw)
@@ -69,7 +69,7 @@ def scaled_kernel(kernel: Kernel | KernelCombination, s: float | ArrayLike, X: F
     if isinstance(kernel, KernelCombination):
         return KernelCombination([scaled_kernel(k, s, X) for k in kernel.kernels], kernel.coefficients, kernel.normalized)
     if kernel.name in ("knn", "identity", "dot"):
-        raise ValueError(f"bandwidth='loo' searches a bandwidth; the {kernel.name!r} kernel has none")
+        raise LocalizationError(f"bandwidth='loo' searches a bandwidth; the {kernel.name!r} kernel has none", "bandwidth")
     return Kernel(kernel.name, _rescale_bandwidth(kernel.bandwidth, s, X), n_neighbors=kernel.n_neighbors,
                   temperature=kernel.temperature, knn_profile=kernel.knn_profile)
 
@@ -100,7 +100,7 @@ def default_grid(kernel: Kernel | KernelCombination, X: FloatArray, size: int = 
     nn = float(np.median(dist[:, -1]))
     diam = float(np.sqrt(np.sum((Xs.max(0) - Xs.min(0)) ** 2)))
     if not diam > 0:
-        raise ValueError("bandwidth='loo' needs at least two distinct samples")
+        raise LocalizationError("bandwidth='loo' needs at least two distinct samples", "bandwidth")
     lo = max(nn if nn > 0 else diam / len(Xs), diam * 1e-4)
     return np.geomspace(lo, diam, size)
 
@@ -108,7 +108,7 @@ def default_grid(kernel: Kernel | KernelCombination, X: FloatArray, size: int = 
 def check_grid(grid: ArrayLike) -> FloatArray:
     grid = np.asarray(grid, dtype=np.float64)
     if grid.ndim != 1 or len(grid) == 0 or not np.all(np.isfinite(grid)) or np.any(grid <= 0):
-        raise ValueError("`bandwidth_grid` must be a non-empty 1-D array of positive numbers")
+        raise LocalizationError("`bandwidth_grid` must be a non-empty 1-D array of positive numbers", "bandwidth_grid")
     return np.unique(grid)
 
 
@@ -195,8 +195,8 @@ def search(objective: Callable[[Any], float], grid: ArrayLike, *, per_feature: b
             break
     values = np.array(values)
     if not np.any(np.isfinite(values)):
-        raise ValueError("the leave-one-out objective is undefined at every bandwidth in the grid (some sample has "
-                         "no neighbour, or too few for its local design); widen `bandwidth_grid` or add samples")
+        raise LocalizationError("the leave-one-out objective is undefined at every bandwidth in the grid (some sample has "
+                                "no neighbour, or too few for its local design); widen `bandwidth_grid` or add samples", "bandwidth_grid")
     i = int(np.argmin(values))
     best, best_value = float(grid[i]), float(values[i])
     if warn_edge and i in (0, len(grid) - 1) and len(grid) > 1:  # (an early stop is never at the top edge)
@@ -251,7 +251,7 @@ def fit_loo(est: E, objective: Callable[..., float], *, n_features: int, refine:
     base = base_kernel(est.kernel, getattr(est, "n_neighbors", None))
     X = est.X_fit_
     if len(X) < 2:
-        raise ValueError(f"bandwidth={est.bandwidth!r} needs at least 2 samples, got 1 sample")
+        raise LocalizationError(f"bandwidth={est.bandwidth!r} needs at least 2 samples, got 1 sample", "bandwidth")
     grid = getattr(est, "bandwidth_grid", None)
     grid = default_grid(base, X) if grid is None else check_grid(grid)
     best, results = search(lambda s: objective(scaled_kernel(base, s, X)), grid,
@@ -308,10 +308,10 @@ class MultiKernel:
     def __init__(self, kernels: Sequence[Kernel]) -> None:
         kernels = list(kernels)
         if not 1 <= len(kernels) <= 16:
-            raise ValueError(f"a MultiKernel takes 1 to 16 kernels, got {len(kernels)}")
+            raise LocalizationError(f"a MultiKernel takes 1 to 16 kernels, got {len(kernels)}", "kernels")
         for k in kernels:
             if not isinstance(k, Kernel):
-                raise TypeError(f"the kernels of a MultiKernel are Kernel objects, got {type(k).__name__}")
+                raise LocalizationTypeError(f"the kernels of a MultiKernel are Kernel objects, got {type(k).__name__}", "kernels")
         self.kernels = kernels
 
     def __repr__(self):
@@ -375,8 +375,8 @@ def fit_multikernel(est: E, residuals: Callable[..., FloatArray]) -> E:
     R = [np.asarray(residuals(k), dtype=np.float64) for k in kernels]
     for k, r in zip(kernels, R):
         if not np.all(np.isfinite(r)):
-            raise ValueError(f"the leave-one-out prediction under {k!r} is undefined for some sample (no neighbour, or a singular local design); "
-                             "widen its bandwidth")
+            raise LocalizationError(f"the leave-one-out prediction under {k!r} is undefined for some sample (no neighbour, or a singular local design); "
+                                    "widen its bandwidth", "kernel")
     sw = np.ones(len(R[0])) if w is None else w
     A = np.array([[np.sum(sw[:, None] * a * b) for b in R] for a in R]) / sw.sum()
     weights = simplex_qp(A)
@@ -388,10 +388,10 @@ def fit_multikernel(est: E, residuals: Callable[..., FloatArray]) -> E:
 
 def _check_multikernel(est):
     if len(est.X_fit_) < 2:
-        raise ValueError("a MultiKernel learns its weights by leave-one-out and needs at least 2 samples, got "
-                         "n_samples = 1")
+        raise LocalizationError("a MultiKernel learns its weights by leave-one-out and needs at least 2 samples, got "
+                                "n_samples = 1", "X")
     if is_loo(est.bandwidth, LOO_RULES + ("lscv", "lscv_per_feature")):
-        raise ValueError("a MultiKernel carries its kernels' own bandwidths; do not combine it with a LOO bandwidth rule")
+        raise LocalizationError("a MultiKernel carries its kernels' own bandwidths; do not combine it with a LOO bandwidth rule", "bandwidth")
     return est.kernel.kernels
 
 
@@ -442,8 +442,8 @@ def fit_multikernel_density(est: E, log_density: Callable[[Any], FloatArray]) ->
     kernels = _check_multikernel(est)
     log_p = np.column_stack([np.asarray(log_density(k), dtype=np.float64) for k in kernels])
     if not np.all(np.any(np.isfinite(log_p), axis=1)):
-        raise ValueError("the leave-one-out density is zero for some sample under every kernel of the MultiKernel "
-                         "(no neighbour in any window); widen a bandwidth")
+        raise LocalizationError("the leave-one-out density is zero for some sample under every kernel of the MultiKernel "
+                                "(no neighbour in any window); widen a bandwidth", "kernel")
     v = None if est.sample_weight_ is None else est.sample_weight_.astype(np.float64)
     weights = simplex_log_likelihood(log_p, v)
     v = np.full(len(log_p), 1.0 / len(log_p)) if v is None else v / v.sum()
@@ -501,9 +501,9 @@ def self_consistent_kernel(X: ArrayLike, n_neighbors: int = 10, *, reg: float = 
     n = len(X)
     k = check_positive_int(n_neighbors, "n_neighbors")
     if k >= n:
-        raise ValueError(f"`n_neighbors`={k} must be smaller than the {n} samples (a point is not its own neighbour)")
+        raise LocalizationError(f"`n_neighbors`={k} must be smaller than the {n} samples (a point is not its own neighbour)", "n_neighbors")
     if not (np.isscalar(reg) and np.isfinite(reg) and reg >= 0):
-        raise ValueError(f"`reg` must be a finite non-negative number, got {reg!r}")
+        raise LocalizationError(f"`reg` must be a finite non-negative number, got {reg!r}", "reg")
     _, ind = _core.NeighborIndex(X).knn(X, k + 1, n_jobs=n_jobs)
     # Drop each point itself (it may not come first among duplicates); else the farthest.
     own = ind == np.arange(n)[:, None]

@@ -11,10 +11,10 @@ from sklearn.exceptions import DataConversionWarning
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
-from ._base import LocalEstimator, keeps_state_on_error
+from ._base import LOO_KERNEL_CONSTRAINTS, LocalEstimator, keeps_state_on_error
 from .adaptive import MultiKernel, fit_loo, fit_multikernel, is_loo
 from .engine import bind_kernel
-from ._validation import FLOAT_DTYPES, LocalizationWarning, validate_data
+from ._validation import FLOAT_DTYPES, LocalizationError, LocalizationWarning, StrOptions, fit_context, validate_data
 
 if TYPE_CHECKING:
     from ._typing import ArrayLike, BandwidthLike, FloatArray, KernelLike, NDArray, Self
@@ -74,6 +74,8 @@ class LocalModeClassifier(ClassifierMixin, LocalEstimator):
     ['a', 'a', 'a', 'b', 'b', 'b']
     """
 
+    _parameter_constraints = {**LOO_KERNEL_CONSTRAINTS, "scoring": [StrOptions({"log_loss", "accuracy"})]}
+
     def __init__(
         self, kernel: KernelLike = "gaussian", bandwidth: BandwidthLike = 1.0, n_neighbors: int | None = None,
         scoring: str = "log_loss", bandwidth_grid: ArrayLike | None = None, algorithm: str = "auto",
@@ -88,6 +90,7 @@ class LocalModeClassifier(ClassifierMixin, LocalEstimator):
         self.n_jobs = n_jobs
 
     @keeps_state_on_error
+    @fit_context
     def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> Self:
         """Store the sample and its classes. Returns self."""
         X, y = validate_data(self, X, y, dtype=FLOAT_DTYPES, order="C", multi_output=True, densify=True)
@@ -113,15 +116,13 @@ class LocalModeClassifier(ClassifierMixin, LocalEstimator):
         self._splits = np.cumsum([len(c) for c in classes])[:-1]
         self.classes_ = classes if self.outputs_2d_ else classes[0]
         self.class_prior_ = priors if self.outputs_2d_ else priors[0]
-        if self.scoring not in ("log_loss", "accuracy"):
-            raise ValueError(f"`scoring` must be 'log_loss' or 'accuracy', got {self.scoring!r}")
         if isinstance(self.kernel, MultiKernel):
             fit_multikernel(self, lambda k: self._loo_proba(k) - self.onehot_)
             self.bandwidth_ = self.bandwidth
         elif is_loo(self.bandwidth):
             if self.scoring == "accuracy" and self.bandwidth == "loo_per_feature":
-                raise ValueError("bandwidth='loo_per_feature' needs scoring='log_loss' (the error rate is piecewise "
-                                 "constant, it has no gradient)")
+                raise LocalizationError("bandwidth='loo_per_feature' needs scoring='log_loss' (the error rate is piecewise "
+                                        "constant, it has no gradient)", "bandwidth")
             fit_loo(self, self._loo_objective, n_features=X.shape[1], refine=self.scoring == "log_loss")
         else:
             self.bandwidth_ = self.bandwidth

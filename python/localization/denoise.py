@@ -37,6 +37,8 @@ from ._validation import (
     check_positive_int,
     fit_context,
     validate_data,
+    LocalizationError,
+    LocalizationTypeError,
 )
 from .engine import bind, ratio
 from .kernels import SPECIAL
@@ -68,9 +70,10 @@ def _as_image(image, name="image"):
     elif kind == "u":
         arr = arr.astype(np.float64) / np.iinfo(arr.dtype).max
     elif kind == "i":
-        raise TypeError(
+        raise LocalizationTypeError(
             f"`{name}` has signed integer dtype {arr.dtype}; pass a float image "
-            "(or an unsigned integer image, which is scaled to [0, 1])"
+            "(or an unsigned integer image, which is scaled to [0, 1])",
+            name,
         )
     elif kind == "f":
         if arr.dtype == np.float16:
@@ -78,15 +81,16 @@ def _as_image(image, name="image"):
         elif arr.dtype not in (np.float32, np.float64):
             arr = arr.astype(np.float64)
     else:
-        raise TypeError(f"`{name}` has dtype {arr.dtype}; pass a float32 or float64 image")
+        raise LocalizationTypeError(f"`{name}` has dtype {arr.dtype}; pass a float32 or float64 image", name)
     if arr.ndim not in (2, 3):
-        raise ValueError(
-            f"`{name}` must be 2-D (rows, cols) for gray or 3-D (rows, cols, channels) for colour, got shape {arr.shape}"
+        raise LocalizationError(
+            f"`{name}` must be 2-D (rows, cols) for gray or 3-D (rows, cols, channels) for colour, got shape {arr.shape}",
+            name,
         )
     if arr.size == 0:
-        raise ValueError(f"`{name}` is empty (shape {arr.shape})")
+        raise LocalizationError(f"`{name}` is empty (shape {arr.shape})", name)
     if not np.all(np.isfinite(arr)):
-        raise ValueError(f"`{name}` contains NaN or infinity")
+        raise LocalizationError(f"`{name}` contains NaN or infinity", name)
     was_2d = arr.ndim == 2
     return np.ascontiguousarray(arr if not was_2d else arr[:, :, None]), was_2d
 
@@ -157,13 +161,13 @@ def bilateral(image: ArrayLike, spatial_bandwidth: float = 1.0, range_bandwidth:
     hx = check_number(spatial_bandwidth, "spatial_bandwidth")
     hy = float(img.std()) if range_bandwidth is None else check_number(range_bandwidth, "range_bandwidth")
     if mode not in _MODES:
-        raise ValueError(f"`mode` must be one of {_MODES}, got {mode!r}")
+        raise LocalizationError(f"`mode` must be one of {_MODES}, got {mode!r}", "mode")
     cval = check_number(cval, "cval", FINITE)
     size_name = "window_size"
     if window_size is None:
         if not math.isfinite(3 * hx):
-            raise ValueError(f"spatial_bandwidth={hx!r} is too large for its default window of "
-                             f"2·ceil(3·spatial_bandwidth) + 1 pixels; pass window_size")
+            raise LocalizationError(f"spatial_bandwidth={hx!r} is too large for its default window of "
+                                    f"2·ceil(3·spatial_bandwidth) + 1 pixels; pass window_size", "spatial_bandwidth")
         window_size = max(5, 2 * int(math.ceil(3 * hx)) + 1)
         size_name = "spatial_bandwidth"  # the default window grows with it
     window_size = check_positive_int(window_size, size_name)
@@ -339,9 +343,9 @@ class NonLocalMeans(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             try:
                 shape = tuple(check_positive_int(v, "image_shape") for v in self.image_shape)
             except TypeError:
-                raise ValueError(f"`image_shape` must be a tuple of positive integers, got {self.image_shape!r}") from None
+                raise LocalizationError(f"`image_shape` must be a tuple of positive integers, got {self.image_shape!r}", "image_shape") from None
         if len(shape) not in (2, 3) or int(np.prod(shape)) != X.shape[1]:
-            raise ValueError(f"`image_shape` {self.image_shape!r} does not hold the {X.shape[1]} features of a row")
+            raise LocalizationError(f"`image_shape` {self.image_shape!r} does not hold the {X.shape[1]} features of a row", "image_shape")
         _patch_side(self.patch_size, shape if len(shape) == 3 else shape + (1,), X.itemsize)
         self.image_shape_ = shape
         return self
@@ -373,7 +377,7 @@ def _check_bandwidths(bandwidth, name, p):
     if bw.ndim == 0:
         bw = np.full(p, float(bw))
     if bw.shape != (p,) or not np.all(np.isfinite(bw)) or np.any(bw <= 0):
-        raise ValueError(f"`{name}` must be a positive number or {p} positive numbers, got {bandwidth!r}")
+        raise LocalizationError(f"`{name}` must be a positive number or {p} positive numbers, got {bandwidth!r}", name)
     return bw
 
 
@@ -519,7 +523,7 @@ class SelfLocalMean(MultiOutputMixin, RegressorMixin, BaseEstimator):
     def _params(self, d, p):
         """The bandwidths per feature (a scalar is repeated), checked against the data's widths."""
         if self.kernel.lower() in SPECIAL:
-            raise ValueError(f"`kernel` must be the name of a radial profile, got {self.kernel!r}")
+            raise LocalizationError(f"`kernel` must be the name of a radial profile, got {self.kernel!r}", "kernel")
         hx = _check_bandwidths(self.spatial_bandwidth, "spatial_bandwidth", d)
         hy = _check_bandwidths(self.range_bandwidth, "range_bandwidth", p)
         return hx, hy, self.max_iter, float(self.tol)

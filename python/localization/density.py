@@ -10,11 +10,11 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from . import _binned
-from ._base import LocalEstimator, keeps_state_on_error
-from ._validation import FLOAT_DTYPES, check_allocation, check_positive_int, validate_data
+from ._base import LOO_KERNEL_CONSTRAINTS, LocalEstimator, keeps_state_on_error
+from ._validation import FLOAT_DTYPES, LocalizationError, check_allocation, check_positive_int, fit_context, validate_data
 from .adaptive import LOO_RULES, MultiKernel, fit_loo, fit_multikernel_density, is_loo
 from .engine import bind_kernel
-from .kernels import SPECIAL, Balloon, Kernel, SamplePoint, canonical_name, log_normalization
+from .kernels import SPECIAL, Balloon, Kernel, SamplePoint, bandwidth_constraint, canonical_name, log_normalization
 
 if TYPE_CHECKING:
     from ._typing import ArrayLike, BandwidthLike, FloatArray, KernelLike, SeedLike, Self
@@ -92,6 +92,12 @@ class KernelDensity(LocalEstimator):
     0.398942
     """
 
+    _parameter_constraints = {
+        **{name: c for name, c in LOO_KERNEL_CONSTRAINTS.items() if name != "n_neighbors"},
+        "bandwidth": bandwidth_constraint(LOO_RULES + LSCV_RULES),
+        **_binned.CONSTRAINTS,
+    }
+
     def __init__(self, bandwidth: BandwidthLike = 1.0, kernel: KernelLike = "gaussian", bandwidth_grid: ArrayLike | None = None,
                  algorithm: str = "auto", n_jobs: int | None = None, grid_size: int | Sequence[int] | None = None,
                  atol: float | None = None, rtol: float | None = None) -> None:
@@ -105,6 +111,7 @@ class KernelDensity(LocalEstimator):
         self.rtol = rtol
 
     @keeps_state_on_error
+    @fit_context
     def fit(self, X: ArrayLike, y: object = None, sample_weight: ArrayLike | None = None) -> Self:
         """Store the sample. Returns self."""
         X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C", densify=True)
@@ -114,8 +121,8 @@ class KernelDensity(LocalEstimator):
         for k in self.kernel.kernels if multi else [self.kernel_]:
             name = getattr(k, "name", None)
             if not isinstance(name, str) or name in SPECIAL:
-                raise ValueError("KernelDensity needs a single radial profile kernel (not knn, dot, identity, a callable "
-                                 f"or a combination of kernels), got {k!r}")
+                raise LocalizationError("KernelDensity needs a single radial profile kernel (not knn, dot, identity, a callable "
+                                        f"or a combination of kernels), got {k!r}", "kernel")
             self._bind(k)  # validates its bandwidth
         if multi:
             fit_multikernel_density(self, lambda k: self._log_density(self._bind(k), self.X_fit_, exclude_self=True))
@@ -132,11 +139,11 @@ class KernelDensity(LocalEstimator):
 
     def _fit_loo(self):
         if isinstance(self.kernel_.bandwidth, (Balloon, SamplePoint)):
-            raise ValueError(f"bandwidth={self.bandwidth!r} needs a kernel with a fixed bandwidth, not {self.kernel_!r}")
+            raise LocalizationError(f"bandwidth={self.bandwidth!r} needs a kernel with a fixed bandwidth, not {self.kernel_!r}", "bandwidth")
         lscv = self.bandwidth in LSCV_RULES
         if lscv and self.kernel_.name != "gaussian":
-            raise ValueError(f"bandwidth={self.bandwidth!r} (least-squares cross-validation) is offered for the "
-                             f"gaussian kernel, not {self.kernel_.name!r}; use bandwidth='loo'")
+            raise LocalizationError(f"bandwidth={self.bandwidth!r} (least-squares cross-validation) is offered for the "
+                                    f"gaussian kernel, not {self.kernel_.name!r}; use bandwidth='loo'", "bandwidth")
         fit_loo(self, self._lscv if lscv else self._negative_loo_likelihood, n_features=self.X_fit_.shape[1])
 
     def _log_density(self, bk, Q, exclude_self=False, return_bound=False):
@@ -261,9 +268,9 @@ class KernelDensity(LocalEstimator):
         """∇ log p̂ at the rows of Q under one bound kernel."""
         name = bk.name
         if name not in _SHADOW:
-            raise ValueError(f"score_function supports {sorted(_SHADOW)}, not {name!r}")
+            raise LocalizationError(f"score_function supports {sorted(_SHADOW)}, not {name!r}", "kernel")
         if bk.sample_h is not None or isinstance(bk.kernel.bandwidth, Balloon):
-            raise ValueError("score_function needs a fixed (scalar or per-feature) bandwidth")
+            raise LocalizationError("score_function needs a fixed (scalar or per-feature) bandwidth", "bandwidth")
         Qs = bk._scale(Q)
         shadow, c = _SHADOW[name]
         kw = dict(bandwidth=bk.h, weights=self.sample_weight_, algorithm=self.algorithm, n_jobs=self.n_jobs)
@@ -306,7 +313,7 @@ class KernelDensity(LocalEstimator):
         parts = self._components()
         for _, bk in parts:
             if isinstance(bk.kernel.bandwidth, Balloon):
-                raise ValueError("sampling needs a fixed or SamplePoint bandwidth")
+                raise LocalizationError("sampling needs a fixed or SamplePoint bandwidth", "bandwidth")
         if len(parts) == 1:
             return self._draw(parts[0][1], n_samples, rng)
         # A mixture: each draw picks its kernel by weight, then draws from that kernel's density.

@@ -39,20 +39,28 @@ from . import _core
 from ._base import keeps_state_on_error, knn_k, local_frames
 from ._progress import progress_bar
 from ._validation import (
+    COUNT,
+    COUNT_OR_ZERO,
     FLOAT_DTYPES,
+    N_JOBS,
     NON_NEGATIVE,
+    POSITIVE,
     LocalizationWarning,
+    StrOptions,
     as_float_array,
     check_n_components,
     check_n_jobs,
     check_number,
     check_positive_int,
     check_sample_weight,
+    fit_context,
     validate_data,
     warn_zero_weight,
+    LocalizationError,
+    LocalizationTypeError,
 )
-from .engine import BoundKernel, bind
-from .kernels import as_kernel, profile
+from .engine import ALGORITHM, BoundKernel, bind
+from .kernels import BANDWIDTH, KERNEL, as_kernel, profile
 
 if TYPE_CHECKING:
     from ._typing import ArrayLike, BandwidthLike, FloatArray, KernelLike, SeedLike, Self
@@ -115,6 +123,15 @@ class LocalPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator)
     True
     """
 
+    _parameter_constraints = {
+        "n_components": [COUNT],
+        "bandwidth": BANDWIDTH,
+        "kernel": KERNEL,
+        "n_neighbors": [COUNT, None],
+        "algorithm": ALGORITHM,
+        "n_jobs": N_JOBS,
+    }
+
     def __init__(
         self, n_components: int = 1, bandwidth: BandwidthLike = 1.0, kernel: KernelLike = "gaussian",
         n_neighbors: int | None = None, algorithm: str = "auto", n_jobs: int | None = None,
@@ -127,11 +144,11 @@ class LocalPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator)
         self.n_jobs = n_jobs
 
     @keeps_state_on_error
+    @fit_context
     def fit(self, X: ArrayLike, y: object = None, sample_weight: ArrayLike | None = None) -> Self:
         """Store the sample (lazy learning). Returns self."""
         X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C")
         check_n_components(self.n_components, X.shape[1], allow_zero=False)
-        check_n_jobs(self.n_jobs)
         self.X_fit_ = np.ascontiguousarray(X)
         self.sample_weight_ = check_sample_weight(sample_weight, X.shape[0], X.dtype)
         self._bound()  # validates kernel and bandwidth now
@@ -193,7 +210,7 @@ class LocalPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator)
         Z = as_float_array(Z, "Z")
         q = self.n_components
         if Z.shape != (Q.shape[0], q):
-            raise ValueError(f"`Z` must have shape ({Q.shape[0]}, {q}), got {Z.shape}")
+            raise LocalizationError(f"`Z` must have shape ({Q.shape[0]}, {q}), got {Z.shape}", "Z")
         mu, V, _ = self._frames(Q)
         return (mu + np.einsum("nqd,nq->nd", V, Z.astype(np.float64))).astype(dt)
 
@@ -216,7 +233,7 @@ def _seed(random_state):
 def _check_n_components(q, n_samples):
     q = check_positive_int(q, "n_components")
     if q >= n_samples:
-        raise ValueError(f"`n_components`={q} must be below n_samples = {n_samples}")
+        raise LocalizationError(f"`n_components`={q} must be below n_samples = {n_samples}", "n_components")
     return q
 
 
@@ -304,9 +321,10 @@ def _bottom_eigenvectors(W, q, eigen_solver, tol, max_iter, random_state):
         OP = LinearOperator((n, n), matvec=apply, matmat=apply, dtype=np.float64)
         _, vecs = eigsh(OP, q, which="LA", tol=tol, maxiter=max_iter, v0=v0)
     except RuntimeError as e:  # a singular grounded system (disconnected neighbour graph) or no convergence
-        raise ValueError(
+        raise LocalizationError(
             f"the sparse eigensolver failed ({e}); the neighbour graph may be disconnected: "
-            "increase n_neighbors or use eigen_solver='dense'"
+            "increase n_neighbors or use eigen_solver='dense'",
+            "eigen_solver",
         ) from None
     V, _ = np.linalg.qr(vecs - vecs.mean(axis=0))
     vals, R = np.linalg.eigh(V.T @ (M @ V))
@@ -375,6 +393,18 @@ class LocallyLinearEmbedding(TransformerMixin, BaseEstimator):
     True
     """
 
+    _parameter_constraints = {
+        "n_neighbors": [COUNT],
+        "n_components": [COUNT],
+        "reg": [NON_NEGATIVE],
+        "eigen_solver": [StrOptions({"auto", "arpack", "dense"})],
+        "tol": [NON_NEGATIVE],
+        "max_iter": [COUNT],
+        "algorithm": [StrOptions({"auto", "kd_tree", "brute"})],
+        "random_state": ["random_state"],
+        "n_jobs": N_JOBS,
+    }
+
     def __init__(
         self, n_neighbors: int | None = 5, n_components: int = 2, reg: float = 1e-3, eigen_solver: str = "auto",
         tol: float = 1e-6, max_iter: int = 100, algorithm: str = "auto", random_state: SeedLike = None,
@@ -391,22 +421,18 @@ class LocallyLinearEmbedding(TransformerMixin, BaseEstimator):
         self.n_jobs = n_jobs
 
     @keeps_state_on_error
+    @fit_context
     def fit(self, X: ArrayLike, y: object = None) -> Self:
         """Compute the local kernel W and the embedding. Returns self."""
         X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C", ensure_min_samples=2)
         n, d = X.shape
-        k = check_positive_int(self.n_neighbors, "n_neighbors")
+        k = self.n_neighbors
         if k >= n:
-            raise ValueError(f"`n_neighbors`={k} must be below n_samples = {n}")
+            raise LocalizationError(f"`n_neighbors`={k} must be below n_samples = {n}", "n_neighbors")
         q = _check_n_components(self.n_components, n)
         if q > d:
-            raise ValueError(f"`n_components`={q} exceeds the {d} features")
-        reg = check_number(self.reg, "reg", NON_NEGATIVE)
-        if self.eigen_solver not in ("auto", "arpack", "dense"):
-            raise ValueError(f"`eigen_solver` must be 'auto', 'arpack' or 'dense', got {self.eigen_solver!r}")
-        tol = check_number(self.tol, "tol", NON_NEGATIVE)
-        max_iter = check_positive_int(self.max_iter, "max_iter")
-        check_n_jobs(self.n_jobs)
+            raise LocalizationError(f"`n_components`={q} exceeds the {d} features", "n_components")
+        reg, tol, max_iter = float(self.reg), float(self.tol), self.max_iter
         ind, w = _core.lle_weights(X, k, reg, algorithm=self.algorithm, n_jobs=self.n_jobs)
         self.weights_ = sp.csr_matrix((w.ravel(), ind.ravel(), np.arange(0, n * k + 1, k)), shape=(n, n))
         self.weights_.sort_indices()
@@ -446,17 +472,17 @@ def _check_triplets(triplets, n_samples=None, name="triplets", distinct=True):
         if T.dtype.kind == "f" and T.size and np.all(np.isfinite(T)) and np.all(T == np.round(T)):
             T = T.astype(np.int64)
         else:
-            raise TypeError(f"`{name}` must be an integer array of shape (n_triplets, 3)")
+            raise LocalizationTypeError(f"`{name}` must be an integer array of shape (n_triplets, 3)", name)
     if T.ndim != 2 or T.shape[1] != 3:
-        raise ValueError(f"`{name}` must have shape (n_triplets, 3), got {T.shape}")
+        raise LocalizationError(f"`{name}` must have shape (n_triplets, 3), got {T.shape}", name)
     if T.shape[0] == 0:
-        raise ValueError(f"`{name}` is empty: at least one triplet is required")
+        raise LocalizationError(f"`{name}` is empty: at least one triplet is required", name)
     if T.min() < 0:
-        raise ValueError(f"`{name}` holds negative indices")
+        raise LocalizationError(f"`{name}` holds negative indices", name)
     if n_samples is not None and T.max() >= n_samples:
-        raise ValueError(f"`{name}` refers to sample {int(T.max())}, but there are {n_samples}")
+        raise LocalizationError(f"`{name}` refers to sample {int(T.max())}, but there are {n_samples}", name)
     if distinct and np.any((T[:, 0] == T[:, 1]) | (T[:, 0] == T[:, 2]) | (T[:, 1] == T[:, 2])):
-        raise ValueError(f"every row of `{name}` must name three different samples (i, j, k)")
+        raise LocalizationError(f"every row of `{name}` must name three different samples (i, j, k)", name)
     return np.ascontiguousarray(T, dtype=np.int64)
 
 
@@ -494,9 +520,9 @@ def triplet_loss(Y: ArrayLike, triplets: ArrayLike, weights: ArrayLike | None = 
     T = _check_triplets(triplets, Y.shape[0], distinct=False)
     w = np.ones(len(T)) if weights is None else as_float_array(weights, "weights", dtype=np.float64, ensure_2d=False)
     if w.shape != (len(T),):
-        raise ValueError(f"`weights` must have shape ({len(T)},), got {w.shape}")
+        raise LocalizationError(f"`weights` must have shape ({len(T)},), got {w.shape}", "weights")
     if loss not in _TRIPLET_LOSSES:
-        raise ValueError(f"`loss` must be one of {_TRIPLET_LOSSES}, got {loss!r}")
+        raise LocalizationError(f"`loss` must be one of {_TRIPLET_LOSSES}, got {loss!r}", "loss")
     check_n_jobs(n_jobs)
     return _core.triplet_loss_grad(Y, T, w, loss=loss, alpha=check_number(alpha, "alpha"), n_jobs=n_jobs)
 
@@ -589,6 +615,21 @@ class TripletEmbedding(TransformerMixin, BaseEstimator):
     True
     """
 
+    _parameter_constraints = {
+        "n_components": [COUNT],
+        "n_inliers": [COUNT],
+        "n_outliers": [COUNT],
+        "n_random": [COUNT_OR_ZERO],
+        "weight_temp": [NON_NEGATIVE],
+        "learning_rate": [POSITIVE],
+        "max_iter": [COUNT_OR_ZERO],
+        "init": [StrOptions({"pca", "random"}), "array-like"],
+        "pca_components": [COUNT],
+        "random_state": ["random_state"],
+        "n_jobs": N_JOBS,
+        "verbose": ["verbose"],
+    }
+
     def __init__(
         self, n_components: int = 2, n_inliers: int = 12, n_outliers: int = 4, n_random: int = 3,
         weight_temp: float = 0.5, learning_rate: float = 0.05, max_iter: int = 400, init: str | ArrayLike = "pca",
@@ -609,11 +650,9 @@ class TripletEmbedding(TransformerMixin, BaseEstimator):
         self.verbose = verbose
 
     def _sizes(self, n):
-        n_in = check_positive_int(self.n_inliers, "n_inliers")
-        n_out = check_positive_int(self.n_outliers, "n_outliers")
-        n_rand = check_positive_int(self.n_random, "n_random", minimum=0)
+        n_in, n_out, n_rand = self.n_inliers, self.n_outliers, self.n_random
         if n < 4:
-            raise ValueError(f"TripletEmbedding needs at least 4 samples, got n_samples = {n}")
+            raise LocalizationError(f"TripletEmbedding needs at least 4 samples, got n_samples = {n}", "X")
         if n_in + n_out + 1 > n:
             fit_in = max(1, min(n_in, n - 3))
             fit_out = max(1, min(n_out, n - 1 - fit_in))
@@ -627,17 +666,14 @@ class TripletEmbedding(TransformerMixin, BaseEstimator):
         return n_in, n_out, n_rand
 
     @keeps_state_on_error
+    @fit_context
     def fit(self, X: ArrayLike, y: object = None) -> Self:
         """Sample the triplets and optimise the embedding. Returns self."""
         X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C")
         n, d = X.shape
         n_in, n_out, n_rand = self._sizes(n)
         q = _check_n_components(self.n_components, n)
-        lr = check_number(self.learning_rate, "learning_rate")
-        temp = check_number(self.weight_temp, "weight_temp", NON_NEGATIVE)
-        max_iter = check_positive_int(self.max_iter, "max_iter", minimum=0)
-        p = check_positive_int(self.pca_components, "pca_components")
-        check_n_jobs(self.n_jobs)
+        lr, temp, max_iter, p = float(self.learning_rate), float(self.weight_temp), self.max_iter, self.pca_components
         seed = _seed(self.random_state)
         # TriMap's preprocessing: principal coordinates of wide data, else a global rescaling.
         if d > p:
@@ -674,12 +710,10 @@ class TripletEmbedding(TransformerMixin, BaseEstimator):
                 Y0 = np.zeros((n, q))
                 Y0[:, : pcs.shape[1]] = 0.01 * pcs
                 return Y0
-            if self.init == "random":
-                return 1e-4 * check_random_state(self.random_state).standard_normal((n, q))
-            raise ValueError(f"`init` must be 'pca', 'random' or an array, got {self.init!r}")
+            return 1e-4 * check_random_state(self.random_state).standard_normal((n, q))  # "random"
         Y0 = as_float_array(self.init, "init", dtype=np.float64)
         if Y0.shape != (n, q):
-            raise ValueError(f"`init` must have shape ({n}, {q}), got {Y0.shape}")
+            raise LocalizationError(f"`init` must have shape ({n}, {q}), got {Y0.shape}", "init")
         return Y0
 
     def fit_transform(self, X: ArrayLike, y: object = None) -> FloatArray:
@@ -740,6 +774,18 @@ class OrdinalEmbedding(BaseEstimator):
     1.0
     """
 
+    _parameter_constraints = {
+        "n_components": [COUNT],
+        "loss": [StrOptions({"ste", "tste"})],
+        "alpha": [POSITIVE, None],
+        "l2": [NON_NEGATIVE],
+        "max_iter": [COUNT],
+        "tol": [NON_NEGATIVE],
+        "random_state": ["random_state"],
+        "n_jobs": N_JOBS,
+        "verbose": ["verbose"],
+    }
+
     def __init__(
         self, n_components: int = 2, loss: str = "tste", alpha: float | None = None, l2: float = 0.0,
         max_iter: int = 1000, tol: float = 1e-9, random_state: SeedLike = None, n_jobs: int | None = None,
@@ -756,6 +802,7 @@ class OrdinalEmbedding(BaseEstimator):
         self.verbose = verbose
 
     @keeps_state_on_error
+    @fit_context
     def fit(self, X: ArrayLike, y: object = None, *, n_samples: int | None = None, sample_weight: ArrayLike | None = None) -> Self:
         """Fit to triplets ``X`` (integer array of shape (n_triplets, 3), rows (i, j, k)).
 
@@ -764,15 +811,10 @@ class OrdinalEmbedding(BaseEstimator):
         T = _check_triplets(X, None)
         n = int(T.max()) + 1 if n_samples is None else check_positive_int(n_samples, "n_samples")
         if T.max() >= n:
-            raise ValueError(f"`triplets` refers to sample {int(T.max())}, but n_samples = {n}")
+            raise LocalizationError(f"`triplets` refers to sample {int(T.max())}, but n_samples = {n}", "triplets")
         q = _check_n_components(self.n_components, n)
-        if self.loss not in ("ste", "tste"):
-            raise ValueError(f"`loss` must be 'ste' or 'tste', got {self.loss!r}")
-        alpha = max(q - 1.0, 1.0) if self.alpha is None else check_number(self.alpha, "alpha")
-        l2 = check_number(self.l2, "l2", NON_NEGATIVE)
-        max_iter = check_positive_int(self.max_iter, "max_iter")
-        tol = check_number(self.tol, "tol", NON_NEGATIVE)
-        check_n_jobs(self.n_jobs)
+        alpha = max(q - 1.0, 1.0) if self.alpha is None else float(self.alpha)
+        l2, max_iter, tol = float(self.l2), self.max_iter, float(self.tol)
         w = np.ones(len(T)) if sample_weight is None else check_sample_weight(sample_weight, len(T), np.float64)
         # Triplets sharing (i, j) in runs: the native gradient reuses y_i − y_j within a run.
         order = np.lexsort((T[:, 1], T[:, 0]))
@@ -867,7 +909,7 @@ def _knn_affinity(X, kernel, n_jobs):
     k = check_positive_int(kernel.n_neighbors, "n_neighbors")
     n = X.shape[0]
     if k > n:
-        raise ValueError(f"`n_neighbors`={k} exceeds the {n} samples")
+        raise LocalizationError(f"`n_neighbors`={k} exceeds the {n} samples", "n_neighbors")
     dist, ind = _core.NeighborIndex(X).knn(X, k, n_jobs=n_jobs)
     if kernel.knn_profile is None:
         vals = np.ones(n * k)
@@ -887,7 +929,7 @@ def _check_affinity(A):
         A = np.asarray(A, dtype=np.float64)
     A = check_array(A, accept_sparse="csr", dtype=np.float64, input_name="X", ensure_min_samples=2)
     if A.shape[0] != A.shape[1]:
-        raise ValueError(f"a precomputed affinity `X` must be square, got shape {A.shape}")
+        raise LocalizationError(f"a precomputed affinity `X` must be square, got shape {A.shape}", "X")
     if sp.issparse(A):
         A = sp.csr_matrix(A)
         if not A.has_canonical_format or np.any(A.data == 0):
@@ -899,7 +941,7 @@ def _check_affinity(A):
         A = np.ascontiguousarray(A)
         data = A
     if np.any(data < 0):
-        raise ValueError("a precomputed affinity `X` must be non-negative (it is a kernel)")
+        raise LocalizationError("a precomputed affinity `X` must be non-negative (it is a kernel)", "X")
     return A
 
 
@@ -1074,6 +1116,24 @@ class AsymmetricMDS(TransformerMixin, BaseEstimator):
     True
     """
 
+    _parameter_constraints = {
+        "n_components": [COUNT],
+        "affinity": [StrOptions({"kernel", "precomputed"})],
+        "kernel": KERNEL,
+        "bandwidth": BANDWIDTH,
+        "n_neighbors": [COUNT, None],
+        "loss": [StrOptions({"frobenius", "softmax"})],
+        "normalizer": [StrOptions({"auto", "exact", "sampled"})],
+        "n_negative": [COUNT],
+        "row_weight": [StrOptions({"uniform", "mass"})],
+        "max_iter": [COUNT],
+        "tol": [NON_NEGATIVE],
+        "learning_rate": [POSITIVE],
+        "random_state": ["random_state"],
+        "n_jobs": N_JOBS,
+        "verbose": ["verbose"],
+    }
+
     def __init__(
         self, n_components: int = 2, affinity: str = "kernel", kernel: KernelLike = "gaussian",
         bandwidth: BandwidthLike = 1.0, n_neighbors: int | None = None, loss: str = "frobenius",
@@ -1101,8 +1161,6 @@ class AsymmetricMDS(TransformerMixin, BaseEstimator):
         """(explicit affinity or None, kernel operator or None)."""
         if self.affinity == "precomputed":
             return _check_affinity(X), None
-        if self.affinity != "kernel":
-            raise ValueError(f"`affinity` must be 'kernel' or 'precomputed', got {self.affinity!r}")
         X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C", ensure_min_samples=2)
         self.X_fit_ = X
         kernel = as_kernel(self.kernel, self.bandwidth, knn_k(self.kernel, self.n_neighbors))
@@ -1112,11 +1170,9 @@ class AsymmetricMDS(TransformerMixin, BaseEstimator):
         return None, _KernelAffinity(BoundKernel(kernel, X), self.n_jobs)
 
     @keeps_state_on_error
+    @fit_context
     def fit(self, X: ArrayLike, y: object = None) -> Self:
         """Fit the query and key coordinates. Returns self."""
-        if self.loss not in ("frobenius", "softmax"):
-            raise ValueError(f"`loss` must be 'frobenius' or 'softmax', got {self.loss!r}")
-        check_n_jobs(self.n_jobs)
         A, aff = self._affinity(X)
         if self.affinity == "precomputed":
             self.n_features_in_ = A.shape[1]
@@ -1147,24 +1203,20 @@ class AsymmetricMDS(TransformerMixin, BaseEstimator):
     def _row_weights(self, target):
         has = target.mass > 0
         if not np.any(has):
-            raise ValueError("the affinity is zero everywhere: nothing to fit")
+            raise LocalizationError("the affinity is zero everywhere: nothing to fit", "X")
         if self.row_weight == "uniform":
             w = has.astype(np.float64)
-        elif self.row_weight == "mass":
+        else:  # "mass"
             w = target.mass.astype(np.float64)
-        else:
-            raise ValueError(f"`row_weight` must be 'uniform' or 'mass', got {self.row_weight!r}")
         return w / w.sum()
 
     def _fit_softmax(self, A, aff, n, q):
         normalizer = self.normalizer
-        if normalizer not in ("auto", "exact", "sampled"):
-            raise ValueError(f"`normalizer` must be 'auto', 'exact' or 'sampled', got {normalizer!r}")
         if normalizer == "auto":
             normalizer = "exact" if n <= 5000 else "sampled"
         if normalizer == "sampled" and aff is not None:
-            raise ValueError("normalizer='sampled' needs a sparse affinity: use kernel='knn' or a precomputed matrix")
-        max_iter = check_positive_int(self.max_iter, "max_iter")
+            raise LocalizationError("normalizer='sampled' needs a sparse affinity: use kernel='knn' or a precomputed matrix", "normalizer")
+        max_iter = self.max_iter
         rng = check_random_state(self.random_state)
         if aff is not None and n <= _DENSE_TARGET:
             # Every step multiplies by K̃ and K̃ᵀ: for small n its rows, computed once, are
@@ -1176,7 +1228,7 @@ class AsymmetricMDS(TransformerMixin, BaseEstimator):
         Z2 = 0.1 * rng.standard_normal((n, q))
         if normalizer == "exact":
             H = target.entropy_terms()
-            tol = check_number(self.tol, "tol", NON_NEGATIVE)
+            tol = float(self.tol)
 
             def fun(theta):
                 Z = theta.reshape(2, n, q)
@@ -1189,8 +1241,8 @@ class AsymmetricMDS(TransformerMixin, BaseEstimator):
         else:
             P = sp.csr_matrix(target.P)
             P.sort_indices()
-            n_neg = check_positive_int(self.n_negative, "n_negative")
-            lr = check_number(self.learning_rate, "learning_rate")
+            n_neg = self.n_negative
+            lr = float(self.learning_rate)
             col = np.asarray((sp.diags(w) @ P).sum(axis=0)).ravel()
             noise = col**0.75
             noise = 0.95 * noise / noise.sum() + 0.05 / n
@@ -1219,7 +1271,7 @@ class AsymmetricMDS(TransformerMixin, BaseEstimator):
         """
         check_is_fitted(self)
         if self.affinity != "kernel":
-            raise ValueError("transform needs affinity='kernel': a precomputed affinity has no rows for new items")
+            raise LocalizationError("transform needs affinity='kernel': a precomputed affinity has no rows for new items", "affinity")
         Q = validate_data(self, X, dtype=FLOAT_DTYPES, order="C", reset=False)
         Q = np.ascontiguousarray(Q, dtype=self.X_fit_.dtype)
         Z2 = self.key_embedding_
@@ -1248,7 +1300,7 @@ class AsymmetricMDS(TransformerMixin, BaseEstimator):
             return loss, (num / den[:, None] - PZ2).ravel()
 
         # Convex and small: solved to rounding.
-        theta, _, _ = _lbfgs(fun, np.zeros(m * q), max(check_positive_int(self.max_iter, "max_iter"), 1000), 1e-15, False, "")
+        theta, _, _ = _lbfgs(fun, np.zeros(m * q), max(self.max_iter, 1000), 1e-15, False, "")
         return theta.reshape(m, q)
 
     def __sklearn_tags__(self):

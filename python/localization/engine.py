@@ -88,7 +88,7 @@ class BoundKernel:
         if self.name == "knn":
             self.k = check_positive_int(kernel.n_neighbors, "n_neighbors")
             if self.k > self.n:
-                raise ValueError(f"`n_neighbors`={self.k} exceeds the {self.n} samples")
+                raise LocalizationError(f"`n_neighbors`={self.k} exceeds the {self.n} samples", "n_neighbors")
         elif self.name == "identity":
             pass
         elif self.name == "dot":
@@ -104,9 +104,9 @@ class BoundKernel:
         elif np.ndim(bw) == 1:
             fs = np.asarray(bw, dtype=np.float64)
             if fs.shape != (self.d,):
-                raise ValueError(f"a per-feature `bandwidth` needs {self.d} values, got {fs.shape[0]}")
+                raise LocalizationError(f"a per-feature `bandwidth` needs {self.d} values, got {fs.shape[0]}", "bandwidth")
             if not np.all(np.isfinite(fs)) or np.any(fs <= 0):
-                raise ValueError("every per-feature `bandwidth` must be finite and strictly positive")
+                raise LocalizationError("every per-feature `bandwidth` must be finite and strictly positive", "bandwidth")
             self.feature_scale = fs
         else:
             self.h = check_number(bw, "bandwidth")
@@ -118,7 +118,7 @@ class BoundKernel:
             dist, _ = _core.NeighborIndex(self.Xs).knn(self.Xs, self.adaptive_k + 1)
             h = bw.scale * dist[:, -1].astype(np.float64)
             if np.any(h <= 0):
-                raise ValueError("SamplePoint bandwidth is zero at duplicated points; increase n_neighbors")
+                raise LocalizationError("SamplePoint bandwidth is zero at duplicated points; increase n_neighbors", "bandwidth")
             self.sample_h = h.astype(X.dtype)
 
     def prepare(self):
@@ -182,7 +182,7 @@ class BoundKernel:
         dist, _ = self.neighbor_index().knn(Qs, self.adaptive_k)
         h = bw.scale * dist[:, -1].astype(np.float64)
         if np.any(h <= 0):
-            raise ValueError("Balloon bandwidth is zero at a query that coincides with its k nearest samples; increase n_neighbors")
+            raise LocalizationError("Balloon bandwidth is zero at a query that coincides with its k nearest samples; increase n_neighbors", "bandwidth")
         return h.astype(Qs.dtype)
 
     def core_args(self, Qs):
@@ -213,7 +213,7 @@ class BoundKernel:
             return num, b.den.astype(Q.dtype), np.zeros(len(Q), dtype=Q.dtype), None, None
         if self.callable or self.name == "identity":
             if degree is not None:
-                raise ValueError("local polynomial moments need a built-in radial or knn kernel")
+                raise LocalizationError("local polynomial moments need a built-in radial or knn kernel", "kernel")
             sums = _callable_sums if self.callable else _identity_sums
             return sums(self, Qs, values, sample_weight, exclude_self) + (None, None)
         kw = self.core_args(Qs)
@@ -254,10 +254,10 @@ class BoundKernel:
 def _callable_matrix(bk, Qs, Xs):
     K = np.asarray(bk.kernel.name(cdist(Qs, Xs) / bk.h), dtype=np.float64)
     if K.shape != (Qs.shape[0], Xs.shape[0]) or not np.all(np.isfinite(K)):
-        raise ValueError("a callable kernel profile must map an array of u >= 0 to finite values of the same shape")
+        raise LocalizationError("a callable kernel profile must map an array of u >= 0 to finite values of the same shape", "kernel")
     if not bk.allow_signed and np.any(K < 0):
-        raise ValueError(f"{bk.consumer} needs a non-negative kernel, but the callable profile returned negative values "
-                         "(signed kernels are accepted by local_mean, kernel_sum, kernel_matrix and LocalMeanRegressor)")
+        raise LocalizationError(f"{bk.consumer} needs a non-negative kernel, but the callable profile returned negative values "
+                                "(signed kernels are accepted by local_mean, kernel_sum, kernel_matrix and LocalMeanRegressor)", "kernel")
     return K.astype(Qs.dtype)
 
 
@@ -332,7 +332,7 @@ class BoundCombination:
     def sums(self, Q, values=None, sample_weight=None, *, degree=None, exclude_self=False, algorithm="auto", n_jobs=None,
              progress=None, prepared=False):
         if degree is not None:
-            raise ValueError("local polynomial moments need a single kernel, not a KernelCombination")
+            raise LocalizationError("local polynomial moments need a single kernel, not a KernelCombination", "kernel")
         # (A progress bar follows each term's pass in turn.)
         parts = [t.sums(Q, values, sample_weight, exclude_self=exclude_self, algorithm=algorithm, n_jobs=n_jobs,
                         progress=progress, prepared=prepared)[:3]
@@ -379,8 +379,8 @@ def bind_kernel(kernel, X, sample_weight=None, allow_signed=False, consumer="thi
     """Resolve a Kernel or KernelCombination against X; signed kernels only if allowed."""
     if isinstance(kernel, KernelCombination):
         if kernel.signed and not allow_signed:
-            raise ValueError(f"{consumer} needs a non-negative kernel; {kernel!r} is signed (signed kernels are "
-                             "accepted by local_mean, kernel_sum, kernel_matrix and LocalMeanRegressor)")
+            raise LocalizationError(f"{consumer} needs a non-negative kernel; {kernel!r} is signed (signed kernels are "
+                                    "accepted by local_mean, kernel_sum, kernel_matrix and LocalMeanRegressor)", "kernel")
         return BoundCombination(kernel, X, sample_weight, allow_signed, consumer)
     return BoundKernel(kernel, X, sample_weight, allow_signed, consumer)
 
@@ -596,7 +596,7 @@ def kernel_sum(
     w = check_sample_weight(sample_weight, X.shape[0], X.dtype)
     bk = bind(kernel, bandwidth, X, n_neighbors, w, allow_signed=not log, consumer="kernel_sum(log=True)")
     if log and V is not None:
-        raise ValueError("`log=True` is for the kernel sum itself; drop `values` (weighted sums can be negative)")
+        raise LocalizationError("`log=True` is for the kernel sum itself; drop `values` (weighted sums can be negative)", "values")
     if _binned.select(bk, Q, algorithm=algorithm, grid_size=grid_size, atol=atol, rtol=rtol):
         b = bk.binned(Q, V, w, exclude_self=exclude_self, grid_size=grid_size, n_jobs=n_jobs,
                       local_bound=return_error_bound or atol is not None or rtol is not None)

@@ -10,7 +10,6 @@ which is exactly the local mean of the consequents c_j over the prototypes p_j.
 
 from __future__ import annotations
 
-import numbers
 import warnings
 from typing import TYPE_CHECKING
 
@@ -21,7 +20,8 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from ._base import keeps_state_on_error
-from ._validation import FLOAT_DTYPES, check_positive_int, check_sample_weight, validate_data
+from ._validation import (COUNT, FLOAT_DTYPES, N_JOBS, NON_NEGATIVE, POSITIVE, LocalizationError, StrOptions, check_sample_weight,
+                          fit_context, validate_data)
 from .engine import BoundKernel, ratio
 from .kernels import Kernel, canonical_name
 
@@ -84,6 +84,16 @@ class FuzzyInferenceRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
     12
     """
 
+    _parameter_constraints = {
+        "n_rules": [COUNT],
+        "kernel": [str],
+        "bandwidth": [POSITIVE, "array-like", StrOptions({"auto"})],
+        "consequents": [StrOptions(set(_CONSEQUENTS))],
+        "ridge": [NON_NEGATIVE],
+        "random_state": ["random_state"],
+        "n_jobs": N_JOBS,
+    }
+
     def __init__(
         self, n_rules: int = 10, kernel: KernelLike = "gaussian", bandwidth: BandwidthLike = "auto",
         consequents: str = "local_mean", ridge: float = 1e-8, random_state: SeedLike = None,
@@ -100,8 +110,6 @@ class FuzzyInferenceRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
     def _resolve_bandwidth(self, P, name):
         bw = self.bandwidth
         if isinstance(bw, str):
-            if bw != "auto":
-                raise ValueError(f"`bandwidth` must be a positive number, an array of per-feature values or 'auto', got {bw!r}")
             if len(P) < 2:
                 return 1.0
             D = np.sqrt(np.maximum(np.sum((P[:, None, :] - P[None, :, :]) ** 2, axis=2), 0.0))
@@ -115,6 +123,7 @@ class FuzzyInferenceRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         return bw  # numbers and per-feature arrays are checked by BoundKernel
 
     @keeps_state_on_error
+    @fit_context
     def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> Self:
         """Place the rules and fit their consequents. Returns self."""
         X, y = validate_data(self, X, y, dtype=FLOAT_DTYPES, order="C", multi_output=True, y_numeric=True)
@@ -127,16 +136,10 @@ class FuzzyInferenceRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
             # stabilised sums from being scaled by a point that contributes nothing.
             keep = w > 0
             X, Y, w = np.ascontiguousarray(X[keep]), np.ascontiguousarray(Y[keep]), np.ascontiguousarray(w[keep])
-        n_rules = check_positive_int(self.n_rules, "n_rules")
-        if self.consequents not in _CONSEQUENTS:
-            raise ValueError(f"`consequents` must be one of {_CONSEQUENTS}, got {self.consequents!r}")
-        if not isinstance(self.ridge, numbers.Real) or not (self.ridge >= 0 and np.isfinite(self.ridge)):
-            raise ValueError(f"`ridge` must be a finite non-negative number, got {self.ridge!r}")
-        if not isinstance(self.kernel, str):
-            raise TypeError(f"`kernel` must be the name of a radial profile, got {type(self.kernel).__name__}")
+        n_rules = self.n_rules
         name = canonical_name(self.kernel)
         if name in ("knn", "dot"):
-            raise ValueError("FuzzyInferenceRegressor needs a radial membership profile, not 'knn' or 'dot'")
+            raise LocalizationError("FuzzyInferenceRegressor needs a radial membership profile, not 'knn' or 'dot'", "kernel")
         n_distinct = len(np.unique(X, axis=0))
         if n_rules > n_distinct:
             warnings.warn(f"n_rules={n_rules} exceeds the {n_distinct} distinct samples; using {n_distinct} rules.", UserWarning, stacklevel=2)
@@ -154,13 +157,13 @@ class FuzzyInferenceRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
             num, den, *_ = BoundKernel(kern, X, w).sums(P, Y, w, n_jobs=self.n_jobs)
             C = ratio(num, den, warn=False)
             if np.any(~(den > 0)):
-                raise ValueError("a rule prototype has no training sample within the kernel's support; increase `bandwidth`")
+                raise LocalizationError("a rule prototype has no training sample within the kernel's support; increase `bandwidth`", "bandwidth")
         else:
             # Normalised memberships μ̃(xᵢ) as a local mean of the identity over the prototypes:
             # stable for tiny h (no underflowing raw memberships).
             num, den, *_ = BoundKernel(kern, P).sums(X, np.eye(len(P), dtype=X.dtype), n_jobs=self.n_jobs)
             if np.any(~(den > 0)):
-                raise ValueError("a training sample lies outside every rule's support; increase `bandwidth`")
+                raise LocalizationError("a training sample lies outside every rule's support; increase `bandwidth`", "bandwidth")
             Phi = num.astype(np.float64) / den.astype(np.float64)[:, None]
             sw = np.ones(len(X)) if w is None else w.astype(np.float64)
             A = Phi.T @ (Phi * sw[:, None])

@@ -23,7 +23,8 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._base import keeps_state_on_error
 from ._progress import Progress
-from ._validation import FLOAT_DTYPES, check_allocation, check_number, check_positive_int, check_sample_weight, validate_data
+from ._validation import (COUNT, FLOAT_DTYPES, N_JOBS, POSITIVE, Integral, Interval, LocalizationError, Real, StrOptions,
+                          check_allocation, check_number, check_positive_int, check_sample_weight, fit_context, validate_data)
 from .engine import BoundKernel, ratio
 from .kernels import Kernel
 
@@ -110,14 +111,16 @@ class LocalMeanDenoiser(_LocalMeanPrior):
     [[-1.2, -0.4]]
     """
 
+    _parameter_constraints = {"sigma": [POSITIVE], "n_jobs": N_JOBS}
+
     def __init__(self, sigma: float = 1.0, n_jobs: int | None = None) -> None:
         self.sigma = sigma
         self.n_jobs = n_jobs
 
     @keeps_state_on_error
+    @fit_context
     def fit(self, X: ArrayLike, y: object = None, sample_weight: ArrayLike | None = None) -> Self:
         """Store the training set (the empirical prior). Returns self."""
-        check_number(self.sigma, "sigma")
         self._fit(X, sample_weight)
         return self
 
@@ -153,7 +156,7 @@ def sigma_schedule(sigma_max: float, sigma_min: float, n_steps: int, schedule: s
     n_steps = check_positive_int(n_steps, "n_steps", minimum=2)
     check_allocation(8 * n_steps, "n_steps", f"{n_steps} noise levels")
     if sigma_min >= sigma_max:
-        raise ValueError(f"`sigma_min`={sigma_min} must be smaller than `sigma_max`={sigma_max}")
+        raise LocalizationError(f"`sigma_min`={sigma_min} must be smaller than `sigma_max`={sigma_max}", "sigma_min")
     if schedule == "geometric":
         return np.geomspace(sigma_max, sigma_min, n_steps)
     if schedule == "karras":
@@ -162,7 +165,7 @@ def sigma_schedule(sigma_max: float, sigma_min: float, n_steps: int, schedule: s
         s = (sigma_max ** (1 / rho) + t * (sigma_min ** (1 / rho) - sigma_max ** (1 / rho))) ** rho
         s[0], s[-1] = sigma_max, sigma_min
         return s
-    raise ValueError(f"`schedule` must be one of {_SCHEDULES}, got {schedule!r}")
+    raise LocalizationError(f"`schedule` must be one of {_SCHEDULES}, got {schedule!r}", "schedule")
 
 
 class LocalMeanDiffusion(_LocalMeanPrior):
@@ -235,6 +238,20 @@ class LocalMeanDiffusion(_LocalMeanPrior):
     True
     """
 
+    _parameter_constraints = {
+        "n_steps": [Interval(Integral, 2, None, closed="left")],
+        "sigma_max": [POSITIVE, StrOptions({"auto"})],
+        "sigma_min": [POSITIVE, StrOptions({"auto"})],
+        "schedule": [StrOptions(set(_SCHEDULES))],
+        "rho": [POSITIVE],
+        "sampler": [StrOptions(set(_SAMPLERS))],
+        "n_langevin": [COUNT],
+        "langevin_step": [Interval(Real, 0, 2, closed="neither")],
+        "final_denoise": ["boolean"],
+        "random_state": ["random_state"],
+        "n_jobs": N_JOBS,
+    }
+
     def __init__(
         self, n_steps: int = 50, sigma_max: float | str = "auto", sigma_min: float | str = "auto",
         schedule: str = "geometric", rho: float = 7.0, sampler: str = "euler", n_langevin: int = 3,
@@ -254,16 +271,10 @@ class LocalMeanDiffusion(_LocalMeanPrior):
         self.n_jobs = n_jobs
 
     @keeps_state_on_error
+    @fit_context
     def fit(self, X: ArrayLike, y: object = None, sample_weight: ArrayLike | None = None) -> Self:
         """Store the training set and resolve the noise schedule. Returns self."""
         X = self._fit(X, sample_weight)
-        if self.sampler not in _SAMPLERS:
-            raise ValueError(f"`sampler` must be one of {_SAMPLERS}, got {self.sampler!r}")
-        check_positive_int(self.n_langevin, "n_langevin")
-        check_number(self.rho, "rho")  # used by the karras schedule, checked whichever is chosen
-        eta = check_number(self.langevin_step, "langevin_step")
-        if eta >= 2:
-            raise ValueError(f"`langevin_step` must be in (0, 2), got {eta}")
         w = None if self.sample_weight_ is None else self.sample_weight_.astype(np.float64)
         self.mean_ = np.average(X.astype(np.float64), axis=0, weights=w)
         if isinstance(self.sigma_max, str) and self.sigma_max == "auto":
@@ -272,11 +283,11 @@ class LocalMeanDiffusion(_LocalMeanPrior):
             spread = float(np.sqrt(np.max(np.sum((support - self.mean_) ** 2, axis=1))))
             smax = 2.0 * spread if spread > 0 else 1.0
         else:
-            smax = check_number(self.sigma_max, "sigma_max")
+            smax = float(self.sigma_max)
         if isinstance(self.sigma_min, str) and self.sigma_min == "auto":
             smin = smax * 1e-3
         else:
-            smin = check_number(self.sigma_min, "sigma_min")
+            smin = float(self.sigma_min)
         self.sigmas_ = sigma_schedule(smax, smin, self.n_steps, self.schedule, self.rho)
         return self
 

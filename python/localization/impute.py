@@ -24,7 +24,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from . import _core
 from ._base import keeps_state_on_error
 from ._progress import Progress, progress_bar
-from ._validation import LocalizationWarning, check_number, check_positive_int
+from ._validation import COUNT, POSITIVE, LocalizationError, LocalizationWarning, StrOptions, fit_context
 from .adaptive import check_grid, search
 
 if TYPE_CHECKING:
@@ -32,14 +32,6 @@ if TYPE_CHECKING:
 
 
 _FLOATS = (np.float64, np.float32)
-
-
-def _check_bandwidth(value, name):
-    if isinstance(value, str):
-        if value != "loo":
-            raise ValueError(f"`{name}` must be a positive number or 'loo', got {value!r}")
-        return value
-    return check_number(value, name)
 
 
 class LocalMeanImputer(TransformerMixin, BaseEstimator):
@@ -125,6 +117,17 @@ class LocalMeanImputer(TransformerMixin, BaseEstimator):
     (True, [1.0, 2.0, 3.0])
     """
 
+    _parameter_constraints = {
+        "image_shape": ["array-like", None],
+        "n_neighbors": [COUNT],
+        "bandwidth": [POSITIVE, StrOptions({"loo"})],
+        "feature_bandwidth": [POSITIVE, StrOptions({"loo"})],
+        "n_iter": [COUNT],
+        "max_loo_samples": [COUNT],
+        "random_state": ["random_state"],
+        "progress": ["boolean"],
+    }
+
     def __init__(
         self, image_shape: tuple[int, ...] | None = None, n_neighbors: int | None = 20,
         bandwidth: BandwidthLike = "loo", feature_bandwidth: float | str = "loo", n_iter: int = 2,
@@ -144,32 +147,29 @@ class LocalMeanImputer(TransformerMixin, BaseEstimator):
     def _validate(self, X, reset):
         X = validate_data(self, X, dtype=_FLOATS, ensure_all_finite="allow-nan", reset=reset, copy=False)
         if np.isinf(X).any():
-            raise ValueError("X contains infinity; only NaN marks a missing value")
+            raise LocalizationError("X contains infinity; only NaN marks a missing value", "X")
         return np.ascontiguousarray(X)
 
     def _check_params(self, n_features):
-        check_positive_int(self.n_neighbors, "n_neighbors")
-        check_positive_int(self.n_iter, "n_iter")
-        check_positive_int(self.max_loo_samples, "max_loo_samples")
-        _check_bandwidth(self.bandwidth, "bandwidth")
-        _check_bandwidth(self.feature_bandwidth, "feature_bandwidth")
+        """What the declared constraints cannot say: the image shape against the width of X."""
         if self.image_shape is not None:
             shape = tuple(self.image_shape)
             if len(shape) != 2 or not all(isinstance(s, numbers.Integral) and s > 0 for s in shape):
-                raise ValueError(f"`image_shape` must be (height, width), positive integers, got {self.image_shape!r}")
+                raise LocalizationError(f"`image_shape` must be (height, width), positive integers, got {self.image_shape!r}", "image_shape")
             if shape[0] * shape[1] != n_features:
-                raise ValueError(f"`image_shape`={shape} has {shape[0] * shape[1]} pixels but X has {n_features} features")
+                raise LocalizationError(f"`image_shape`={shape} has {shape[0] * shape[1]} pixels but X has {n_features} features", "image_shape")
 
     # -- fit / transform ------------------------------------------------------------------
 
     @keeps_state_on_error
+    @fit_context
     def fit(self, X: ArrayLike, y: object = None) -> Self:
         """Learn the column statistics, the layer kernels and (for "loo") their bandwidths."""
         X = self._validate(X, reset=True)
         self._check_params(X.shape[1])
         observed = ~np.isnan(X)
         if not observed.any():
-            raise ValueError("X has no observed value (every entry is NaN); there is nothing to impute from")
+            raise LocalizationError("X has no observed value (every entry is NaN); there is nothing to impute from", "X")
         counts = observed.sum(0)
         with np.errstate(invalid="ignore"):
             stats = np.where(counts > 0, np.nansum(X, 0, dtype=np.float64) / np.maximum(counts, 1), 0.0)
@@ -190,7 +190,7 @@ class LocalMeanImputer(TransformerMixin, BaseEstimator):
         self.feature_bandwidth_ = self._choose("feature_bandwidth", self.feature_bandwidth, self._layer1_grid(),
                                                lambda h: self._layer1_error(Z[rows], observed[rows], h))
         if self.bandwidth == "loo" and n < 2:
-            raise ValueError("bandwidth='loo' needs at least 2 samples, got 1 sample")
+            raise LocalizationError("bandwidth='loo' needs at least 2 samples, got 1 sample", "bandwidth")
         L = self._layer1(Z, self.feature_bandwidth_)
         S = np.where(observed, X, L)
         if n > 1:

@@ -46,14 +46,14 @@ are accepted by ``local_mean``, ``kernel_sum`` (without ``log``), ``kernel_matri
 from __future__ import annotations
 
 import numbers
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from . import _core
-from ._validation import POSITIVE, LocalizationError, StrOptions, check_number, check_positive_int
+from ._validation import POSITIVE, LocalizationError, StrOptions, check_number, check_positive_int, LocalizationTypeError
 
 if TYPE_CHECKING:
     from ._typing import ArrayLike, BandwidthLike, FloatArray, KernelLike, NDArray
@@ -89,7 +89,7 @@ _MAX_DIM = 2**31 - 1
 def canonical_name(name: str) -> str:
     """The canonical profile name of a kernel name or alias (``"flat"`` → ``"tophat"``)."""
     if not isinstance(name, str):
-        raise TypeError(f"`kernel` must be a string, a Kernel or a callable, got {type(name).__name__}")
+        raise LocalizationTypeError(f"`kernel` must be a string, a Kernel or a callable, got {type(name).__name__}", "kernel")
     low = name.lower()
     if low in SPECIAL:
         return low
@@ -107,7 +107,7 @@ def profile(name: str, u: ArrayLike) -> NDArray[np.float64]:
     """
     u = np.abs(np.asarray(u, dtype=np.float64))
     if np.isnan(u).any():
-        raise ValueError("`u` contains NaN; a profile is evaluated at distances u >= 0")
+        raise LocalizationError("`u` contains NaN; a profile is evaluated at distances u >= 0", "u")
     return _core.profile_values(canonical_name(name), u.ravel()).reshape(u.shape)
 
 
@@ -129,7 +129,7 @@ def log_normalization(name: str, d: int) -> float:
     """
     d = check_positive_int(d, "d")
     if d > _MAX_DIM:
-        raise ValueError(f"`d` must be a number of features up to {_MAX_DIM}, got {d}")
+        raise LocalizationError(f"`d` must be a number of features up to {_MAX_DIM}, got {d}", "d")
     return _core.log_integral(canonical_name(name), d)
 
 
@@ -151,9 +151,14 @@ class SamplePoint:
 
 RULES = ("scott", "silverman", "scott_scaled", "silverman_scaled")
 
-#: The `_parameter_constraints` entry of a bandwidth that may also be per-feature, a rule of
-#: thumb or an adaptive rule (values inside an array are checked when the kernel is bound).
-BANDWIDTH = [POSITIVE, "array-like", StrOptions(set(RULES)), Balloon, SamplePoint]
+def bandwidth_constraint(rules: Collection[str] = ()) -> list[Any]:
+    """The `_parameter_constraints` entry of a bandwidth that may also be per-feature, a rule of
+    thumb, an adaptive rule or one of the estimator's own named ``rules`` (a leave-one-out
+    search); values inside an array are checked when the kernel is bound."""
+    return [POSITIVE, "array-like", StrOptions(set(RULES) | set(rules)), Balloon, SamplePoint]
+
+
+BANDWIDTH = bandwidth_constraint()
 
 
 def rule_of_thumb(X: ArrayLike, rule: str = "scott", sample_weight: ArrayLike | None = None) -> float | FloatArray:
@@ -192,7 +197,7 @@ def rule_of_thumb(X: ArrayLike, rule: str = "scott", sample_weight: ArrayLike | 
     sigma = np.sqrt(np.average((X - mu) ** 2, axis=0, weights=w))
     if np.any(sigma <= 0):
         j = int(np.flatnonzero(sigma <= 0)[0])
-        raise ValueError(f"bandwidth={rule!r} is zero because feature {j} is constant; pass a number instead")
+        raise LocalizationError(f"bandwidth={rule!r} is zero because feature {j} is constant; pass a number instead", "bandwidth")
     return sigma * factor
 
 
@@ -309,12 +314,12 @@ class KernelCombination:
     def __init__(self, kernels: Sequence[Kernel], coefficients: Sequence[float], normalized: bool = False) -> None:
         kernels, coefficients = list(kernels), [float(c) for c in coefficients]
         if not kernels or len(kernels) != len(coefficients):
-            raise ValueError("a KernelCombination needs one coefficient per kernel, and at least one kernel")
+            raise LocalizationError("a KernelCombination needs one coefficient per kernel, and at least one kernel", "coefficients")
         for k in kernels:
             if not isinstance(k, Kernel):
-                raise TypeError(f"the terms of a KernelCombination are Kernel objects, got {type(k).__name__}")
+                raise LocalizationTypeError(f"the terms of a KernelCombination are Kernel objects, got {type(k).__name__}", "kernels")
         if not all(np.isfinite(coefficients)):
-            raise ValueError(f"the coefficients of a KernelCombination must be finite, got {coefficients}")
+            raise LocalizationError(f"the coefficients of a KernelCombination must be finite, got {coefficients}", "coefficients")
         self.kernels = kernels
         self.coefficients = coefficients
         self.normalized = bool(normalized)
@@ -346,7 +351,7 @@ class KernelCombination:
         if not isinstance(other, KernelCombination):
             return None
         if other.normalized != self.normalized:
-            raise TypeError("cannot add a row-normalised combination to an unnormalised one")
+            raise LocalizationTypeError("cannot add a row-normalised combination to an unnormalised one", "other")
         return other
 
     def __add__(self, other):
@@ -393,7 +398,7 @@ def normalized(kernel: KernelLike) -> KernelCombination:
     if isinstance(kernel, KernelCombination):
         if kernel.normalized:
             return kernel
-        raise TypeError("normalize the terms one by one: normalized(K1) - normalized(K2)")
+        raise LocalizationTypeError("normalize the terms one by one: normalized(K1) - normalized(K2)", "kernel")
     return KernelCombination([as_kernel(kernel)], [1.0], normalized=True)
 
 
@@ -439,5 +444,5 @@ def check_adaptive(rule: Balloon | SamplePoint, n_fit: int) -> int:
     k = check_positive_int(rule.n_neighbors, "bandwidth.n_neighbors")
     check_number(rule.scale, "bandwidth.scale")
     if k > n_fit:
-        raise ValueError(f"`bandwidth.n_neighbors`={k} exceeds the {n_fit} fitted samples")
+        raise LocalizationError(f"`bandwidth.n_neighbors`={k} exceeds the {n_fit} fitted samples", "bandwidth.n_neighbors")
     return k

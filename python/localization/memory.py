@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import numbers
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -18,7 +17,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from ._base import keeps_state_on_error
-from ._validation import FINITE, FLOAT_DTYPES, check_number, check_positive_int, validate_data
+from ._validation import COUNT, FINITE, FLOAT_DTYPES, N_JOBS, NON_NEGATIVE, POSITIVE, StrOptions, check_number, fit_context, validate_data
 from .engine import BoundKernel, ratio
 from .kernels import Kernel
 
@@ -79,6 +78,14 @@ class Hopfield(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     [[1, -1, 1, -1, 1, -1]]
     """
 
+    _parameter_constraints = {
+        "update": [StrOptions(set(_UPDATES))],
+        "max_iter": [COUNT],
+        "zero_diagonal": ["boolean"],
+        "threshold": [FINITE],
+        "random_state": ["random_state"],
+    }
+
     def __init__(
         self, update: str = "asynchronous", max_iter: int = 100, zero_diagonal: bool = True, threshold: float = 0.0,
         random_state: SeedLike = None,
@@ -90,12 +97,9 @@ class Hopfield(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         self.random_state = random_state
 
     @keeps_state_on_error
+    @fit_context
     def fit(self, X: ArrayLike, y: object = None) -> Self:
         """Store the patterns (binarised) and build the Hebbian weights. Returns self."""
-        if self.update not in _UPDATES:
-            raise ValueError(f"`update` must be one of {_UPDATES}, got {self.update!r}")
-        check_positive_int(self.max_iter, "max_iter")
-        check_number(self.threshold, "threshold", FINITE)
         X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C")
         self.patterns_ = _bipolar(X, self.threshold)
         # Integer Hebbian counts (exact in float64): the dynamics only need signs of fields,
@@ -206,6 +210,8 @@ class ModernHopfield(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     [[1.0, -1.0, 1.0, -1.0]]
     """
 
+    _parameter_constraints = {"beta": [POSITIVE], "max_iter": [COUNT], "tol": [NON_NEGATIVE], "n_jobs": N_JOBS}
+
     def __init__(self, beta: float = 1.0, max_iter: int = 1, tol: float = 1e-10, n_jobs: int | None = None) -> None:
         self.beta = beta
         self.max_iter = max_iter
@@ -216,12 +222,9 @@ class ModernHopfield(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         return check_number(self.beta, "beta")
 
     @keeps_state_on_error
+    @fit_context
     def fit(self, X: ArrayLike, y: object = None) -> Self:
         """Store the patterns. Returns self."""
-        self._beta()
-        check_positive_int(self.max_iter, "max_iter")
-        if not isinstance(self.tol, numbers.Real) or not self.tol >= 0:
-            raise ValueError(f"`tol` must be a non-negative number, got {self.tol!r}")
         self.patterns_ = validate_data(self, X, dtype=FLOAT_DTYPES, order="C")
         return self
 

@@ -20,7 +20,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from . import _core
 from ._base import keeps_state_on_error
-from ._validation import COUNT, FLOAT_DTYPES, N_JOBS, NON_NEGATIVE, fit_context, validate_data
+from ._validation import COUNT, FLOAT_DTYPES, N_JOBS, NON_NEGATIVE, fit_context, validate_data, LocalizationError
 from .regression import LocalMeanRegressor
 
 if TYPE_CHECKING:
@@ -196,13 +196,13 @@ class MetricLearningRegressor(ClassNamePrefixFeaturesOutMixin, MultiOutputMixin,
         n, d = X.shape
         r = d if self.n_components is None else self.n_components
         if r > d:
-            raise ValueError(f"`n_components`={r} exceeds the {d} features")
+            raise LocalizationError(f"`n_components`={r} exceeds the {d} features", "n_components")
         if not isinstance(self.init, str):
             A = np.array(self.init, dtype=np.float64)
             if A.ndim != 2 or A.shape[1] != d or (self.n_components is not None and A.shape[0] != r):
-                raise ValueError(f"`init` must have shape ({r}, {d}), got {A.shape}")
+                raise LocalizationError(f"`init` must have shape ({r}, {d}), got {A.shape}", "init")
             if not np.all(np.isfinite(A)):
-                raise ValueError("`init` must be finite")
+                raise LocalizationError("`init` must be finite", "init")
             return A
         if self.init == "pca":
             _, _, Vt = np.linalg.svd(X, full_matrices=False)
@@ -226,13 +226,13 @@ class MetricLearningRegressor(ClassNamePrefixFeaturesOutMixin, MultiOutputMixin,
 
         X, y = validate_data(self, X, y, dtype=FLOAT_DTYPES, order="C", multi_output=True, y_numeric=True)
         if len(X) < 2:
-            raise ValueError(f"MetricLearningRegressor learns by leave-one-out and needs at least 2 samples, got "
-                             f"n_samples = {len(X)}")
+            raise LocalizationError(f"MetricLearningRegressor learns by leave-one-out and needs at least 2 samples, got "
+                                    f"n_samples = {len(X)}", "X")
         Xc = X.astype(np.float64)
         Xc = Xc - Xc.mean(axis=0)
         Y = np.ascontiguousarray(np.asarray(y, dtype=np.float64).reshape(len(y), -1))
         if not np.all(np.isfinite(Y)):
-            raise ValueError("`y` must be finite")
+            raise LocalizationError("`y` must be finite", "y")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the edge-of-grid warning of the starting bandwidth
             A0 = self._initial(Xc, Y)

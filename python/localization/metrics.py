@@ -13,7 +13,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_array
 
 from . import _core
-from ._validation import FLOAT_DTYPES, check_n_jobs, check_positive_int
+from ._validation import FLOAT_DTYPES, check_n_jobs, check_positive_int, LocalizationError
 
 if TYPE_CHECKING:
     from ._typing import ArrayLike, SeedLike
@@ -33,7 +33,7 @@ def _pair(X, X_embedded):
     X = check_array(X, dtype=FLOAT_DTYPES, order="C", input_name="X")
     Y = check_array(X_embedded, dtype=FLOAT_DTYPES, order="C", input_name="X_embedded")
     if len(X) != len(Y):
-        raise ValueError(f"`X` has {len(X)} rows but `X_embedded` has {len(Y)}")
+        raise LocalizationError(f"`X` has {len(X)} rows but `X_embedded` has {len(Y)}", "X")
     return np.ascontiguousarray(X), np.ascontiguousarray(Y)
 
 
@@ -76,7 +76,7 @@ def trustworthiness(X: ArrayLike, X_embedded: ArrayLike, *, n_neighbors: int = 5
     n = len(X)
     k = check_positive_int(n_neighbors, "n_neighbors")
     if k >= n / 2:
-        raise ValueError(f"`n_neighbors` ({k}) should be less than n_samples / 2 ({n / 2})")
+        raise LocalizationError(f"`n_neighbors` ({k}) should be less than n_samples / 2 ({n / 2})", "n_neighbors")
     check_n_jobs(n_jobs)
     if sample_size is None:
         anchors = np.arange(n, dtype=np.int64)
@@ -107,10 +107,10 @@ def knn_accuracy(X_embedded: ArrayLike, y: ArrayLike, *, n_neighbors: int = 10, 
     Y = np.ascontiguousarray(check_array(X_embedded, dtype=FLOAT_DTYPES, order="C", input_name="X_embedded"))
     labels = np.asarray(y)
     if labels.ndim != 1 or len(labels) != len(Y):
-        raise ValueError(f"`y` must be 1-D with {len(Y)} labels, got shape {labels.shape}")
+        raise LocalizationError(f"`y` must be 1-D with {len(Y)} labels, got shape {labels.shape}", "y")
     k = check_positive_int(n_neighbors, "n_neighbors")
     if k >= len(Y):
-        raise ValueError(f"`n_neighbors`={k} must be below n_samples = {len(Y)}")
+        raise LocalizationError(f"`n_neighbors`={k} must be below n_samples = {len(Y)}", "n_neighbors")
     check_n_jobs(n_jobs)
     classes, codes = np.unique(labels, return_inverse=True)
     E = _embedded_neighbors(Y, k, n_jobs)

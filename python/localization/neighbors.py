@@ -13,7 +13,8 @@ from sklearn.utils.validation import check_is_fitted
 
 from . import _core
 from ._base import keeps_state_on_error
-from ._validation import FLOAT_DTYPES, check_positive_int, validate_data
+from ._validation import (COUNT, DISTANCE, FLOAT_DTYPES, N_JOBS, LocalizationError, StrOptions, check_positive_int, fit_context,
+                          validate_data)
 
 if TYPE_CHECKING:
     from ._typing import ArrayLike, FloatArray, IntArray, NDArray, Self
@@ -36,13 +37,13 @@ def _check_radius(radius, n_queries=None):
     if n_queries is not None and np.ndim(radius) == 1:
         r = np.asarray(radius)
         if r.dtype.kind not in "iuf" or r.shape != (n_queries,):
-            raise ValueError(f"`radius` must be a number or an array of {n_queries} numbers (one per query), got {radius!r}")
+            raise LocalizationError(f"`radius` must be a number or an array of {n_queries} numbers (one per query), got {radius!r}", "radius")
         r = np.ascontiguousarray(r, dtype=np.float64)
         if np.isnan(r).any() or (r < 0).any():
-            raise ValueError("every `radius` must be non-negative (np.inf allowed)")
+            raise LocalizationError("every `radius` must be non-negative (np.inf allowed)", "radius")
         return r
     if isinstance(radius, (bool, np.bool_)) or not isinstance(radius, numbers.Real) or not radius >= 0:
-        raise ValueError(f"`radius` must be a non-negative number (np.inf allowed), got {radius!r}")
+        raise LocalizationError(f"`radius` must be a non-negative number (np.inf allowed), got {radius!r}", "radius")
     return float(radius)
 
 
@@ -94,6 +95,14 @@ class NearestNeighbors(BaseEstimator):
     [[1.0, 1.0, 0.0]]
     """
 
+    _parameter_constraints = {
+        "n_neighbors": [COUNT],
+        "radius": [DISTANCE],
+        "algorithm": [StrOptions({"auto", "kd_tree", "brute"})],
+        "leaf_size": [COUNT],
+        "n_jobs": N_JOBS,
+    }
+
     def __init__(self, n_neighbors: int = 5, radius: float = 1.0, algorithm: str = "auto", leaf_size: int = 30,
                  n_jobs: int | None = None) -> None:
         self.n_neighbors = n_neighbors
@@ -103,12 +112,10 @@ class NearestNeighbors(BaseEstimator):
         self.n_jobs = n_jobs
 
     @keeps_state_on_error
+    @fit_context
     def fit(self, X: ArrayLike, y: object = None) -> Self:
         """Build the index. Returns self."""
         X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C", densify=True)
-        check_positive_int(self.n_neighbors, "n_neighbors")
-        check_positive_int(self.leaf_size, "leaf_size")
-        _check_radius(self.radius)
         self._fit_X = np.ascontiguousarray(X)
         self._index = _core.NeighborIndex(self._fit_X, self.algorithm, self.leaf_size)
         self.n_samples_fit_ = X.shape[0]
@@ -151,7 +158,7 @@ class NearestNeighbors(BaseEstimator):
         Q, self_query = self._queries(X)
         k = check_positive_int(self.n_neighbors if n_neighbors is None else n_neighbors, "n_neighbors")
         if k + self_query > self.n_samples_fit_:
-            raise ValueError(f"Expected n_neighbors <= n_samples_fit, but n_neighbors = {k + self_query}, n_samples_fit = {self.n_samples_fit_}")
+            raise LocalizationError(f"Expected n_neighbors <= n_samples_fit, but n_neighbors = {k + self_query}, n_samples_fit = {self.n_samples_fit_}", "n_neighbors")
         dist, ind = self._index.knn(Q, k + self_query, n_jobs=self.n_jobs)
         if self_query:
             dist, ind = drop_self(dist, ind, np.arange(len(Q)))
@@ -183,7 +190,7 @@ class NearestNeighbors(BaseEstimator):
         distances, indices : ndarray of shape (n_queries,) of arrays
         """
         if sort_results and not return_distance:
-            raise ValueError("return_distance must be True if sort_results is True.")
+            raise LocalizationError("return_distance must be True if sort_results is True.", "return_distance")
         Q, self_query = self._queries(X)
         r = _check_radius(self.radius if radius is None else radius, len(Q))
         dist, ind, offsets = self._index.radius(Q, r, n_jobs=self.n_jobs)
@@ -233,4 +240,4 @@ class NearestNeighbors(BaseEstimator):
 
 def _check_mode(mode):
     if mode not in ("connectivity", "distance"):
-        raise ValueError(f"`mode` must be 'connectivity' or 'distance', got {mode!r}")
+        raise LocalizationError(f"`mode` must be 'connectivity' or 'distance', got {mode!r}", "mode")

@@ -12,10 +12,11 @@ from sklearn.base import MultiOutputMixin, RegressorMixin, clone, is_classifier
 from sklearn.utils.validation import check_is_fitted
 
 from . import _binned, _core
-from ._base import LocalEstimator, keeps_state_on_error
-from ._validation import FLOAT_DTYPES, check_positive_int, validate_data, warn_zero_weight
+from ._base import KERNEL_CONSTRAINTS, LOO_KERNEL_CONSTRAINTS, LocalEstimator, keeps_state_on_error
+from ._validation import (FLOAT_DTYPES, NON_NEGATIVE, HasMethods, Integral, Interval, LocalizationError, fit_context, validate_data,
+                          warn_zero_weight)
 from .adaptive import MultiKernel, base_kernel, fit_loo, fit_multikernel, is_loo
-from .engine import bind_kernel, check_algorithm, ratio
+from .engine import bind_kernel, ratio
 from .kernels import Balloon, Kernel, SamplePoint, canonical_name
 
 if TYPE_CHECKING:
@@ -109,6 +110,7 @@ class LocalMeanRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator):
     """
 
     _signed_kernels = True
+    _parameter_constraints = {**LOO_KERNEL_CONSTRAINTS, **_binned.CONSTRAINTS}
 
     def __init__(self, kernel: KernelLike = "gaussian", bandwidth: BandwidthLike = 1.0, n_neighbors: int | None = None,
                  bandwidth_grid: ArrayLike | None = None, algorithm: str = "auto", n_jobs: int | None = None,
@@ -124,6 +126,7 @@ class LocalMeanRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator):
         self.rtol = rtol
 
     @keeps_state_on_error
+    @fit_context
     def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> Self:
         """Store the sample (and choose h by leave-one-out if asked). Returns self."""
         X, Y = _fit_xy(self, X, y)
@@ -246,6 +249,12 @@ class LocalPolynomialRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator)
     True
     """
 
+    _parameter_constraints = {
+        **LOO_KERNEL_CONSTRAINTS,
+        "degree": [Interval(Integral, 0, 2, closed="both")],
+        "ridge": [NON_NEGATIVE],
+    }
+
     def __init__(
         self, degree: int = 1, kernel: KernelLike = "gaussian", bandwidth: BandwidthLike = 1.0,
         n_neighbors: int | None = None, ridge: float = 0.0, bandwidth_grid: ArrayLike | None = None,
@@ -261,21 +270,17 @@ class LocalPolynomialRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator)
         self.n_jobs = n_jobs
 
     @keeps_state_on_error
+    @fit_context
     def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> Self:
         """Store the sample. Returns self."""
-        if self.degree not in (0, 1, 2) or isinstance(self.degree, bool):
-            raise ValueError(f"`degree` must be 0, 1 or 2, got {self.degree!r}")
-        if not (np.isscalar(self.ridge) and np.isfinite(self.ridge) and self.ridge >= 0):
-            raise ValueError(f"`ridge` must be a finite non-negative number, got {self.ridge!r}")
-        check_algorithm(self.algorithm)
         X, Y = _fit_xy(self, X, y)
         self.y_fit_ = Y
         self._store(X, sample_weight)
         multi = isinstance(self.kernel, MultiKernel)
         for k in self.kernel.kernels if multi else [self.kernel_]:
             if getattr(k, "name", None) in (None, "identity", "dot") or self._bind(k).callable:
-                raise ValueError("LocalPolynomialRegressor needs a single radial profile or knn kernel (not a callable, "
-                                 f"dot, identity or a combination of kernels), got {k!r}")
+                raise LocalizationError("LocalPolynomialRegressor needs a single radial profile or knn kernel (not a callable, "
+                                        f"dot, identity or a combination of kernels), got {k!r}", "kernel")
         if multi:
             fit_multikernel(self, lambda k: self._loo_fit(k) - self.y_fit_)
             self.bandwidth_ = self.bandwidth
@@ -309,7 +314,7 @@ class LocalPolynomialRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator)
         kw = bk.core_args(Qs)
         kw.pop("temperature", None)
         if bk.sample_h is not None:
-            raise ValueError("SamplePoint bandwidths are not supported by LocalPolynomialRegressor")
+            raise LocalizationError("SamplePoint bandwidths are not supported by LocalPolynomialRegressor", "bandwidth")
         return bk, Qs, kw
 
     def _fit_at(self, Q, bk=None, exclude_self=False):
@@ -355,7 +360,7 @@ class LocalPolynomialRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator)
         """
         Q = self._query(X)
         if self.sample_weight_ is not None:
-            raise ValueError("equivalent_kernel is defined for unweighted fits; refit without sample_weight")
+            raise LocalizationError("equivalent_kernel is defined for unweighted fits; refit without sample_weight", "sample_weight")
 
         def equivalent(bk):
             bk, Qs, kw = self._core_args(Q, bk)
@@ -405,6 +410,11 @@ class LocalModel(MultiOutputMixin, LocalEstimator):
     (1,)
     """
 
+    _parameter_constraints = {
+        "estimator": [HasMethods(["fit", "predict"]), None],
+        **{name: KERNEL_CONSTRAINTS[name] for name in ("kernel", "bandwidth", "n_neighbors", "n_jobs")},
+    }
+
     def __init__(
         self, estimator: object | None = None, kernel: KernelLike = "gaussian", bandwidth: BandwidthLike = 1.0,
         n_neighbors: int | None = None, n_jobs: int | None = None,
@@ -416,14 +426,13 @@ class LocalModel(MultiOutputMixin, LocalEstimator):
         self.n_jobs = n_jobs
 
     @keeps_state_on_error
+    @fit_context
     def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> Self:
         """Store the sample. Returns self."""
         from sklearn.linear_model import LinearRegression
 
         self.estimator_ = clone(self.estimator if self.estimator is not None else LinearRegression())
         X, y = validate_data(self, X, y, dtype=FLOAT_DTYPES, order="C", multi_output=True, y_numeric=not is_classifier(self.estimator_), densify=True)
-        if self.n_neighbors is not None:
-            check_positive_int(self.n_neighbors, "n_neighbors")
         self.y_fit_ = np.asarray(y)
         if is_classifier(self.estimator_):
             self.classes_ = np.unique(self.y_fit_)
@@ -463,7 +472,7 @@ class LocalModel(MultiOutputMixin, LocalEstimator):
         fill = np.full(shape, np.nan)
         if is_classifier(self.estimator_):
             if empty.any():
-                raise ValueError("some queries have zero total kernel weight; a class cannot be predicted there")
+                raise LocalizationError("some queries have zero total kernel weight; a class cannot be predicted there", "X")
             return np.array(preds)
         return np.array([fill if p is None else p for p in preds], dtype=np.float64)
 

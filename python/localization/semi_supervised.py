@@ -21,7 +21,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
 from ._base import KERNEL_CONSTRAINTS, LocalEstimator, keeps_state_on_error
-from ._validation import COUNT, FLOAT_DTYPES, NON_NEGATIVE, fit_context, validate_data
+from ._validation import COUNT, FLOAT_DTYPES, NON_NEGATIVE, fit_context, validate_data, LocalizationError
 from .cluster import LocalModeClustering
 
 if TYPE_CHECKING:
@@ -115,7 +115,7 @@ class LabelPropagation(ClassifierMixin, LocalEstimator):
         unlabelled = y == -1 if y.dtype.kind in "iuf" else np.zeros(len(y), dtype=bool)
         classes = np.unique(y[~unlabelled])
         if len(classes) == 0:
-            raise ValueError("`y` has no labelled sample (every entry is -1)")
+            raise LocalizationError("`y` has no labelled sample (every entry is -1)", "y")
         self.classes_ = classes
         n, c = len(y), len(classes)
         static = np.zeros((n, c))

@@ -37,7 +37,8 @@ from sklearn.utils.validation import check_array, check_is_fitted
 
 from . import _core
 from ._base import keeps_state_on_error
-from ._validation import check_positive_int, warn_zero_weight
+from ._validation import (COUNT, N_JOBS, NON_NEGATIVE, POSITIVE, LocalizationError, LocalizationTypeError, StrOptions,
+                          fit_context, warn_zero_weight)
 from .engine import bind
 from .kernels import Balloon, Kernel, SamplePoint
 
@@ -55,15 +56,15 @@ def _sequence_array(A, name, dtype=None, min_ndim=2):
     """A finite, C-contiguous float32/float64 array of shape (…, T, d)."""
     A = A if isinstance(A, np.ndarray) else np.asarray(A)
     if A.dtype == object or A.dtype.kind in "USV":
-        raise TypeError(f"`{name}` has dtype {A.dtype}; pass a numeric array (float32 or float64)")
+        raise LocalizationTypeError(f"`{name}` has dtype {A.dtype}; pass a numeric array (float32 or float64)", name)
     if A.dtype.kind == "c":
-        raise TypeError(f"`{name}` is complex; pass a real array (float32 or float64)")
+        raise LocalizationTypeError(f"`{name}` is complex; pass a real array (float32 or float64)", name)
     if A.ndim < min_ndim:
-        raise ValueError(f"`{name}` must have shape (…, T, d) (at least {min_ndim} axes), got shape {A.shape}")
+        raise LocalizationError(f"`{name}` must have shape (…, T, d) (at least {min_ndim} axes), got shape {A.shape}", name)
     want = dtype if dtype is not None else (A.dtype if A.dtype in _FLOATS else np.float64)
     A = np.ascontiguousarray(A, dtype=want)
     if A.size and not np.isfinite(A.sum(dtype=np.float64)):
-        raise ValueError(f"`{name}` contains NaN or infinity")
+        raise LocalizationError(f"`{name}` contains NaN or infinity", name)
     return A
 
 
@@ -76,16 +77,16 @@ def _qkv(Q, K, V):
     Q, K, V = (np.ascontiguousarray(A, dtype=dtype) for A in (Q, K, V))
     lead, (T, d) = Q.shape[:-2], Q.shape[-2:]
     if T == 0:
-        raise ValueError(f"`Q` has no time steps (T = 0), shape {Q.shape}: a sequence needs at least one step")
+        raise LocalizationError(f"`Q` has no time steps (T = 0), shape {Q.shape}: a sequence needs at least one step", "Q")
     if d == 0:
-        raise ValueError(f"`Q` has no features, shape {Q.shape}")
+        raise LocalizationError(f"`Q` has no features, shape {Q.shape}", "Q")
     for name, A in (("K", K), ("V", V)):
         if A.shape[:-2] != lead:
-            raise ValueError(f"`{name}` has leading (batch, head) axes {A.shape[:-2]}, but Q has {lead}")
+            raise LocalizationError(f"`{name}` has leading (batch, head) axes {A.shape[:-2]}, but Q has {lead}", name)
         if A.shape[-2] != T:
-            raise ValueError(f"`{name}` has {A.shape[-2]} time steps, but Q has {T}")
+            raise LocalizationError(f"`{name}` has {A.shape[-2]} time steps, but Q has {T}", name)
     if K.shape[-1] != d:
-        raise ValueError(f"`K` has {K.shape[-1]} features, but Q has {d}: queries and keys must have the same width")
+        raise LocalizationError(f"`K` has {K.shape[-1]} features, but Q has {d}: queries and keys must have the same width", "K")
     return Q, K, V
 
 
@@ -95,13 +96,13 @@ def _decay(decay, lead):
         return None, None
     lam = np.asarray(decay, dtype=np.float64) if not isinstance(decay, np.ndarray) or decay.dtype.kind in "iuf" else None
     if lam is None:
-        raise TypeError(f"`decay` must be a number or an array of numbers, got {decay!r}")
+        raise LocalizationTypeError(f"`decay` must be a number or an array of numbers, got {decay!r}", "decay")
     if not np.all(np.isfinite(lam)) or np.any(lam < 0):
-        raise ValueError("`decay` must be finite and non-negative (the position kernel is exp(-decay·|t - s|))")
+        raise LocalizationError("`decay` must be finite and non-negative (the position kernel is exp(-decay·|t - s|))", "decay")
     try:
         per_seq = np.broadcast_to(lam, lead)
     except ValueError:
-        raise ValueError(f"`decay` of shape {lam.shape} does not broadcast against the leading (batch, head) axes {lead}") from None
+        raise LocalizationError(f"`decay` of shape {lam.shape} does not broadcast against the leading (batch, head) axes {lead}", "decay") from None
     return np.ascontiguousarray(per_seq.reshape(-1)), lam.shape
 
 
@@ -120,16 +121,16 @@ def _mask(mask, lead, T):
     """(allowed slabs × rows × T, slab of each sequence) for a boolean mask broadcast over `lead`."""
     M = np.asarray(mask)
     if M.dtype != np.bool_:
-        raise TypeError(f"`mask` must be 'causal', None or a boolean array (True where a step may be seen), got dtype {M.dtype}")
+        raise LocalizationTypeError(f"`mask` must be 'causal', None or a boolean array (True where a step may be seen), got dtype {M.dtype}", "mask")
     if M.ndim < 2 or M.shape[-1] != T or M.shape[-2] not in (1, T):
-        raise ValueError(f"a boolean `mask` must have shape (…, {T}, {T}) or (…, 1, {T}), got {M.shape}")
+        raise LocalizationError(f"a boolean `mask` must have shape (…, {T}, {T}) or (…, 1, {T}), got {M.shape}", "mask")
     mlead = M.shape[:-2]
     try:
         ok = np.broadcast_shapes(mlead, lead) == tuple(lead)
     except ValueError:
         ok = False
     if not ok:
-        raise ValueError(f"`mask` with leading axes {mlead} does not broadcast against the leading axes {lead} of Q")
+        raise LocalizationError(f"`mask` with leading axes {mlead} does not broadcast against the leading axes {lead} of Q", "mask")
     n = int(np.prod(mlead, dtype=np.int64))
     slab = np.broadcast_to(np.arange(n, dtype=np.int64).reshape(mlead), lead).reshape(-1)
     return np.ascontiguousarray(M.reshape(n, M.shape[-2], T)), np.ascontiguousarray(slab)
@@ -139,7 +140,7 @@ def _window(window):
     if window is None:
         return None
     if isinstance(window, (bool, np.bool_)) or not isinstance(window, numbers.Integral) or window < 1:
-        raise ValueError(f"`window` must be a positive integer (|t - s| < window; 1 keeps only the step itself), got {window!r}")
+        raise LocalizationError(f"`window` must be a positive integer (|t - s| < window; 1 keeps only the step itself), got {window!r}", "window")
     return int(window)
 
 
@@ -148,7 +149,7 @@ def _position(mask, window, decay, lead, T, exclude_self=False):
     kw = dict(causal=False, window=_window(window), exclude_self=bool(exclude_self))
     if isinstance(mask, str):
         if mask != "causal":
-            raise ValueError(f"`mask` must be None, 'causal' or a boolean array, got {mask!r}")
+            raise LocalizationError(f"`mask` must be None, 'causal' or a boolean array, got {mask!r}", "mask")
         kw["causal"] = True
     elif mask is not None:
         kw["mask"], kw["mask_slab"] = _mask(mask, lead, T)
@@ -160,7 +161,7 @@ def _scale(scale, d):
     if scale is None:
         return 1.0 / np.sqrt(d)
     if isinstance(scale, (bool, np.bool_)) or not isinstance(scale, numbers.Real) or not np.isfinite(scale):
-        raise ValueError(f"`scale` must be a finite number (None: 1/sqrt(d)), got {scale!r}")
+        raise LocalizationError(f"`scale` must be a finite number (None: 1/sqrt(d)), got {scale!r}", "scale")
     return float(scale)
 
 
@@ -300,18 +301,18 @@ def attention_backward(grad_output: ArrayLike, Q: ArrayLike, K: ArrayLike, V: Ar
     sc = _scale(scale, Q.shape[-1])
     G = _sequence_array(grad_output, "grad_output", dtype=Q.dtype)
     if G.shape != V.shape:
-        raise ValueError(f"`grad_output` has shape {G.shape}, but the output of attention has shape {V.shape}")
+        raise LocalizationError(f"`grad_output` has shape {G.shape}, but the output of attention has shape {V.shape}", "grad_output")
     if out is None or lse is None:
         o, ls = _core.temporal_forward(_flat(Q), _flat(K), _flat(V), kernel="dot", scale=sc, n_jobs=n_jobs, **kw)
     else:
         o = _sequence_array(out, "out", dtype=Q.dtype)
         if o.shape != V.shape:
-            raise ValueError(f"`out` has shape {o.shape}, but the output of attention has shape {V.shape}")
+            raise LocalizationError(f"`out` has shape {o.shape}, but the output of attention has shape {V.shape}", "out")
         ls = np.ascontiguousarray(lse, dtype=Q.dtype)
         if ls.shape != lead + (T,):
-            raise ValueError(f"`lse` has shape {ls.shape}, expected {lead + (T,)}")
+            raise LocalizationError(f"`lse` has shape {ls.shape}, expected {lead + (T,)}", "lse")
         if np.any(np.isnan(ls)) or np.any(ls == np.inf):
-            raise ValueError("`lse` contains NaN or +inf: pass the log-normalisers returned by attention(..., return_lse=True)")
+            raise LocalizationError("`lse` contains NaN or +inf: pass the log-normalisers returned by attention(..., return_lse=True)", "lse")
         o, ls = _flat(o), ls.reshape(-1, T)
     dq, dk, dv, dl = _core.attention_backward(_flat(Q), _flat(K), _flat(V), o, ls, _flat(G), scale=sc, n_jobs=n_jobs, **kw)
     d_decay = None
@@ -326,17 +327,17 @@ def _content(kernel, bandwidth, X):
     k = kernel if isinstance(kernel, Kernel) else None
     name = k.name if k is not None else kernel
     if callable(name) and not isinstance(name, str):
-        raise ValueError("temporal_local_mean needs a built-in profile or 'dot', not a Python callable")
+        raise LocalizationError("temporal_local_mean needs a built-in profile or 'dot', not a Python callable", "kernel")
     if isinstance(name, str) and name.lower() == "knn":
-        raise ValueError("the kNN kernel is not a temporal content kernel; use a profile with a `window`")
+        raise LocalizationError("the kNN kernel is not a temporal content kernel; use a profile with a `window`", "kernel")
     if isinstance(name, str) and name.lower() == "dot":
         tau = k.temperature if k is not None else 1.0
         if isinstance(tau, (bool, np.bool_)) or not isinstance(tau, numbers.Real) or not (np.isfinite(tau) and tau > 0):
-            raise ValueError(f"`temperature` must be finite and strictly positive, got {tau!r}")
+            raise LocalizationError(f"`temperature` must be finite and strictly positive, got {tau!r}", "temperature")
         return dict(kernel="dot", scale=1.0 / float(tau)), X
     bw = k.bandwidth if k is not None else bandwidth
     if isinstance(bw, (Balloon, SamplePoint)):
-        raise ValueError("adaptive bandwidths (Balloon, SamplePoint) are not available for temporal kernels; pass a number")
+        raise LocalizationError("adaptive bandwidths (Balloon, SamplePoint) are not available for temporal kernels; pass a number", "bandwidth")
     flat = X.reshape(-1, X.shape[-1])
     bk = bind(name, bw, flat)
     Xs = bk._scale(flat).reshape(X.shape)
@@ -394,17 +395,17 @@ def temporal_local_mean(
     """
     X = _sequence_array(X, "X")
     if X.shape[-2] == 0:
-        raise ValueError(f"`X` has no time steps (T = 0), shape {X.shape}")
+        raise LocalizationError(f"`X` has no time steps (T = 0), shape {X.shape}", "X")
     if values is None:
         V = X
     else:
         V = _sequence_array(values, "values", dtype=X.dtype)
         if V.shape[:-1] != X.shape[:-1]:
-            raise ValueError(f"`values` has shape {V.shape}; it needs the leading axes and time steps of X {X.shape[:-1]}")
+            raise LocalizationError(f"`values` has shape {V.shape}; it needs the leading axes and time steps of X {X.shape[:-1]}", "values")
     if position not in (None, "causal"):
-        raise ValueError(f"`position` must be None or 'causal', got {position!r}")
+        raise LocalizationError(f"`position` must be None or 'causal', got {position!r}", "position")
     if isinstance(mask, str):
-        raise ValueError("`mask` must be a boolean array here; use position='causal' for a causal kernel")
+        raise LocalizationError("`mask` must be a boolean array here; use position='causal' for a causal kernel", "mask")
     lead, T = X.shape[:-2], X.shape[-2]
     kw, _ = _position(mask, window, decay, lead, T, exclude_self)
     kw["causal"] = position == "causal"
@@ -474,15 +475,15 @@ def _check_decay_heads(decay, n_heads):
         return None
     lam = np.asarray(decay, dtype=np.float64)
     if lam.ndim > 1 or (lam.ndim == 1 and lam.shape[0] not in (1, n_heads)):
-        raise ValueError(f"`decay` must be a number or one value per head ({n_heads}), got shape {lam.shape}")
+        raise LocalizationError(f"`decay` must be a number or one value per head ({n_heads}), got shape {lam.shape}", "decay")
     if not np.all(np.isfinite(lam)) or np.any(lam < 0):
-        raise ValueError("`decay` must be finite and non-negative")
+        raise LocalizationError("`decay` must be finite and non-negative", "decay")
     return np.broadcast_to(lam, (n_heads,)).astype(np.float64)
 
 
 def _positional_params(est, n_heads):
     if est.position not in (None, "causal"):
-        raise ValueError(f"`position` must be None or 'causal', got {est.position!r}")
+        raise LocalizationError(f"`position` must be None or 'causal', got {est.position!r}", "position")
     return dict(causal=est.position == "causal", window=_window(est.window), decay=_check_decay_heads(est.decay, n_heads))
 
 
@@ -494,15 +495,15 @@ def _sequences_input(est, X, reset):
     """
     A = check_array(X, dtype=_FLOATS, order="C", allow_nd=True, input_name="X")
     if A.ndim > 3:
-        raise ValueError(f"`X` must be one sequence (T, d) or a batch of sequences (n, T, d), got shape {A.shape}")
+        raise LocalizationError(f"`X` must be one sequence (T, d) or a batch of sequences (n, T, d), got shape {A.shape}", "X")
     single = A.ndim == 2
     A = A[None] if single else A
     if A.shape[1] == 0 or A.shape[2] == 0:
-        raise ValueError(f"`X` needs at least one time step and one feature, got shape {A.shape}")
+        raise LocalizationError(f"`X` needs at least one time step and one feature, got shape {A.shape}", "X")
     if reset:
         est.n_features_in_ = A.shape[2]
     elif A.shape[2] != est.n_features_in_:
-        raise ValueError(f"X has {A.shape[2]} features, but {type(est).__name__} is expecting {est.n_features_in_} features as input")
+        raise LocalizationError(f"X has {A.shape[2]} features, but {type(est).__name__} is expecting {est.n_features_in_} features as input", "X")
     return A, single
 
 
@@ -602,6 +603,22 @@ class TemporalLocalMean(TransformerMixin, BaseEstimator):
     ((50, 4), (4, 8))
     """
 
+    _parameter_constraints = {
+        "n_heads": [COUNT],
+        "head_dim": [COUNT, None],
+        "kernel": [str],
+        "bandwidth": [POSITIVE],
+        "position": [StrOptions({"causal"}), None],
+        "window": [COUNT, None],
+        "decay": [NON_NEGATIVE, "array-like", None],
+        **{W: ["array-like", None] for W in ("W_q", "W_k", "W_v", "W_o")},
+        "max_iter": [COUNT],
+        "learning_rate": [POSITIVE],
+        "tol": [NON_NEGATIVE],
+        "random_state": ["random_state"],
+        "n_jobs": N_JOBS,
+    }
+
     def __init__(
         self, n_heads: int = 1, head_dim: int | None = None, kernel: KernelLike = "dot",
         bandwidth: BandwidthLike = 1.0, position: str | ArrayLike | None = None, window: int | None = None,
@@ -627,33 +644,28 @@ class TemporalLocalMean(TransformerMixin, BaseEstimator):
         self.n_jobs = n_jobs
 
     def _kernel_name(self):
-        if not isinstance(self.kernel, str):
-            raise ValueError(f"`kernel` must be 'dot' or a profile name, got {self.kernel!r}")
         if self.kernel.lower() == "dot":
             return "dot"
-        name = _core.profile_info(self.kernel.lower())[0]
-        if isinstance(self.bandwidth, (bool, np.bool_)) or not isinstance(self.bandwidth, numbers.Real) or not (np.isfinite(self.bandwidth) and self.bandwidth > 0):
-            raise ValueError(f"`bandwidth` must be finite and strictly positive, got {self.bandwidth!r}")
-        return name
+        return _core.profile_info(self.kernel.lower())[0]
 
     def _projection(self, W, name, rows, dtype, cols_multiple=None):
         W = _sequence_array(W, name, dtype=dtype)
         if W.ndim != 2 or W.shape[0] != rows:
-            raise ValueError(f"`{name}` must have shape ({rows}, …), got {W.shape}")
+            raise LocalizationError(f"`{name}` must have shape ({rows}, …), got {W.shape}", name)
         if cols_multiple is not None and W.shape[1] % cols_multiple:
-            raise ValueError(f"`{name}` has {W.shape[1]} columns, not a multiple of n_heads={cols_multiple}")
+            raise LocalizationError(f"`{name}` has {W.shape[1]} columns, not a multiple of n_heads={cols_multiple}", name)
         return W
 
     @keeps_state_on_error
+    @fit_context
     def fit(self, X: ArrayLike, y: object = None) -> Self:
         """Set (or fit) the projections on sequences X of shape (T, d) or (n, T, d). Returns self."""
-        H = check_positive_int(self.n_heads, "n_heads")
-        check_positive_int(self.max_iter, "max_iter")
+        H = self.n_heads
         kernel = self._kernel_name()
         self._pos = _positional_params(self, H)
         A, _ = _sequences_input(self, X, reset=True)
         d, dt = A.shape[2], A.dtype
-        k = d if self.head_dim is None else check_positive_int(self.head_dim, "head_dim")
+        k = d if self.head_dim is None else self.head_dim
         eye = np.eye(d, dtype=dt)
         self.W_v_ = np.tile(eye, (1, H)) if self.W_v is None else self._projection(self.W_v, "W_v", d, dt, H)
         kv = self.W_v_.shape[1]
@@ -661,16 +673,16 @@ class TemporalLocalMean(TransformerMixin, BaseEstimator):
         if self.W_o is not None:
             self.W_o_ = self._projection(self.W_o, "W_o", kv, dt)
         elif self.W_o_ is None:
-            raise ValueError("`W_o` is required when the given `W_v` does not have n_heads·n_features columns")
+            raise LocalizationError("`W_o` is required when the given `W_v` does not have n_heads·n_features columns", "W_o")
         given = [W is not None for W in (self.W_q, self.W_k)]
         self.loss_curve_, self.n_iter_ = [], 0
         if all(given):
             self.W_q_ = self._projection(self.W_q, "W_q", d, dt, H)
             self.W_k_ = self._projection(self.W_k, "W_k", d, dt, H)
             if self.W_q_.shape != self.W_k_.shape:
-                raise ValueError(f"`W_q` {self.W_q_.shape} and `W_k` {self.W_k_.shape} must have the same shape")
+                raise LocalizationError(f"`W_q` {self.W_q_.shape} and `W_k` {self.W_k_.shape} must have the same shape", "W_q")
         elif any(given):
-            raise ValueError("give both `W_q` and `W_k` or neither")
+            raise LocalizationError("give both `W_q` and `W_k` or neither", "W_q")
         elif kernel != "dot":
             self.W_q_ = self.W_k_ = np.tile(eye, (1, H))
         else:
@@ -859,7 +871,7 @@ def block_backward(dy: FloatArray, w: Mapping[str, FloatArray], cfg: Mapping[str
 def init_block(D: int, n_heads: int, d_ff: int, rng: np.random.RandomState, dtype: DTypeLike = np.float64) -> dict[str, FloatArray]:
     """Random weights of one block under torch's names (Xavier-uniform projections, zero biases, unit norms)."""
     if D % n_heads:
-        raise ValueError(f"d_model={D} is not a multiple of n_heads={n_heads}")
+        raise LocalizationError(f"d_model={D} is not a multiple of n_heads={n_heads}", "n_heads")
 
     def xavier(shape):
         a = np.sqrt(6.0 / (shape[0] + shape[1]))
@@ -934,6 +946,21 @@ class HierarchicalLocalModel(TransformerMixin, BaseEstimator):
     ((2, 10, 8), 'layers.0.linear1.bias')
     """
 
+    _parameter_constraints = {
+        "weights": [dict, None],
+        "n_layers": [COUNT],
+        "n_heads": [COUNT],
+        "d_ff": [COUNT, None],
+        "norm_first": ["boolean"],
+        "activation": [StrOptions(set(_ACTIVATIONS))],
+        "layer_norm_eps": [POSITIVE],
+        "position": [StrOptions({"causal"}), None],
+        "window": [COUNT, None],
+        "decay": [NON_NEGATIVE, "array-like", None],
+        "random_state": ["random_state"],
+        "n_jobs": N_JOBS,
+    }
+
     def __init__(
         self, weights: Mapping[str, ArrayLike] | None = None, n_layers: int = 1, n_heads: int = 1,
         d_ff: int | None = None, norm_first: bool = False, activation: str = "relu", layer_norm_eps: float = 1e-5,
@@ -954,26 +981,22 @@ class HierarchicalLocalModel(TransformerMixin, BaseEstimator):
         self.n_jobs = n_jobs
 
     def _config(self):
-        H = check_positive_int(self.n_heads, "n_heads")
-        if self.activation not in _ACTIVATIONS:
-            raise ValueError(f"`activation` must be one of {_ACTIVATIONS}, got {self.activation!r}")
-        eps = self.layer_norm_eps
-        if isinstance(eps, (bool, np.bool_)) or not isinstance(eps, numbers.Real) or not (np.isfinite(eps) and eps > 0):
-            raise ValueError(f"`layer_norm_eps` must be finite and strictly positive, got {eps!r}")
-        return dict(n_heads=H, eps=float(eps), activation=self.activation, norm_first=bool(self.norm_first),
+        H = self.n_heads
+        return dict(n_heads=H, eps=float(self.layer_norm_eps), activation=self.activation, norm_first=bool(self.norm_first),
                     pos=_positional_params(self, H), n_jobs=self.n_jobs)
 
     @keeps_state_on_error
+    @fit_context
     def fit(self, X: ArrayLike | None = None, y: object = None) -> Self:
         """Load (and check) the weights, or draw random ones for sequences of X's width. Returns self."""
         cfg = self._config()
         if self.weights is None:
             if X is None:
-                raise ValueError("without `weights`, fit needs X to know the model width")
+                raise LocalizationError("without `weights`, fit needs X to know the model width", "X")
             A, _ = _sequences_input(self, X, reset=True)
             D = A.shape[2]
-            L = check_positive_int(self.n_layers, "n_layers")
-            F = 4 * D if self.d_ff is None else check_positive_int(self.d_ff, "d_ff")
+            L = self.n_layers
+            F = 4 * D if self.d_ff is None else self.d_ff
             rng = check_random_state(self.random_state)
             self.weights_ = {f"layers.{i}.{k}": v for i in range(L) for k, v in init_block(D, cfg["n_heads"], F, rng, A.dtype).items()}
             self.n_layers_ = L
@@ -983,7 +1006,7 @@ class HierarchicalLocalModel(TransformerMixin, BaseEstimator):
             if X is not None:
                 A, _ = _sequences_input(self, X, reset=True)
                 if A.shape[2] != D:
-                    raise ValueError(f"X has {A.shape[2]} features, but the weights are for d_model={D}")
+                    raise LocalizationError(f"X has {A.shape[2]} features, but the weights are for d_model={D}", "X")
             else:
                 self.n_features_in_ = D
         return self
@@ -991,24 +1014,24 @@ class HierarchicalLocalModel(TransformerMixin, BaseEstimator):
     @staticmethod
     def _load(weights, n_heads):
         if not isinstance(weights, dict):
-            raise TypeError(f"`weights` must be a dict of name → array, got {type(weights).__name__}")
+            raise LocalizationTypeError(f"`weights` must be a dict of name → array, got {type(weights).__name__}", "weights")
         # torch tensors convert too (detached, on the CPU).
         W = {str(k): v.detach().cpu().numpy() if hasattr(v, "detach") else np.asarray(v) for k, v in weights.items()}
         if not any(k.startswith("layers.") for k in W):
             W = {(k if k.startswith("norm.") else "layers.0." + k): v for k, v in W.items()}
         layers = sorted({int(m.group(1)) for k in W if (m := re.match(r"layers\.(\d+)\.", k))})
         if not layers or layers != list(range(len(layers))):
-            raise ValueError("`weights` must hold layers.0 … layers.{n-1} under torch.nn.TransformerEncoder names")
+            raise LocalizationError("`weights` must hold layers.0 … layers.{n-1} under torch.nn.TransformerEncoder names", "weights")
         first = W.get("layers.0.norm1.weight")
         if first is None or first.ndim != 1:
-            raise ValueError("`weights` lacks layers.0.norm1.weight (shape (d_model,))")
+            raise LocalizationError("`weights` lacks layers.0.norm1.weight (shape (d_model,))", "weights")
         D = first.shape[0]
         l1 = W.get("layers.0.linear1.weight")
         if l1 is None or l1.ndim != 2:
-            raise ValueError("`weights` lacks layers.0.linear1.weight (shape (d_ff, d_model))")
+            raise LocalizationError("`weights` lacks layers.0.linear1.weight (shape (d_ff, d_model))", "weights")
         F = l1.shape[0]
         if D % n_heads:
-            raise ValueError(f"d_model={D} of the weights is not a multiple of n_heads={n_heads}")
+            raise LocalizationError(f"d_model={D} of the weights is not a multiple of n_heads={n_heads}", "n_heads")
         dtype = np.result_type(*[v.dtype for v in W.values()])
         dtype = dtype if dtype in _FLOATS else np.float64
         out = {}
@@ -1016,22 +1039,22 @@ class HierarchicalLocalModel(TransformerMixin, BaseEstimator):
             for name, shape in _LAYER_KEYS.items():
                 key = f"layers.{i}.{name}"
                 if key not in W:
-                    raise ValueError(f"`weights` lacks {key}")
+                    raise LocalizationError(f"`weights` lacks {key}", "weights")
                 A = _sequence_array(W[key], key, dtype=dtype, min_ndim=1)
                 if A.shape != shape(D, F):
-                    raise ValueError(f"`weights[{key!r}]` has shape {A.shape}, expected {shape(D, F)}")
+                    raise LocalizationError(f"`weights[{key!r}]` has shape {A.shape}, expected {shape(D, F)}", "weights")
                 out[key] = A
         for name in ("norm.weight", "norm.bias"):
             if name in W:
                 A = _sequence_array(W[name], name, dtype=dtype, min_ndim=1)
                 if A.shape != (D,):
-                    raise ValueError(f"`weights[{name!r}]` has shape {A.shape}, expected ({D},)")
+                    raise LocalizationError(f"`weights[{name!r}]` has shape {A.shape}, expected ({D},)", "weights")
                 out[name] = A
         if ("norm.weight" in out) != ("norm.bias" in out):
-            raise ValueError("`weights` must hold both norm.weight and norm.bias, or neither")
+            raise LocalizationError("`weights` must hold both norm.weight and norm.bias, or neither", "weights")
         extra = sorted(set(W) - set(out))
         if extra:
-            raise ValueError(f"`weights` has names the model does not use: {extra[:5]}")
+            raise LocalizationError(f"`weights` has names the model does not use: {extra[:5]}", "weights")
         return out, len(layers)
 
     def layer_weights(self, i: int) -> dict[str, FloatArray]:

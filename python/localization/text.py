@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from ._validation import check_positive_int
+from ._validation import check_positive_int, LocalizationError, LocalizationTypeError
 
 __all__ = ["cooccurrence", "tokenize"]
 
@@ -38,7 +38,7 @@ def tokenize(text: str) -> list[str]:
     ['please', 'sir', 'i', 'want', 'some', 'more', "oliver's", 'nd', 'bowl', 'empty']
     """
     if not isinstance(text, str):
-        raise TypeError(f"`text` must be a string, got {type(text).__name__}")
+        raise LocalizationTypeError(f"`text` must be a string, got {type(text).__name__}", "text")
     return _WORD.findall(text.lower().replace("\u2019", "'").replace("\u2018", "'"))
 
 
@@ -86,24 +86,24 @@ def cooccurrence(tokens: str | Iterable[str], window: int = 5, *, directed: bool
         tokens = tokenize(tokens)
     tokens = list(tokens)
     if not all(isinstance(t, str) for t in tokens):
-        raise TypeError("`tokens` must be a string or a sequence of strings")
+        raise LocalizationTypeError("`tokens` must be a string or a sequence of strings", "tokens")
     if len(tokens) == 0:
-        raise ValueError("`tokens` is empty: the text has no words")
+        raise LocalizationError("`tokens` is empty: the text has no words", "tokens")
     window = check_positive_int(window, "window")
     if weighting not in ("count", "ppmi"):
-        raise ValueError(f"`weighting` must be 'count' or 'ppmi', got {weighting!r}")
+        raise LocalizationError(f"`weighting` must be 'count' or 'ppmi', got {weighting!r}", "weighting")
     counts = Counter(tokens)
     if vocabulary is not None:
         vocab = list(vocabulary)
         if len(vocab) == 0 or len(set(vocab)) != len(vocab):
-            raise ValueError("`vocabulary` must be a non-empty sequence of distinct words")
+            raise LocalizationError("`vocabulary` must be a non-empty sequence of distinct words", "vocabulary")
     else:
         min_count = check_positive_int(min_count, "min_count")
         vocab = sorted((w for w, c in counts.items() if c >= min_count), key=lambda w: (-counts[w], w))
         if max_vocab is not None:
             vocab = vocab[: check_positive_int(max_vocab, "max_vocab")]
         if not vocab:
-            raise ValueError(f"no word occurs at least min_count={min_count} times")
+            raise LocalizationError(f"no word occurs at least min_count={min_count} times", "min_count")
     index = {w: i for i, w in enumerate(vocab)}
     ids = np.fromiter((index.get(t, -1) for t in tokens), dtype=np.int64, count=len(tokens))
     n = len(vocab)

@@ -16,7 +16,7 @@
 use super::tiles::Tiles;
 use super::types::{Bandwidth, Kernel, LocalSums, Options, Problem};
 use super::{restore_magnitudes, sums_in_range, to_caller_units};
-use crate::checked::Weights;
+use crate::checked::{self, Weights};
 use crate::distance::Scale;
 use crate::error::{LocalizationError, Result};
 use crate::neighbors::{Algorithm, Index, KdTree, LEAF_SIZE};
@@ -152,10 +152,12 @@ impl<F: Real> Reference<F> {
         if n == 0 {
             return Err(LocalizationError::EmptyInput { name: "X" });
         }
+        checked::finite("X", &x)?;
         if let Some(v) = &values {
             if v.nrows() != n {
                 return Err(LocalizationError::shape("values", format!("{n} rows"), format!("{} rows", v.nrows())));
             }
+            checked::finite("values", v)?;
         }
         Weights::optional(weights.as_ref().map(|w| w.view()), n)?;
         // Owned arrays in standard layout (rows are read as slices).
@@ -336,6 +338,13 @@ mod tests {
         assert!(err(Reference::new(x.clone(), None, Some(Array1::from(vec![1.0, -1.0, 1.0])), None)).contains("sample_weight"));
         assert!(err(Reference::new(x.clone(), None, None, Some(vec![1.0, 0.0, 1.0]))).contains("bandwidth"));
         assert!(err(Reference::new(x.clone(), None, None, Some(vec![1.0]))).contains("bandwidth"));
+        for bad in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+            let mut xb = x.clone();
+            xb[[1, 0]] = bad;
+            assert_eq!(Reference::new(xb, None, None, None).err(), Some(LocalizationError::NonFinite { name: "X" }));
+            let v = Array2::from_elem((3, 1), bad);
+            assert_eq!(Reference::new(x.clone(), Some(v), None, None).err(), Some(LocalizationError::NonFinite { name: "values" }));
+        }
         let r = Reference::new(x.clone(), None, None, Some(vec![1.0; 3])).unwrap();
         let opts = Options::default();
         let k = Kernel::Radial(Profile::Gaussian);

@@ -3,10 +3,9 @@
 //! the grid, runs the FFT convolution and computes the error bound.
 
 use super::runtime::{run, NJobs};
-use super::{is_f32, view1, view2};
+use super::{is_f32, type_error, view1, view2};
 use crate::engine::binned::{self, RegularGrid};
 use numpy::{IntoPyArray, PyArray2, PyReadonlyArray2};
-use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 
 /// Linear binning of the rows of x (with weights and values) onto a regular grid:
@@ -36,7 +35,7 @@ fn interpolate_grid<'py>(
     n_jobs: Option<NJobs>,
 ) -> PyResult<Bound<'py, PyArray2<f64>>> {
     let grid = RegularGrid::new(&lo, &delta, &sizes)?;
-    let s: PyReadonlyArray2<f64> = sums.extract().map_err(|_| PyTypeError::new_err("`sums` must be a 2-D float64 array"))?;
+    let s: PyReadonlyArray2<f64> = sums.extract().map_err(|_| type_error("sums", "`sums` must be a 2-D float64 array".into()))?;
     let sa = s.as_array();
     with_float!(queries, F, {
         let q = view2::<F>(queries, "X_query")?;

@@ -5,7 +5,7 @@
 //! (`runtime::run`).
 
 use super::runtime::{run, NJobs};
-use super::{is_f32, view1, view2};
+use super::{internal, is_f32, state_error, value_error, view1, view2};
 use crate::algorithms::mean_shift::{self, Cells, GridSpec, Params, SeedSet, Shifted, Window, WindowSums};
 use crate::error::LocalizationError;
 use crate::kernel::Profile;
@@ -27,7 +27,7 @@ fn shifted_to_py<'py, F: Real + Element>(py: Python<'py>, s: Shifted<F>, d: usiz
         let list = PyList::empty(py);
         for t in s.trajectories {
             let k = t.len() / d;
-            let a = ndarray::Array2::from_shape_vec((k, d), t).map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
+            let a = ndarray::Array2::from_shape_vec((k, d), t).map_err(internal)?;
             list.append(a.into_pyarray(py))?;
         }
         Some(list.into_any())
@@ -268,7 +268,7 @@ struct MeanShiftSeeds {
 
 impl MeanShiftSeeds {
     fn set(&self) -> PyResult<&AnySeeds> {
-        self.inner.as_ref().ok_or_else(|| pyo3::exceptions::PyValueError::new_err("the run has ended (result() was called)"))
+        self.inner.as_ref().ok_or_else(|| state_error("the run has ended (result() was called)"))
     }
 }
 
@@ -319,7 +319,7 @@ impl MeanShiftSeeds {
     fn advance(&mut self, num: PyReadonlyArray2<'_, f64>, den: PyReadonlyArray1<'_, f64>, log_scale: PyReadonlyArray1<'_, f64>) -> PyResult<()> {
         let sums = WindowSums { num: num.as_array().to_owned(), den: den.as_array().to_vec(), log_scale: log_scale.as_array().to_vec() };
         let p = &self.params;
-        match self.inner.as_mut().ok_or_else(|| pyo3::exceptions::PyValueError::new_err("the run has ended (result() was called)"))? {
+        match self.inner.as_mut().ok_or_else(|| state_error("the run has ended (result() was called)"))? {
             AnySeeds::F32(s) => s.advance(&sums, p)?,
             AnySeeds::F64(s) => s.advance(&sums, p)?,
         }
@@ -328,7 +328,7 @@ impl MeanShiftSeeds {
 
     /// End the run: (modes, support, n_iter, converged, valid, trajectories|None).
     fn result<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        let set = self.inner.take().ok_or_else(|| pyo3::exceptions::PyValueError::new_err("the run has ended (result() was called)"))?;
+        let set = self.inner.take().ok_or_else(|| state_error("the run has ended (result() was called)"))?;
         match set {
             AnySeeds::F32(s) => shifted_to_py(py, s.finish()?, self.d),
             AnySeeds::F64(s) => shifted_to_py(py, s.finish()?, self.d),
@@ -339,7 +339,7 @@ impl MeanShiftSeeds {
 fn cells_to_py<'py>(py: Python<'py>, c: Cells) -> PyResult<Bound<'py, PyTuple>> {
     let m = c.keys.len();
     let d = c.d;
-    let shape = |v: Vec<f64>| ndarray::Array2::from_shape_vec((m, d), v).map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()));
+    let shape = |v: Vec<f64>| ndarray::Array2::from_shape_vec((m, d), v).map_err(internal);
     let (count, plain) = match c.plain {
         Some((count, psum)) => (Some(count.into_pyarray(py).into_any()), Some(shape(psum)?.into_pyarray(py).into_any())),
         None => (None, None),
@@ -355,7 +355,7 @@ fn cells_to_py<'py>(py: Python<'py>, c: Cells) -> PyResult<Bound<'py, PyTuple>> 
 
 fn cells_from_py(t: &Bound<'_, PyTuple>) -> PyResult<Cells> {
     if t.len() != 5 {
-        return Err(pyo3::exceptions::PyValueError::new_err("grid cells are a 5-tuple (keys, weight, sum, count, plain)"));
+        return Err(value_error("cells", "grid cells are a 5-tuple (keys, weight, sum, count, plain)".into()));
     }
     let keys: PyReadonlyArray1<'_, u64> = t.get_item(0)?.extract()?;
     let weight: PyReadonlyArray1<'_, f64> = t.get_item(1)?.extract()?;

@@ -6,15 +6,15 @@ use super::runtime::{run, NJobs};
 use crate::algorithms::image::{self, RangeWeight};
 use crate::real::Real;
 use numpy::{Element, IntoPyArray, PyReadonlyArray1, PyReadonlyArray2, PyReadonlyArray3, PyUntypedArrayMethods};
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use super::{type_error, value_error};
 use pyo3::prelude::*;
 
 pub(super) fn view3<'py, F: Element>(obj: &Bound<'py, PyAny>, name: &str) -> PyResult<PyReadonlyArray3<'py, F>> {
     let a: PyReadonlyArray3<'py, F> = obj
         .extract()
-        .map_err(|_| PyTypeError::new_err(format!("`{name}` must be a 3-D float32 or float64 array")))?;
+        .map_err(|_| type_error(name, format!("`{name}` must be a 3-D float32 or float64 array")))?;
     if !a.is_c_contiguous() {
-        return Err(PyValueError::new_err(format!("`{name}` must be C-contiguous")));
+        return Err(value_error(name, format!("`{name}` must be C-contiguous")));
     }
     Ok(a)
 }
@@ -22,7 +22,7 @@ pub(super) fn view3<'py, F: Element>(obj: &Bound<'py, PyAny>, name: &str) -> PyR
 fn table<'py, F: Element>(obj: &Bound<'py, PyAny>, name: &str) -> PyResult<PyReadonlyArray2<'py, F>> {
     let a: PyReadonlyArray2<'py, F> = obj
         .extract()
-        .map_err(|_| PyTypeError::new_err(format!("`{name}` must be a 2-D array with the dtype of the image")))?;
+        .map_err(|_| type_error(name, format!("`{name}` must be a 2-D array with the dtype of the image")))?;
     Ok(a)
 }
 
@@ -32,7 +32,7 @@ fn image_is_f32(x: &Bound<'_, PyAny>) -> PyResult<bool> {
     } else if x.extract::<PyReadonlyArray3<f32>>().is_ok() {
         Ok(true)
     } else {
-        Err(PyTypeError::new_err("`image` must be a 3-D float32 or float64 array"))
+        Err(type_error("image", "`image` must be a 3-D float32 or float64 array".into()))
     }
 }
 
@@ -58,14 +58,14 @@ fn bilateral_filter<'py>(
     color_lut: Option<&Bound<'py, PyAny>>, lut_scale: f64, n_jobs: Option<NJobs>,
 ) -> PyResult<Bound<'py, PyAny>> {
     if !(range_bandwidth.is_finite() && range_bandwidth > 0.0) {
-        return Err(PyValueError::new_err("`range_bandwidth` must be a finite positive number"));
+        return Err(value_error("range_bandwidth", "`range_bandwidth` must be a finite positive number".into()));
     }
     with_image_float!(padded, F, {
         let img = view3::<F>(padded, "image")?;
         let sp = table::<F>(spatial, "spatial")?;
         let range = match color_lut {
             Some(lut) => {
-                let lut: PyReadonlyArray1<F> = lut.extract().map_err(|_| PyTypeError::new_err("`color_lut` must be a 1-D array with the dtype of the image"))?;
+                let lut: PyReadonlyArray1<F> = lut.extract().map_err(|_| type_error("color_lut", "`color_lut` must be a 1-D array with the dtype of the image".into()))?;
                 RangeWeight::Table { lut: lut.as_array().to_vec(), scale: F::of(lut_scale) }
             }
             None => RangeWeight::Gaussian { inv_two_var: F::of(1.0 / (2.0 * range_bandwidth * range_bandwidth)) },
@@ -85,7 +85,7 @@ fn nl_means<'py>(
     exact: bool, n_jobs: Option<NJobs>,
 ) -> PyResult<Bound<'py, PyAny>> {
     if !(var2.is_finite() && var2 >= 0.0) {
-        return Err(PyValueError::new_err("`sigma` must be a finite non-negative number"));
+        return Err(value_error("sigma", "`sigma` must be a finite non-negative number".into()));
     }
     with_image_float!(padded, F, {
         let img = view3::<F>(padded, "image")?;

@@ -3,25 +3,16 @@
 //! `runtime::run` (GIL released, the pool `n_jobs` selects, Ctrl-C and progress watched).
 
 use super::runtime::{run, NJobs};
-use super::{is_f32, view1, view2};
+use super::{indices2, internal, is_f32, type_error, value_error, view1, view2};
 use crate::algorithms::embedding::{lle, quality, softmax, triplet};
 use crate::neighbors::Algorithm;
-use numpy::{IntoPyArray, PyArray1, PyArray2, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use numpy::{IntoPyArray, PyArray1, PyArray2, PyReadonlyArray1};
 use pyo3::prelude::*;
 
-/// A 2-D int64 array as usize rows.
-fn indices2(a: &Bound<'_, PyAny>, name: &str) -> PyResult<(Vec<usize>, usize)> {
-    let arr: PyReadonlyArray2<i64> = a.extract().map_err(|_| PyTypeError::new_err(format!("`{name}` must be a 2-D int64 array")))?;
-    let k = arr.shape()[1];
-    let out: Option<Vec<usize>> = arr.as_array().iter().map(|&j| usize::try_from(j).ok()).collect();
-    Ok((out.ok_or_else(|| PyValueError::new_err(format!("`{name}` has negative entries")))?, k))
-}
-
 fn indices1(a: &Bound<'_, PyAny>, name: &str) -> PyResult<Vec<usize>> {
-    let arr: PyReadonlyArray1<i64> = a.extract().map_err(|_| PyTypeError::new_err(format!("`{name}` must be a 1-D int64 array")))?;
+    let arr: PyReadonlyArray1<i64> = a.extract().map_err(|_| type_error(name, format!("`{name}` must be a 1-D int64 array")))?;
     let out: Option<Vec<usize>> = arr.as_array().iter().map(|&j| usize::try_from(j).ok()).collect();
-    out.ok_or_else(|| PyValueError::new_err(format!("`{name}` has negative entries")))
+    out.ok_or_else(|| value_error(name, format!("`{name}` has negative entries")))
 }
 
 fn f64_vec(a: &Bound<'_, PyAny>, name: &str) -> PyResult<Vec<f64>> {
@@ -31,11 +22,11 @@ fn f64_vec(a: &Bound<'_, PyAny>, name: &str) -> PyResult<Vec<f64>> {
 fn triplets(a: &Bound<'_, PyAny>) -> PyResult<Vec<triplet::Triplet>> {
     let (flat, k) = indices2(a, "triplets")?;
     if k != 3 {
-        return Err(PyValueError::new_err(format!("`triplets` must have 3 columns (i, j, k), got {k}")));
+        return Err(value_error("triplets", format!("`triplets` must have 3 columns (i, j, k), got {k}")));
     }
     flat.chunks_exact(3)
         .map(|t| {
-            let c = |v: usize| u32::try_from(v).map_err(|_| PyValueError::new_err("`triplets` indices must be below 2³²"));
+            let c = |v: usize| u32::try_from(v).map_err(|_| value_error("triplets", "`triplets` indices must be below 2³²".into()));
             Ok([c(t[0])?, c(t[1])?, c(t[2])?])
         })
         .collect()
@@ -43,7 +34,7 @@ fn triplets(a: &Bound<'_, PyAny>) -> PyResult<Vec<triplet::Triplet>> {
 
 fn to_i64_2d(v: Vec<usize>, cols: usize) -> PyResult<ndarray::Array2<i64>> {
     let rows = v.len().checked_div(cols).unwrap_or(0);
-    ndarray::Array2::from_shape_vec((rows, cols), v.into_iter().map(|j| j as i64).collect()).map_err(|e| PyValueError::new_err(e.to_string()))
+    ndarray::Array2::from_shape_vec((rows, cols), v.into_iter().map(|j| j as i64).collect()).map_err(internal)
 }
 
 /// LLE: (neighbour indices m×k, barycentric weights m×k). With `queries=None` the queries

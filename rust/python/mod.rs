@@ -12,7 +12,7 @@ use crate::real::Real;
 use crate::memory;
 use crate::neighbors::{masked, Algorithm, Index};
 use numpy::{Element, IntoPyArray, PyArray1, PyArray2, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
-use pyo3::exceptions::{PyKeyboardInterrupt, PyMemoryError, PyRuntimeError, PyValueError};
+use pyo3::exceptions::{PyKeyboardInterrupt, PyMemoryError, PyRuntimeError};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 use runtime::{run, NJobs};
@@ -44,6 +44,25 @@ pub(crate) fn value_error(name: &str, message: String) -> PyErr {
 /// A `LocalizationTypeError` (a `TypeError`) about the argument `name`.
 pub(crate) fn type_error(name: &str, message: String) -> PyErr {
     exceptions::LocalizationTypeError::new_err((message, name.to_owned()))
+}
+
+/// A `LocalizationError` about no single argument (a run used after it ended).
+pub(crate) fn state_error(message: &str) -> PyErr {
+    exceptions::LocalizationError::new_err((message.to_owned(), None::<String>))
+}
+
+/// An array a binding built itself has an impossible shape: a bug here, never the caller's
+/// input, hence not in the `LocalizationError` family.
+pub(crate) fn internal(what: impl std::fmt::Display) -> PyErr {
+    PyRuntimeError::new_err(format!("internal error in the localization core ({what}); please report it"))
+}
+
+/// A 2-D int64 array of indices as usize rows, with its number of columns.
+pub(crate) fn indices2(a: &Bound<'_, PyAny>, name: &str) -> PyResult<(Vec<usize>, usize)> {
+    let arr: PyReadonlyArray2<i64> = a.extract().map_err(|_| type_error(name, format!("`{name}` must be a 2-D int64 array")))?;
+    let k = arr.shape()[1];
+    let out: Option<Vec<usize>> = arr.as_array().iter().map(|&j| usize::try_from(j).ok()).collect();
+    Ok((out.ok_or_else(|| value_error(name, format!("`{name}` has negative entries")))?, k))
 }
 
 /// Indices as NumPy's int64, converted into a fallibly allocated array.
@@ -326,8 +345,8 @@ impl NeighborIndex {
                     Ok((nb.distances, indices_i64("neighbor indices", &nb.indices)?))
                 })?;
                 let m = qa.nrows();
-                let dist = ndarray::Array2::from_shape_vec((m, k), dist).map_err(|e| PyValueError::new_err(e.to_string()))?;
-                let ind = ndarray::Array2::from_shape_vec((m, k), ind).map_err(|e| PyValueError::new_err(e.to_string()))?;
+                let dist = ndarray::Array2::from_shape_vec((m, k), dist).map_err(internal)?;
+                let ind = ndarray::Array2::from_shape_vec((m, k), ind).map_err(internal)?;
                 Ok((dist.into_pyarray(py).into_any(), ind.into_pyarray(py)))
             }};
         }
@@ -393,7 +412,7 @@ fn masked_knn<'py>(
     let exclude: Option<Vec<usize>> = exclude
         .map(|e| e.as_array().iter().map(|&j| usize::try_from(j)).collect::<Result<_, _>>())
         .transpose()
-        .map_err(|_| PyValueError::new_err("`exclude` must hold non-negative indices"))?;
+        .map_err(|_| value_error("exclude", "`exclude` must hold non-negative indices".into()))?;
     with_float!(x, F, {
         let (q, xr) = (view2::<F>(queries, "X_query")?, view2::<F>(x, "X")?);
         let (qa, xa) = (q.as_array(), xr.as_array());
@@ -402,8 +421,8 @@ fn masked_knn<'py>(
             Ok((d, indices_i64("masked neighbor indices", &i)?))
         })?;
         let m = qa.nrows();
-        let dist = ndarray::Array2::from_shape_vec((m, k), dist).map_err(|e| PyValueError::new_err(e.to_string()))?;
-        let ind = ndarray::Array2::from_shape_vec((m, k), ind).map_err(|e| PyValueError::new_err(e.to_string()))?;
+        let dist = ndarray::Array2::from_shape_vec((m, k), dist).map_err(internal)?;
+        let ind = ndarray::Array2::from_shape_vec((m, k), ind).map_err(internal)?;
         Ok((dist.into_pyarray(py).into_any(), ind.into_pyarray(py)))
     })
 }

@@ -1,20 +1,11 @@
 //! Bindings of the mode-seeking family: MedoidShift and QuickShift steps, forest resolution.
 
 use super::runtime::{run, NJobs};
-use super::{is_f32, view1, view2};
+use super::{indices2, is_f32, value_error, view1, view2};
 use crate::algorithms::{forest, medoid_shift, quickshift};
 use crate::kernel::Profile;
-use numpy::{IntoPyArray, PyArray1, PyArrayMethods, PyReadonlyArray2, PyUntypedArrayMethods};
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use numpy::{IntoPyArray, PyArray1, PyArrayMethods, PyUntypedArrayMethods};
 use pyo3::prelude::*;
-
-fn as_indices(a: &Bound<'_, PyAny>, name: &str) -> PyResult<(Vec<usize>, usize)> {
-    let arr: PyReadonlyArray2<i64> = a.extract().map_err(|_| PyTypeError::new_err(format!("`{name}` must be a 2-D int64 array")))?;
-    let k = arr.shape()[1];
-    let v = arr.as_array();
-    let out: Option<Vec<usize>> = v.iter().map(|&j| usize::try_from(j).ok()).collect();
-    Ok((out.ok_or_else(|| PyValueError::new_err(format!("`{name}` has negative entries")))?, k))
-}
 
 /// Optional per-sample weights, always float64 (they multiply the kernel in f64).
 fn f64_weights(w: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Vec<f64>>> {
@@ -54,14 +45,14 @@ fn medoid_shift_knn<'py>(
     let profile = Profile::from_name(kernel)?;
     let w = f64_weights(weights)?;
     let w = w.as_deref();
-    let (idx, k) = as_indices(indices, "indices")?;
+    let (idx, k) = indices2(indices, "indices")?;
     let next = with_float!(x, F, {
         let xv = view2::<F>(x, "X")?;
         let xa = xv.as_array();
         if precomputed {
             run(py, n_jobs, None, |mon| medoid_shift::knn_step_precomputed(xa, &idx, k, profile, bandwidth, w, mon))?
         } else {
-            let dist = distances.ok_or_else(|| PyValueError::new_err("`distances` is required for Euclidean data"))?;
+            let dist = distances.ok_or_else(|| value_error("distances", "`distances` is required for Euclidean data".into()))?;
             let dv = view2::<F>(dist, "distances")?;
             let dflat: Vec<F> = dv.as_array().iter().copied().collect();
             run(py, n_jobs, None, |mon| medoid_shift::knn_step_euclidean(xa, &idx, &dflat, k, profile, bandwidth, w, mon))?
@@ -74,7 +65,7 @@ fn window(features: Option<Vec<usize>>, half_width: Option<f64>) -> PyResult<Opt
     match (features, half_width) {
         (Some(features), Some(half_width)) => Ok(Some(quickshift::Window { features, half_width })),
         (None, None) => Ok(None),
-        _ => Err(PyValueError::new_err("`window` and `window_features` go together")),
+        _ => Err(value_error("window", "`window` and `window_features` go together".into())),
     }
 }
 
@@ -126,7 +117,7 @@ fn resolve_forest<'py>(py: Python<'py>, next: &Bound<'py, PyArray1<i64>>) -> PyR
     for &j in ro.as_array().iter() {
         match usize::try_from(j) {
             Ok(u) if u < n => nx.push(u),
-            _ => return Err(PyValueError::new_err("`next` must hold indices in [0, N)")),
+            _ => return Err(value_error("next", "`next` must hold indices in [0, N)".into())),
         }
     }
     let root = py.detach(|| forest::resolve(&mut nx));

@@ -1,11 +1,10 @@
 //! `_core.Reference`: a prepared `engine::Reference` that `local_sums` accepts in place of X.
 
-use super::{is_f32, kernel_args, sums_tuple, view1, view2};
+use super::{is_f32, kernel_args, sums_tuple, value_error, view1, view2};
 use crate::algorithms::local_poly;
 use crate::engine::{self, Neighborhood, Options};
 use crate::real::Real;
 use numpy::{Element, IntoPyArray, PyArray1};
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 use super::runtime::{run, NJobs};
@@ -29,9 +28,9 @@ impl WrapReference for f64 {
     }
 }
 
-/// Samples X (with optional values, sample weights and per-sample bandwidths) checked and
-/// copied once; `local_sums(queries, reference, ...)` then reuses what the engine builds
-/// from them (tile layout, kd-tree, neighbour index) across calls. Immutable; safe to share
+/// Samples X (with optional values, sample weights and per-sample bandwidths) checked once
+/// (NaN and infinity refused) and copied; `local_sums(queries, reference, ...)` then reuses
+/// what the engine builds from them (tile layout, kd-tree, neighbour index) across calls. Immutable; safe to share
 /// between threads; pickles by rebuilding from its arrays.
 #[pyclass(module = "localization._core", name = "Reference", frozen)]
 pub(super) struct PyReference {
@@ -141,5 +140,5 @@ pub(super) fn local_polynomial<'py>(
 
 /// The error for arrays given with a Reference, which holds its own.
 pub(super) fn own_arrays(name: &str) -> PyErr {
-    PyValueError::new_err(format!("`{name}` belongs to the Reference: pass it when the Reference is built"))
+    value_error(name, format!("`{name}` belongs to the Reference: pass it when the Reference is built"))
 }

@@ -8,7 +8,7 @@
 
 use crate::error::{LocalizationError, Result};
 use crate::parallel::{self, Monitor};
-use pyo3::exceptions::{PyOverflowError, PyTypeError};
+use pyo3::exceptions::PyOverflowError;
 use pyo3::prelude::*;
 use pyo3::types::PyBool;
 use std::os::raw::c_int;
@@ -24,7 +24,7 @@ impl<'a, 'py> FromPyObject<'a, 'py> for NJobs {
         let refuse = || {
             let kind = obj.get_type().name().map(|n| n.to_string()).unwrap_or_default();
             let shown = obj.repr().map(|r| r.to_string()).unwrap_or_default();
-            PyTypeError::new_err(format!("`n_jobs` must be an integer or None, got {kind} {shown}"))
+            super::type_error("n_jobs", format!("`n_jobs` must be an integer or None, got {kind} {shown}"))
         };
         if obj.is_instance_of::<PyBool>() {
             return Err(refuse());

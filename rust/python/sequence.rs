@@ -9,18 +9,18 @@ use crate::engine::temporal::{self, Content, Mask, Position, Sequences};
 use crate::kernel::Profile;
 use crate::real::Real;
 use numpy::{dtype, Element, IntoPyArray, PyArrayDescrMethods, PyReadonlyArray1, PyReadonlyArray2, PyReadonlyArray3, PyUntypedArray, PyUntypedArrayMethods};
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use super::{type_error, value_error};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
 fn is_f32(py: Python<'_>, q: &Bound<'_, PyAny>) -> PyResult<bool> {
-    let a = q.cast::<PyUntypedArray>().map_err(|_| PyTypeError::new_err("`Q` must be a float32 or float64 array"))?;
+    let a = q.cast::<PyUntypedArray>().map_err(|_| type_error("Q", "`Q` must be a float32 or float64 array".into()))?;
     if a.dtype().is_equiv_to(&dtype::<f64>(py)) {
         Ok(false)
     } else if a.dtype().is_equiv_to(&dtype::<f32>(py)) {
         Ok(true)
     } else {
-        Err(PyTypeError::new_err("`Q` must be a float32 or float64 array"))
+        Err(type_error("Q", "`Q` must be a float32 or float64 array".into()))
     }
 }
 
@@ -43,9 +43,9 @@ impl<'py> PositionArgs<'py> {
             (Some(_), Some(s)) => s
                 .as_array()
                 .iter()
-                .map(|&i| usize::try_from(i).map_err(|_| PyValueError::new_err("`mask_slab` must be non-negative")))
+                .map(|&i| usize::try_from(i).map_err(|_| value_error("mask_slab", "`mask_slab` must be non-negative".into())))
                 .collect::<PyResult<Vec<_>>>()?,
-            (Some(_), None) => return Err(PyValueError::new_err("`mask` needs `mask_slab` (the mask slab of each sequence)")),
+            (Some(_), None) => return Err(value_error("mask_slab", "`mask` needs `mask_slab` (the mask slab of each sequence)".into())),
             (None, _) => Vec::new(),
         };
         Ok(PositionArgs { causal, window, decay, exclude_self, mask, slab })
@@ -56,7 +56,7 @@ impl<'py> PositionArgs<'py> {
             causal: self.causal,
             window: self.window,
             decay: match &self.decay {
-                Some(d) => Some(d.as_slice().map_err(|_| PyValueError::new_err("`decay` must be C-contiguous"))?),
+                Some(d) => Some(d.as_slice().map_err(|_| value_error("decay", "`decay` must be C-contiguous".into()))?),
                 None => None,
             },
             exclude_self: self.exclude_self,
@@ -111,7 +111,7 @@ fn backward_typed<'py, F: Real + Element>(
 ) -> PyResult<Bound<'py, PyTuple>> {
     let (qr, kr, vr) = (view3::<F>(q, "Q")?, view3::<F>(k, "K")?, view3::<F>(v, "V")?);
     let (or, gr) = (view3::<F>(out, "out")?, view3::<F>(grad_output, "grad_output")?);
-    let lr: PyReadonlyArray2<'py, F> = lse.extract().map_err(|_| PyTypeError::new_err("`lse` must be a 2-D array with the dtype of Q"))?;
+    let lr: PyReadonlyArray2<'py, F> = lse.extract().map_err(|_| type_error("lse", "`lse` must be a 2-D array with the dtype of Q".into()))?;
     let seq = Sequences { q: qr.as_array(), k: kr.as_array(), v: vr.as_array() };
     let position = pos.position()?;
     let (oa, la, ga) = (or.as_array(), lr.as_array(), gr.as_array());

@@ -17,7 +17,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 
 from .._base import KERNEL_CONSTRAINTS, LocalEstimator, keeps_state_on_error
-from .._validation import COUNT, FLOAT_DTYPES, StrOptions, fit_context, validate_data
+from .._validation import COUNT, FLOAT_DTYPES, StrOptions, fit_context, validate_data, LocalizationError
 
 if TYPE_CHECKING:
     from .._typing import ArrayLike, BandwidthLike, KernelLike, SeedLike, Self
@@ -106,7 +106,7 @@ class LocalModeClustering(ClusterMixin, LocalEstimator):
                 return KMeans(n_clusters=k, n_init=1, random_state=check_random_state(self.random_state)).fit_predict(X)
         init = np.asarray(self.init)
         if init.shape != (n,):
-            raise ValueError(f"`init` must have shape ({n},) to give one initial label per sample, got {init.shape}")
+            raise LocalizationError(f"`init` must have shape ({n},) to give one initial label per sample, got {init.shape}", "init")
         return np.unique(init, return_inverse=True)[1]
 
     @keeps_state_on_error

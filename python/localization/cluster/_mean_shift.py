@@ -27,7 +27,6 @@ from .._base import keeps_state_on_error
 from .._progress import progress_bar
 from .._validation import (
     COUNT,
-    COUNT_OR_ZERO,
     FLOAT_DTYPES,
     N_JOBS,
     NON_NEGATIVE,
@@ -39,6 +38,8 @@ from .._validation import (
     fit_context,
     validate_data,
     validate_params,
+    LocalizationError,
+    LocalizationTypeError,
 )
 from ..kernels import SPECIAL, canonical_name
 
@@ -174,7 +175,7 @@ def bin_seeds(bins, counts, bin_size, min_bin_freq, n):
 
 def _reject_text(X):
     if isinstance(X, (list, tuple, np.ndarray)) and np.asarray(X).dtype.kind in "USV":
-        raise TypeError("`X` holds text; pass a numeric array (float32 or float64)")
+        raise LocalizationTypeError("`X` holds text; pass a numeric array (float32 or float64)", "X")
 
 
 def _nearest(centres, P, n_jobs):
@@ -367,7 +368,7 @@ class MeanShift(ClusterMixin, BaseEstimator):
         "bin_seeding": ["boolean"],
         "min_bin_freq": [COUNT],
         "cluster_all": ["boolean"],
-        "max_iter": [COUNT_OR_ZERO],
+        "max_iter": [COUNT],
         "tol": [NON_NEGATIVE],
         "step": [POSITIVE],
         "merge_radius": [NON_NEGATIVE, None],
@@ -385,9 +386,9 @@ class MeanShift(ClusterMixin, BaseEstimator):
         """What the declared constraints cannot say: choices that depend on each other and on X."""
         kernel = canonical_name(self.kernel)
         if kernel in SPECIAL:
-            raise ValueError(f"`kernel` must be a radial profile for MeanShift, got {self.kernel!r}")
+            raise LocalizationError(f"`kernel` must be a radial profile for MeanShift, got {self.kernel!r}", "kernel")
         if self.blurring and self.fixed_kernel:
-            raise ValueError("`blurring` and `fixed_kernel` are different methods; set at most one")
+            raise LocalizationError("`blurring` and `fixed_kernel` are different methods; set at most one", "blurring")
         # An estimate may be 0 (most points coincide with their neighbours): the radius-0 window.
         h = float(estimate_bandwidth(X, n_jobs=self.n_jobs) if self.bandwidth is None else self.bandwidth)
         r = h if self.merge_radius is None else self.merge_radius
@@ -395,18 +396,18 @@ class MeanShift(ClusterMixin, BaseEstimator):
         algorithm = self.algorithm
         if h == 0:
             if algorithm == "grid":
-                raise ValueError("algorithm='grid' needs a positive bandwidth; the estimated bandwidth is 0 "
-                                 "(most points coincide): use algorithm='exact' or pass `bandwidth`")
+                raise LocalizationError("algorithm='grid' needs a positive bandwidth; the estimated bandwidth is 0 "
+                                        "(most points coincide): use algorithm='exact' or pass `bandwidth`", "algorithm")
             algorithm = "exact"
         elif self.blurring or self.fixed_kernel:
             if algorithm == "grid":
-                raise ValueError("algorithm='grid' is not available with blurring or fixed_kernel")
+                raise LocalizationError("algorithm='grid' is not available with blurring or fixed_kernel", "algorithm")
             algorithm = "blurring" if self.blurring else "fixed_kernel"
         elif algorithm == "grid":
             if kernel != "tophat":
-                raise ValueError(f"algorithm='grid' aggregates a flat window; use kernel='flat' (got {self.kernel!r})")
+                raise LocalizationError(f"algorithm='grid' aggregates a flat window; use kernel='flat' (got {self.kernel!r})", "algorithm")
             if d > _GRID_MAX_DIM:
-                raise ValueError(f"algorithm='grid' is for at most {_GRID_MAX_DIM} features (X has {d}); use 'exact'")
+                raise LocalizationError(f"algorithm='grid' is for at most {_GRID_MAX_DIM} features (X has {d}); use 'exact'", "algorithm")
         elif algorithm == "auto":
             everyone = self.seeds is None and not self.bin_seeding
             low_d = d <= _GRID_MAX_DIM and X.shape[0] >= _GRID_AUTO_MIN
@@ -450,9 +451,10 @@ class MeanShift(ClusterMixin, BaseEstimator):
         finally:
             close()
         if not np.any(self.seed_valid_):
-            raise ValueError(
+            raise LocalizationError(
                 f"No point was within bandwidth={h:f} of any seed. Try a different seeding strategy or "
-                "increase the bandwidth."
+                "increase the bandwidth.",
+                "bandwidth",
             )
         kept = _core.merge_modes(self.seed_modes_, self.seed_support_, self.seed_valid_, radius)
         self.cluster_centers_ = np.ascontiguousarray(self.seed_modes_[kept])
@@ -525,7 +527,7 @@ class MeanShift(ClusterMixin, BaseEstimator):
         if self.seeds is not None:
             seeds = as_float_array(self.seeds, "seeds", dtype=X.dtype)
             if seeds.shape[1] != X.shape[1]:
-                raise ValueError(f"`seeds` has {seeds.shape[1]} features, but X has {X.shape[1]}")
+                raise LocalizationError(f"`seeds` has {seeds.shape[1]} features, but X has {X.shape[1]}", "seeds")
             return seeds, None
         if self.bin_seeding:
             seeds = get_bin_seeds(X, h, self.min_bin_freq)

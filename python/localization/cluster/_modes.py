@@ -43,6 +43,8 @@ from .._validation import (
     check_sample_weight,
     fit_context,
     validate_data,
+    LocalizationError,
+    LocalizationTypeError,
 )
 from ..engine import bind
 from ..kernels import SPECIAL, canonical_name
@@ -57,10 +59,10 @@ __all__ = ["MedoidShift", "QuickShift", "PCShift", "medoid_shift", "quick_shift"
 def _profile_name(kernel):
     """MedoidShift and QuickShift evaluate the profile themselves: it must be a named one."""
     if not isinstance(kernel, str):
-        raise TypeError(f"`kernel` must be a profile name such as 'gaussian', got {type(kernel).__name__}")
+        raise LocalizationTypeError(f"`kernel` must be a profile name such as 'gaussian', got {type(kernel).__name__}", "kernel")
     name = canonical_name(kernel)
     if name in SPECIAL:
-        raise ValueError(f"`kernel` must be a radial profile, not {name!r}")
+        raise LocalizationError(f"`kernel` must be a radial profile, not {name!r}", "kernel")
     return name
 
 
@@ -231,13 +233,13 @@ class MedoidShift(ClusterMixin, BaseEstimator):
         n = X.shape[0]
         if k is not None:
             if k > n:
-                raise ValueError(f"`n_neighbors`={k} exceeds the {n} samples (k = n_samples is the dense definition)")
+                raise LocalizationError(f"`n_neighbors`={k} exceeds the {n} samples (k = n_samples is the dense definition)", "n_neighbors")
         pre = self.metric == "precomputed"
         if pre:
             if X.shape[1] != n:
-                raise ValueError(f"metric='precomputed' needs a square distance matrix X, got shape {X.shape}")
+                raise LocalizationError(f"metric='precomputed' needs a square distance matrix X, got shape {X.shape}", "metric")
             if np.any(X < 0):
-                raise ValueError("Negative values in data: the precomputed distance matrix X must be non-negative")
+                raise LocalizationError("Negative values in data: the precomputed distance matrix X must be non-negative", "X")
         w = check_sample_weight(sample_weight, n, X.dtype)
         mass = np.ones(n) if w is None else w.astype(np.float64)
         parent, root = _core.resolve_forest(_medoid_pass(X, pre, k, name, h, None if w is None else mass, n_jobs))
@@ -381,7 +383,7 @@ class QuickShift(ClusterMixin, BaseEstimator):
         scalar_h = POSITIVE.is_satisfied_by(self.bandwidth)
         if self.max_dist is None:
             if not scalar_h:
-                raise ValueError("`max_dist` must be given when `bandwidth` is not a number")
+                raise LocalizationError("`max_dist` must be given when `bandwidth` is not a number", "max_dist")
             max_dist = 3.0 * float(self.bandwidth)
         else:
             max_dist = float(self.max_dist)
@@ -392,7 +394,7 @@ class QuickShift(ClusterMixin, BaseEstimator):
             _, den, log_scale, _, _ = bk.sums(X, None, w, algorithm=self.algorithm, n_jobs=n_jobs)
         else:
             if not scalar_h:
-                raise ValueError("`window` needs a scalar `bandwidth`")
+                raise LocalizationError("`window` needs a scalar `bandwidth`", "window")
             den = _core.quickshift_density(X, window[0], window[1], _profile_name(self.kernel), float(self.bandwidth),
                                            None if w is None else w.astype(np.float64), n_jobs=n_jobs)
             log_scale = np.zeros(len(X))
@@ -415,16 +417,16 @@ class QuickShift(ClusterMixin, BaseEstimator):
         """(feature indices, half-width) of the box window, or None."""
         if self.window is None:
             if self.window_features is not None:
-                raise ValueError("`window_features` needs `window`")
+                raise LocalizationError("`window_features` needs `window`", "window_features")
             return None
         half = float(self.window)
         feats = range(d) if self.window_features is None else self.window_features
         try:
             idx = [int(operator.index(k)) for k in feats]
         except TypeError:
-            raise ValueError(f"`window_features` must be feature indices, got {self.window_features!r}") from None
+            raise LocalizationError(f"`window_features` must be feature indices, got {self.window_features!r}", "window_features") from None
         if not idx or any(not -d <= k < d for k in idx):
-            raise ValueError(f"`window_features` must be indices of the {d} features, got {self.window_features!r}")
+            raise LocalizationError(f"`window_features` must be indices of the {d} features, got {self.window_features!r}", "window_features")
         return sorted({k % d for k in idx}), half
 
 
@@ -465,7 +467,7 @@ def pc_shift_step(X_query: ArrayLike, X: ArrayLike, n_components: int = 1, *, ke
     X = as_float_array(X, "X")
     Q = as_float_array(X_query, "X_query", dtype=X.dtype)
     if Q.shape[1] != X.shape[1]:
-        raise ValueError(f"`X_query` has {Q.shape[1]} features, but X has {X.shape[1]}")
+        raise LocalizationError(f"`X_query` has {Q.shape[1]} features, but X has {X.shape[1]}", "X_query")
     q = check_n_components(n_components, X.shape[1], allow_zero=True)
     w = check_sample_weight(sample_weight, X.shape[0], X.dtype)
     step, valid = _step(bind(kernel, bandwidth, X, knn_k(kernel, None), w, consumer="pc_shift_step"), Q, w, q, algorithm, n_jobs)

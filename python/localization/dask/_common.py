@@ -16,6 +16,7 @@ from .._sums import LocalSums, tree_reduce
 from ..engine import BoundKernel
 from ..engine import check_algorithm as _check_any_algorithm
 from ..kernels import Balloon, Kernel, KernelCombination, SamplePoint, as_kernel, rule_of_thumb
+from .._validation import LocalizationError, LocalizationTypeError
 
 # References at most this large (X, values and weights together) are sent whole to every
 # worker by references="auto"; larger ones stay sharded where they are.
@@ -33,7 +34,7 @@ def float_dtype(A, name):
         return dt
     if dt.kind in "iub":
         return np.dtype(np.float64)
-    raise TypeError(f"`{name}` has dtype {dt}; pass a numeric array (float32 or float64)")
+    raise LocalizationTypeError(f"`{name}` has dtype {dt}; pass a numeric array (float32 or float64)", name)
 
 
 def as_dask(A, name, *, ndim=(2,), chunks=None):
@@ -45,14 +46,14 @@ def as_dask(A, name, *, ndim=(2,), chunks=None):
         A = np.asarray(A)
         float_dtype(A, name)
         if A.ndim not in ndim:
-            raise ValueError(f"`{name}` must be {' or '.join(f'{k}-D' for k in ndim)}, got {A.ndim}-D")
+            raise LocalizationError(f"`{name}` must be {' or '.join(f'{k}-D' for k in ndim)}, got {A.ndim}-D", name)
         rows = "auto" if chunks is None else chunks
         A = da.from_array(A, chunks=(rows,) + (-1,) * (A.ndim - 1))
     float_dtype(A, name)
     if A.ndim not in ndim:
-        raise ValueError(f"`{name}` must be {' or '.join(f'{k}-D' for k in ndim)}, got {A.ndim}-D")
+        raise LocalizationError(f"`{name}` must be {' or '.join(f'{k}-D' for k in ndim)}, got {A.ndim}-D", name)
     if any(np.isnan(c) for c in A.chunks[0]) or any(np.isnan(s) for s in A.shape):
-        raise ValueError(f"`{name}` has unknown chunk sizes; call `{name}.compute_chunk_sizes()` (or give the sizes) first")
+        raise LocalizationError(f"`{name}` has unknown chunk sizes; call `{name}.compute_chunk_sizes()` (or give the sizes) first", name)
     if A.ndim == 2 and A.numblocks[1] > 1:
         A = A.rechunk({1: -1})
     return A
@@ -60,14 +61,14 @@ def as_dask(A, name, *, ndim=(2,), chunks=None):
 
 def check_features(Q, d, name="X_query", ref="X"):
     if Q.shape[1] != d:
-        raise ValueError(f"`{name}` has {Q.shape[1]} features, but {ref} has {d}")
+        raise LocalizationError(f"`{name}` has {Q.shape[1]} features, but {ref} has {d}", name)
 
 
 def aligned(A, X, name):
     """Per-sample ``A`` (values, weights) as a dask array chunked along rows like X."""
     A = as_dask(A, name, ndim=(1, 2))
     if A.shape[0] != X.shape[0]:
-        raise ValueError(f"`{name}` has {A.shape[0]} rows, but X has {X.shape[0]}")
+        raise LocalizationError(f"`{name}` has {A.shape[0]} rows, but X has {X.shape[0]}", name)
     return A.rechunk({0: X.chunks[0]})
 
 
@@ -77,7 +78,7 @@ def task_threads(n_jobs):
     if n_jobs is None:
         return 1
     if isinstance(n_jobs, (bool, np.bool_)) or not isinstance(n_jobs, numbers.Integral) or n_jobs == 0:
-        raise ValueError(f"`n_jobs` must be a non-zero integer or None, got {n_jobs!r}")
+        raise LocalizationError(f"`n_jobs` must be a non-zero integer or None, got {n_jobs!r}", "n_jobs")
     return int(n_jobs)
 
 
@@ -177,7 +178,7 @@ class Shards:
             if size > 0
         ]
         if not self.blocks:
-            raise ValueError("`X` is empty: at least one sample is required")
+            raise LocalizationError("`X` is empty: at least one sample is required", "X")
         # The bounding box of X, once a fit has looked at the data.
         self.lo = self.hi = None
 
@@ -204,11 +205,12 @@ def check_algorithm(algorithm):
     estimators need no check: exact sums meet any tolerance.)"""
     _check_any_algorithm(algorithm)
     if algorithm == "binned":
-        raise ValueError(
+        raise LocalizationError(
             "`algorithm='binned'` is not available on Dask arrays (each shard or query chunk would bin on its own "
             "grid, so the result would differ from the in-memory one and carry no error bound): use an exact "
             "algorithm ('auto', 'brute', 'kd_tree', 'expansion'), or fit in memory and wrap with "
-            "localization.dask.PostFit"
+            "localization.dask.PostFit",
+            "algorithm",
         )
 
 

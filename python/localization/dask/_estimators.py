@@ -16,7 +16,8 @@ from sklearn.utils.validation import check_is_fitted
 from .. import density, neighbors, regression
 from .._base import keeps_state_on_error
 from .._sums import tree_reduce
-from .._validation import check_positive_int, check_weight_summary
+from .._validation import LocalizationError, check_positive_int, check_weight_summary, fit_context
+from ..adaptive import is_loo
 from ..engine import BoundKernel
 from ..kernels import SPECIAL, log_normalization
 from ._common import Shards, Spec, aligned, as_dask, assemble, check_algorithm, check_features, float_dtype, is_dask, sharded_kernel, task_threads
@@ -30,7 +31,7 @@ def fit_sample(est, X, y=None, sample_weight=None):
     check it there in one pass. Returns (shards, total weight)."""
     X = as_dask(X, "X")
     if X.shape[0] == 0:
-        raise ValueError("`X` is empty: at least one sample is required")
+        raise LocalizationError("`X` is empty: at least one sample is required", "X")
     dtype = float_dtype(X, "X")
     X = X.astype(dtype)
     Y = None
@@ -43,12 +44,12 @@ def fit_sample(est, X, y=None, sample_weight=None):
     if sample_weight is not None:
         w = aligned(sample_weight, X, "sample_weight").astype(dtype)
         if w.ndim != 1:
-            raise ValueError(f"`sample_weight` must be 1-D, got {w.ndim}-D")
+            raise LocalizationError(f"`sample_weight` must be 1-D, got {w.ndim}-D", "sample_weight")
     shards = Shards(X, Y, w).persist()
     stats = dask.compute(*[delayed(_shard_stats, pure=True)(xb, vb, wb) for _, xb, vb, wb in shards.blocks])
     for name in ("X", "y", "sample_weight"):
         if not all(s[name] for s in stats):
-            raise ValueError(f"`{name}` contains NaN or infinity")
+            raise LocalizationError(f"`{name}` contains NaN or infinity", name)
     total = float(sum(s["total"] for s in stats)) if w is not None else float(X.shape[0])
     check_weight_summary(any(s["negative"] for s in stats), total)
     # The sample's bounding box (in its dtype), for bins and grids.
@@ -74,10 +75,11 @@ def _shard_kernel(est, what):
     sh = est._shards
     k = sharded_kernel(est._kernel(), None, None, sh.n, sh.d, sh.dtype)
     if k is None:
-        raise ValueError(
+        raise LocalizationError(
             f"{what} on a Dask array keeps its sample sharded, so its kernel must not look at the whole sample: "
             "not kernel='knn', Balloon, SamplePoint, a data-scaled rule of thumb or a kernel combination (pass the "
-            "bandwidth as a number or per-feature array, or fit in memory and wrap with localization.dask.PostFit)"
+            "bandwidth as a number or per-feature array, or fit in memory and wrap with localization.dask.PostFit)",
+            "kernel",
         )
     return k
 
@@ -127,6 +129,7 @@ class KernelDensity(density.KernelDensity):
     """
 
     @keeps_state_on_error
+    @fit_context
     def fit(self, X: ArrayLike, y: object = None, sample_weight: ArrayLike | None = None) -> Self:
         """Keep the sample (a dask array) sharded in the workers' memory. Returns self."""
         check_algorithm(self.algorithm)
@@ -134,8 +137,8 @@ class KernelDensity(density.KernelDensity):
         self._shards, self._total = fit_sample(self, X, None, sample_weight)
         name = getattr(self._kernel(), "name", None)
         if not isinstance(name, str) or name in SPECIAL:
-            raise ValueError("KernelDensity needs a single radial profile kernel (not knn, dot, identity, a callable "
-                             f"or a combination of kernels), got {self.kernel!r}")
+            raise LocalizationError("KernelDensity needs a single radial profile kernel (not knn, dot, identity, a callable "
+                                    f"or a combination of kernels), got {self.kernel!r}", "kernel")
         self.kernel_ = _shard_kernel(self, "KernelDensity")
         d = self.n_features_in_
         self._log_norm = log_normalization(name, d)
@@ -190,12 +193,13 @@ class LocalMeanRegressor(regression.LocalMeanRegressor):
     """
 
     @keeps_state_on_error
+    @fit_context
     def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> Self:
         """Keep the sample (dask arrays) sharded in the workers' memory. Returns self."""
         check_algorithm(self.algorithm)
         task_threads(self.n_jobs)
-        if isinstance(self.bandwidth, str) and self.bandwidth == "loo":
-            raise ValueError("bandwidth='loo' is not available on a sharded sample; pass a number (loo_predict gives the errors)")
+        if is_loo(self.bandwidth):  # either rule: 'loo' or 'loo_per_feature'
+            raise LocalizationError("bandwidth='loo' is not available on a sharded sample; pass a number (loo_predict gives the errors)", "bandwidth")
         self._shards, _ = fit_sample(self, X, y, sample_weight)
         self.bandwidth_ = self.bandwidth
         self.kernel_ = _shard_kernel(self, "LocalMeanRegressor")
@@ -265,12 +269,9 @@ class NearestNeighbors(neighbors.NearestNeighbors):
     """
 
     @keeps_state_on_error
+    @fit_context
     def fit(self, X: ArrayLike, y: object = None) -> Self:
         """Keep the sample sharded and build one index per shard on the workers. Returns self."""
-        check_positive_int(self.n_neighbors, "n_neighbors")
-        check_positive_int(self.leaf_size, "leaf_size")
-        if self.algorithm not in ("auto", "kd_tree", "brute"):
-            raise ValueError(f"`algorithm` must be 'auto', 'kd_tree' or 'brute', got {self.algorithm!r}")
         task_threads(self.n_jobs)
         self._shards, _ = fit_sample(self, X)
         self._indexes = dask.persist(*[delayed(_shard_index, pure=True)(xb, self.algorithm, self.leaf_size) for _, xb, _, _ in self._shards.blocks])
@@ -288,7 +289,7 @@ class NearestNeighbors(neighbors.NearestNeighbors):
         k = check_positive_int(self.n_neighbors if n_neighbors is None else n_neighbors, "n_neighbors")
         self_query = X is None
         if k + self_query > self.n_samples_fit_:
-            raise ValueError(f"Expected n_neighbors <= n_samples_fit, but n_neighbors = {k + self_query}, n_samples_fit = {self.n_samples_fit_}")
+            raise LocalizationError(f"Expected n_neighbors <= n_samples_fit, but n_neighbors = {k + self_query}, n_samples_fit = {self.n_samples_fit_}", "n_neighbors")
         sh = self._shards
         Q = sh.X if self_query else as_dask(X, "X")
         check_features(Q, self.n_features_in_, "X", "the fitted sample")

@@ -29,6 +29,7 @@ from ._common import (
     task_threads,
     whole,
 )
+from .._validation import LocalizationError
 
 _REFERENCES = ("auto", "broadcast", "sharded")
 
@@ -38,11 +39,11 @@ class _Plan:
 
     def __init__(self, X_query, X, values, sample_weight, kernel, bandwidth, n_neighbors, exclude_self, references):
         if references not in _REFERENCES:
-            raise ValueError(f"`references` must be one of {_REFERENCES}, got {references!r}")
+            raise LocalizationError(f"`references` must be one of {_REFERENCES}, got {references!r}", "references")
         same = X_query is X
         Xd = as_dask(X, "X")
         if Xd.shape[0] == 0:
-            raise ValueError("`X` is empty: at least one sample is required")
+            raise LocalizationError("`X` is empty: at least one sample is required", "X")
         self.Q = Xd if same else as_dask(X_query, "X_query")
         check_features(self.Q, Xd.shape[1])
         self.dtype = float_dtype(Xd, "X")
@@ -50,22 +51,23 @@ class _Plan:
         V = None if values is None else aligned(values, Xd, "values")
         w = None if sample_weight is None else aligned(sample_weight, Xd, "sample_weight")
         if w is not None and w.ndim != 1:
-            raise ValueError(f"`sample_weight` must be 1-D, got {w.ndim}-D")
+            raise LocalizationError(f"`sample_weight` must be 1-D, got {w.ndim}-D", "sample_weight")
         self.kernel = sharded_kernel(kernel, bandwidth, n_neighbors, Xd.shape[0], Xd.shape[1], self.dtype)
         safe = self.kernel is not None
         if exclude_self and not same:
-            raise ValueError("`exclude_self` needs X_query to be X itself (the same array)")
+            raise LocalizationError("`exclude_self` needs X_query to be X itself (the same array)", "exclude_self")
         if references == "auto":
             small = sum(a.nbytes for a in (Xd, V, w) if a is not None) <= BROADCAST_BYTES
             references = "sharded" if safe and (exclude_self or not small) else "broadcast"
         if references == "sharded" and not safe:
-            raise ValueError(
+            raise LocalizationError(
                 "this kernel looks at the whole sample (kernel='knn', Balloon/SamplePoint, a data-scaled rule of "
                 "thumb or a kernel combination), so sums over shards would differ from the whole: use "
-                "references='broadcast', or pass the bandwidth as a number or per-feature array"
+                "references='broadcast', or pass the bandwidth as a number or per-feature array",
+                "kernel",
             )
         if references == "broadcast" and exclude_self:
-            raise ValueError("`exclude_self` on a Dask array needs references='sharded' (the queries are the shards)")
+            raise LocalizationError("`exclude_self` on a Dask array needs references='sharded' (the queries are the shards)", "exclude_self")
         self.mode = references
         if references == "sharded":
             self.shards = Shards(Xd, Xd if values is None else V, w)
@@ -208,7 +210,7 @@ def kernel_sum(
     [2.0]
     """
     if log and values is not None:
-        raise ValueError("`log=True` is for the kernel sum itself; drop `values` (weighted sums can be negative)")
+        raise LocalizationError("`log=True` is for the kernel sum itself; drop `values` (weighted sums can be negative)", "values")
     check_algorithm(algorithm)
     plan = _Plan(X_query, X, values, sample_weight, kernel, bandwidth, n_neighbors, exclude_self, references)
     tail = () if values is None or plan.one_d else (np.shape(values)[1],)

@@ -16,7 +16,7 @@ from sklearn.utils import check_random_state
 from .. import _core, cluster
 from .._base import keeps_state_on_error
 from .._sums import LocalSums, tree_reduce
-from .._validation import as_float_array, check_positive_int, fit_context
+from .._validation import as_float_array, check_positive_int, fit_context, LocalizationError
 from .._progress import progress_bar
 from ..cluster._mean_shift import _BANDWIDTH_SAMPLE, bin_counts, bin_seeds
 from ._common import Shards, as_dask, client, each, is_dask, put, task_threads
@@ -46,7 +46,7 @@ def estimate_bandwidth(X: ArrayLike | da.Array, *, quantile: float = 0.3, n_samp
     X = as_dask(X, "X")
     n = X.shape[0]
     if n == 0:
-        raise ValueError("`X` is empty: at least one sample is required")
+        raise LocalizationError("`X` is empty: at least one sample is required", "X")
     s = check_positive_int(min(n, _BANDWIDTH_SAMPLE) if n_samples is None else n_samples, "n_samples")
     idx = check_random_state(random_state).permutation(n)[:s]
     order = np.argsort(idx)
@@ -176,14 +176,14 @@ class MeanShift(cluster.MeanShift):
         self
         """
         if self.blurring or self.fixed_kernel:
-            raise ValueError("blurring and fixed_kernel move the whole sample at every step: not available on a Dask array")
+            raise LocalizationError("blurring and fixed_kernel move the whole sample at every step: not available on a Dask array", "blurring")
         task_threads(self.n_jobs)
         shards, _ = fit_sample(self, X, None, sample_weight)
         h = self.bandwidth
         if h is None:
             h = estimate_bandwidth(shards.X, n_jobs=self.n_jobs)
             if not h > 0:
-                raise ValueError("the estimated bandwidth is 0 (most points coincide with their neighbours); pass `bandwidth`")
+                raise LocalizationError("the estimated bandwidth is 0 (most points coincide with their neighbours); pass `bandwidth`", "bandwidth")
         kernel, h, radius, algorithm, res = clone(self).set_params(bandwidth=float(h))._check_params(shards.X)
         self.bandwidth_, self.algorithm_, self.kernel_ = h, algorithm, kernel
         self._grid_resolution = res
@@ -202,9 +202,10 @@ class MeanShift(cluster.MeanShift):
         if self.return_trajectories:
             self.trajectories_ = paths
         if not np.any(valid):
-            raise ValueError(
+            raise LocalizationError(
                 f"No point was within bandwidth={h:f} of any seed. Try a different seeding strategy or "
-                "increase the bandwidth."
+                "increase the bandwidth.",
+                "bandwidth",
             )
         kept = _core.merge_modes(modes, support, valid, radius)
         self.cluster_centers_ = np.ascontiguousarray(modes[kept])
@@ -225,7 +226,7 @@ class MeanShift(cluster.MeanShift):
         if self.seeds is not None:
             seeds = as_float_array(self.seeds, "seeds", dtype=dtype)
             if seeds.shape[1] != shards.d:
-                raise ValueError(f"`seeds` has {seeds.shape[1]} features, but X has {shards.d}")
+                raise LocalizationError(f"`seeds` has {seeds.shape[1]} features, but X has {shards.d}", "seeds")
             return seeds, None
         if self.bin_seeding:
             seeds = self._bin_seeds(shards, h)

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from .._validation import LocalizationError
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 SUBSET_FILE = DATA_DIR / "fashion_mnist_test_subset.npz"
@@ -118,9 +119,9 @@ def _check_n(n, available, what, hint=""):
     if n is None:
         return available
     if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise ValueError(f"`n` must be a positive integer or None, got {n!r}")
+        raise LocalizationError(f"`n` must be a positive integer or None, got {n!r}", "n")
     if n > available:
-        raise ValueError(f"`n`={n} exceeds the {available} images of {what}{hint}")
+        raise LocalizationError(f"`n`={n} exceeds the {available} images of {what}{hint}", "n")
     return int(n)
 
 
@@ -167,7 +168,7 @@ def load_fashion_mnist(subset: str = "test", n: int | None = None, path: str | o
         X, y = np.concatenate([Xtr, Xte])[:n], np.concatenate([ytr, yte])[:n]
         return (X, y, src) if return_source else (X, y)
     if subset not in _IDX:
-        raise ValueError(f"`subset` must be 'test', 'train' or 'all', got {subset!r}")
+        raise LocalizationError(f"`subset` must be 'test', 'train' or 'all', got {subset!r}", "subset")
     found = _find_idx(subset, path)
     if found is not None:
         n = _check_n(n, _SIZES[subset], f"the Fashion-MNIST {subset} set")

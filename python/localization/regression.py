@@ -280,7 +280,9 @@ class LocalPolynomialRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator)
             fit_multikernel(self, lambda k: self._loo_fit(k) - self.y_fit_)
             self.bandwidth_ = self.bandwidth
         elif is_loo(self.bandwidth):
-            fit_loo(self, self._loo_objective, n_features=X.shape[1])
+            # Bias of order h^4 for degree 2 (interior), h^2 below it.
+            fit_loo(self, self._loo_objective, n_features=X.shape[1],
+                    rate=1.0 / (X.shape[1] + (8 if self.degree == 2 else 4)))
         else:
             self.bandwidth_ = self.bandwidth
         return self

@@ -62,6 +62,9 @@ _COARSE_SIZE = 1024
 # LOO bandwidth converges slowly, at the rate n^(-1/10)).
 _BRACKET_STEP = 0.15
 _BRACKET_STEPS = 8
+# The coarse stage's answer is checked against the full-sample objective this far to either
+# side in log h.
+_CHECK_STEP = 1.0
 
 
 def is_loo(bandwidth: object, rules: Collection[str] = LOO_RULES) -> bool:
@@ -247,8 +250,9 @@ def _bracket(f, t0, step=_BRACKET_STEP, max_steps=_BRACKET_STEPS):
 def _coarse_stage(rec, coarse, tol):
     """The coarse-to-fine search: the grid and refinement on a subsample, its best h carried to
     the full sample, then a bracket of exact full-sample evaluations refined by Brent's method.
-    Returns (best, value), or None when the subsample's optimum is at an end of its grid or no
-    full-sample bracket is found (the caller then scans the full-sample grid)."""
+    Returns (best, value), or None when the subsample's optimum is at an end of its grid, no
+    full-sample bracket is found, or the full-sample objective is lower a factor e away (the
+    caller then scans the full-sample grid)."""
     sub_objective, sub_grid, factor = coarse
     sub = _Recorder(sub_objective)
     try:
@@ -271,6 +275,10 @@ def _coarse_stage(rec, coarse, tol):
     except ValueError:  # a tie at an end of the bracket (a flat objective): not a bracket
         return None
     rec.subsample = sub.results()
+    # A LOO curve may have a second, lower valley that the subsample did not show: look a
+    # factor e to either side (two passes) and scan the full grid if either is lower.
+    if any(rec(math.exp(t + side), "check") < v for side in (-_CHECK_STEP, _CHECK_STEP)):
+        return None
     return math.exp(t), v
 
 
@@ -303,16 +311,17 @@ def search(objective: Callable[[Any], float], grid: ArrayLike, *, per_feature: b
         The same objective on a random subsample, a grid for it, and the factor that carries
         the subsample's best bandwidth to the full sample. The grid then runs on the subsample
         only; the full sample is evaluated from the predicted bandwidth outward until the
-        objective rises on both sides, and that bracket is refined by Brent's method to ``tol``
-        (``refine`` only; if the subsample's best is at an end of its grid, or no bracket is
-        found, the full-sample grid is scanned instead).
+        objective rises on both sides, and that bracket is refined by Brent's method to ``tol``;
+        the result is checked against the full-sample objective a factor e to either side
+        (``refine`` only; if the subsample's best is at an end of its grid, no bracket is found
+        or a check point is lower, the full-sample grid is scanned as without ``coarse``).
 
     Returns
     -------
     best : float or ndarray
     cv_results : dict with "bandwidth" (one row per evaluation on the full sample, of
         n_features columns for a per-feature search), "objective" and "stage" ("grid",
-        "bracket", "golden", "gradient"); after a coarse stage also "subsample", the
+        "bracket", "check", "golden", "gradient"); after a coarse stage also "subsample", the
         same record of the evaluations on the subsample
     """
     rec = _Recorder(objective)

@@ -237,7 +237,7 @@ def test_coarse_to_fine_search_finds_the_exhaustive_searchs_bandwidth(name, monk
         # ... the reported optimum is an exact full-sample evaluation ...
         assert fast.bandwidth_ == res["bandwidth"][np.argmin(res["objective"])]
         if "grid" in res["stage"]:
-            # (the check a factor e away found a lower valley: the full grid was scanned)
+            # (a check point was lower: the full grid was scanned)
             fallbacks.append(data)
             continue
         # ... from fewer of them

@@ -62,9 +62,9 @@ _COARSE_SIZE = 1024
 # LOO bandwidth converges slowly, at the rate n^(-1/10)).
 _BRACKET_STEP = 0.15
 _BRACKET_STEPS = 8
-# The coarse stage's answer is checked against the full-sample objective this far to either
-# side in log h.
-_CHECK_STEP = 1.0
+# The coarse stage's answer is checked against the full-sample objective at these offsets
+# in log h.
+_CHECKS = (-1.0, 0.5)
 
 
 def is_loo(bandwidth: object, rules: Collection[str] = LOO_RULES) -> bool:
@@ -251,7 +251,7 @@ def _coarse_stage(rec, coarse, tol):
     """The coarse-to-fine search: the grid and refinement on a subsample, its best h carried to
     the full sample, then a bracket of exact full-sample evaluations refined by Brent's method.
     Returns (best, value), or None when the subsample's optimum is at an end of its grid, no
-    full-sample bracket is found, or the full-sample objective is lower a factor e away (the
+    full-sample bracket is found, or the full-sample objective is lower at a check point (the
     caller then scans the full-sample grid)."""
     sub_objective, sub_grid, factor = coarse
     sub = _Recorder(sub_objective)
@@ -276,8 +276,9 @@ def _coarse_stage(rec, coarse, tol):
         return None
     rec.subsample = sub.results()
     # A LOO curve may have a second, lower valley that the subsample did not show: look a
-    # factor e to either side (two passes) and scan the full grid if either is lower.
-    if any(rec(math.exp(t + side), "check") < v for side in (-_CHECK_STEP, _CHECK_STEP)):
+    # factor e below and √e above (two passes; a wider window costs more pairs) and scan the
+    # full grid if either is lower.
+    if any(rec(math.exp(t + side), "check") < v for side in _CHECKS):
         return None
     return math.exp(t), v
 
@@ -312,7 +313,7 @@ def search(objective: Callable[[Any], float], grid: ArrayLike, *, per_feature: b
         the subsample's best bandwidth to the full sample. The grid then runs on the subsample
         only; the full sample is evaluated from the predicted bandwidth outward until the
         objective rises on both sides, and that bracket is refined by Brent's method to ``tol``;
-        the result is checked against the full-sample objective a factor e to either side
+        the result is checked against the full-sample objective at h/e and h·√e
         (``refine`` only; if the subsample's best is at an end of its grid, no bracket is found
         or a check point is lower, the full-sample grid is scanned as without ``coarse``).
 

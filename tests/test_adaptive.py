@@ -260,6 +260,22 @@ def test_coarse_to_fine_falls_back_to_the_grid_when_the_subsample_optimum_is_at_
     assert fast.bandwidth_ == full.bandwidth_
 
 
+@pytest.mark.parametrize("make", [lambda: LocalMeanRegressor(bandwidth="loo_per_feature"),
+                                  lambda: LocalPolynomialRegressor(bandwidth="loo_per_feature")])
+def test_coarse_to_fine_start_of_the_per_feature_search(make, monkeypatch):
+    _, X, y = next(_coarse_datasets())
+    monkeypatch.setattr(adaptive, "_COARSE_MIN", 10**9)
+    full = make().fit(X, y)
+    monkeypatch.setattr(adaptive, "_COARSE_MIN", 800)
+    monkeypatch.setattr(adaptive, "_COARSE_SIZE", 250)
+    fast = make().fit(X, y)
+    assert "subsample" in fast.cv_results_ and "grid" not in fast.cv_results_["stage"]
+    # L-BFGS from two starts: the same minimum to its tolerances
+    np.testing.assert_allclose(fast.bandwidth_, full.bandwidth_, rtol=1e-4)
+    best = np.min(full.cv_results_["objective"])
+    assert np.min(fast.cv_results_["objective"]) <= best * (1 + 1e-10)
+
+
 def test_coarse_to_fine_is_skipped_for_a_given_grid_and_adaptive_bandwidths(monkeypatch):
     from localization.kernels import Balloon
 

@@ -187,8 +187,8 @@ def brent_from(f: Callable[[float], float], a: float, b: float, c: float, tol: f
 
     Brent's method (SciPy's ``minimize_scalar(method="brent")``) started at b, the best point
     known, rather than at a golden point of [a, c]. It stops with the same final bracket as
-    :func:`golden_section` for the same ``tol`` (SciPy's tolerance here is relative to |x|
-    and a third as large: the variable is shifted to lie near 1).
+    :func:`golden_section` for the same ``tol`` (SciPy's tolerance here is relative to the
+    size of x and a third as large: the variable is shifted to lie near 1).
     """
     from scipy.optimize import minimize_scalar
 

@@ -3,12 +3,13 @@
 Per-feature bandwidths of local constant / local linear regression (statsmodels
 ``KernelReg(bw="cv_ls")``) and of the Gaussian KDE (``KDEMultivariate(bw="cv_ml")``), same
 data, same objective, timed in one run; and the scalar ``bandwidth="loo"`` search of local
-linear regression at n = 10⁴, d = 2.
+linear regression at n = 10⁴, d = 2, exhaustive (the full-sample grid) against coarse to fine.
 
-    python benches/bench_adaptive.py [--n 300] [--full]      (--full: n = 1,000 for the peers)
+    python benches/bench_adaptive.py [--n 300] [--full] [--only-10k]   (--full: n = 1,000 for the peers)
 """
 
 import argparse
+import os
 import time
 
 import numpy as np
@@ -32,29 +33,61 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=300)
     ap.add_argument("--full", action="store_true")
+    ap.add_argument("--only-10k", action="store_true", help="only the scalar search at n = 10^4")
     args = ap.parse_args()
+    if args.only_10k:
+        return loo_10k()
     n = 1000 if args.full else args.n
     X, y = data(n)
-    print(f"n = {n}, d = 2 (statsmodels timed once; ours best of 3)")
-    for reg_type, cls in (("lc", LocalMeanRegressor), ("ll", LocalPolynomialRegressor)):
-        t = time.perf_counter()
-        sm = KernelReg(y, X, var_type="cc", reg_type=reg_type, bw="cv_ls")
-        t_sm = time.perf_counter() - t
-        t_ours, ours = best_time(lambda: cls(bandwidth="loo_per_feature").fit(X, y))
-        print(f"  {reg_type}: bandwidths ours {np.round(ours.bandwidth_, 5)}  statsmodels {np.round(np.abs(sm.bw), 5)}; "
-              f"LOO objective ours {np.min(ours.cv_results_['objective']):.8f}")
-        report(f"KernelReg cv_ls {reg_type} per-feature", t_ours, t_sm, "statsmodels")
-    t = time.perf_counter()
-    sm = KDEMultivariate(X, var_type="cc", bw="cv_ml")
-    t_sm = time.perf_counter() - t
-    t_ours, ours = best_time(lambda: KernelDensity(bandwidth="loo_per_feature").fit(X))
-    print(f"  kde: bandwidths ours {np.round(ours.bandwidth_, 5)}  statsmodels {np.round(np.abs(sm.bw), 5)}")
-    report("KDEMultivariate cv_ml per-feature", t_ours, t_sm, "statsmodels")
+    print(f"n = {n}, d = 2 (statsmodels timed once; ours best of 3; load {os.getloadavg()[0]:.1f}). "
+          "CPU: process time, all threads (less sensitive to the load than wall time)")
+
+    def timed(fn, repeat):
+        cpu = time.process_time()
+        t, out = best_time(fn, repeat=repeat)
+        return t, (time.process_time() - cpu) / repeat, out
+
+    peers = (("KernelReg cv_ls lc", lambda: KernelReg(y, X, var_type="cc", reg_type="lc", bw="cv_ls"),
+              lambda: LocalMeanRegressor(bandwidth="loo_per_feature").fit(X, y)),
+             ("KernelReg cv_ls ll", lambda: KernelReg(y, X, var_type="cc", reg_type="ll", bw="cv_ls"),
+              lambda: LocalPolynomialRegressor(bandwidth="loo_per_feature").fit(X, y)),
+             ("KDEMultivariate cv_ml", lambda: KDEMultivariate(X, var_type="cc", bw="cv_ml"),
+              lambda: KernelDensity(bandwidth="loo_per_feature").fit(X)))
+    for name, theirs, ours in peers:
+        t_sm, cpu_sm, sm = timed(theirs, 1)
+        t_ours, cpu_ours, est = timed(ours, 3)
+        print(f"  {name}: bandwidths ours {np.round(est.bandwidth_, 5)}  statsmodels {np.round(np.abs(sm.bw), 5)} "
+              f"(largest relative difference {np.max(np.abs(est.bandwidth_ / np.abs(sm.bw) - 1)):.1e}); "
+              f"{len(est.cv_results_['objective'])} passes; CPU ours {cpu_ours:.3f} s, statsmodels {cpu_sm:.1f} s "
+              f"(ratio {cpu_sm / cpu_ours:.0f}x)")
+        report(f"{name} per-feature", t_ours, t_sm, "statsmodels")
+    print(f"  load {os.getloadavg()[0]:.1f}")
+    loo_10k()
+
+
+def loo_10k(repeat=2):
+    """The scalar search at n = 10⁴, d = 2: exhaustive (the full-sample grid) against coarse to
+    fine (the grid on a subsample), same run; wall and CPU seconds, full-sample passes."""
+    from localization import LocalPolynomialRegressor, adaptive
+
     X, y = data(10_000)
+    print(f"local linear bandwidth='loo', n = 10^4, d = 2 (best of {repeat}; load {os.getloadavg()[0]:.1f})")
+    coarse_min = adaptive._COARSE_MIN
     for kernel in ("gaussian", "epanechnikov"):
-        t, reg = best_time(lambda: LocalPolynomialRegressor(kernel=kernel, bandwidth="loo").fit(X, y), repeat=2)
-        print(f"local linear bandwidth='loo', n=10^4, d=2, {kernel}: {t:.3f} s "
-              f"({len(reg.cv_results_['objective'])} evaluations, h = {reg.bandwidth_:.5f})")
+        found = {}
+        for search, threshold in (("exhaustive", float("inf")), ("coarse to fine", coarse_min)):
+            adaptive._COARSE_MIN = threshold
+            cpu = time.process_time()
+            t, reg = best_time(lambda: LocalPolynomialRegressor(kernel=kernel, bandwidth="loo").fit(X, y), repeat=repeat)
+            cpu = (time.process_time() - cpu) / repeat
+            res = reg.cv_results_
+            sub = len(res["subsample"]["objective"]) if "subsample" in res else 0
+            found[search] = reg.bandwidth_
+            print(f"  {kernel:<12} {search:<15} {t:7.3f} s wall, {cpu:7.3f} s CPU  {len(res['objective']):2d} full passes "
+                  f"+ {sub:2d} on the subsample, h = {reg.bandwidth_:.6f}")
+        print(f"  {kernel:<12} |log h ratio| = {abs(np.log(found['coarse to fine'] / found['exhaustive'])):.1e}")
+    adaptive._COARSE_MIN = coarse_min
+    print(f"  load {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from localization import KernelDensity, LocalMeanRegressor, LocalModeClassifier, LocalPolynomialRegressor
-from localization.adaptive import golden_section
+from localization import adaptive
+from localization.adaptive import brent_from, golden_section
 from localization.kernels import Kernel
 
 
@@ -161,6 +162,130 @@ def test_loo_classifier_and_kde_pick_sensible_bandwidths():
     kde = KernelDensity(bandwidth="loo").fit(X)
     assert 0.02 < kde.bandwidth_ < 1
     assert kde.score_samples(X[:3]).shape == (3,)
+
+
+def test_brent_from_a_bracket_stops_with_the_bounded_methods_tolerance():
+    calls = []
+
+    def f(t):
+        calls.append(t)
+        return (t - 0.3) ** 2 + 0.1 * (t - 0.3) ** 3 + 1
+
+    t, v = brent_from(f, 0.0, 0.25, 1.0, tol=1e-4)
+    assert abs(t - 0.3) < 1e-4 and v == f(t)
+    assert calls[:3] == [0.0, 0.25, 1.0]  # starts from the bracket it is given
+    with pytest.raises(ValueError):
+        brent_from(f, 0.0, 0.9, 1.0)  # not a bracket: f(0.9) is above f(0)
+
+
+# --- coarse to fine: a subsample's choice, then a few exact full-sample passes ---------------
+
+
+def _coarse_datasets():
+    rng = np.random.default_rng(1)
+    n = 1000
+    X = rng.uniform(size=(n, 2))
+    yield "sine", X, np.sin(5 * X[:, 0]) + 2 * X[:, 1] ** 2 + 0.2 * rng.standard_normal(n)
+    X = rng.normal(size=(n, 1))
+    yield "cubic", X, X[:, 0] ** 3 + 0.5 * rng.standard_normal(n)
+    X = np.vstack([rng.normal(0, 1, (n // 2, 2)), rng.normal(4, 0.3, (n - n // 2, 2))])
+    yield "clusters", X, (X[:, 0] > 2) + 0.3 * rng.standard_normal(n)
+    X = rng.normal(size=(n, 3)) * [1, 2, 0.5]
+    yield "3-D", X, np.tanh(X[:, 0]) + 0.1 * X[:, 1] + 0.3 * rng.standard_normal(n)
+
+
+_COARSE_ESTIMATORS = {
+    "local linear": lambda: LocalPolynomialRegressor(bandwidth="loo"),
+    "local linear, epanechnikov": lambda: LocalPolynomialRegressor(kernel="epanechnikov", bandwidth="loo"),
+    "local quadratic": lambda: LocalPolynomialRegressor(degree=2, bandwidth="loo"),
+    "local mean": lambda: LocalMeanRegressor(bandwidth="loo"),
+    "kde": lambda: KernelDensity(bandwidth="loo"),
+    "classifier": lambda: LocalModeClassifier(bandwidth="loo"),
+}
+
+
+def _fit(make, X, y):
+    est = make()
+    if isinstance(est, KernelDensity):
+        return est.fit(X)
+    return est.fit(X, (y > np.median(y)).astype(int) if isinstance(est, LocalModeClassifier) else y)
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n == "local quadratic" else n
+                                  for n in _COARSE_ESTIMATORS])
+def test_coarse_to_fine_search_finds_the_exhaustive_searchs_bandwidth(name, monkeypatch):
+    make = _COARSE_ESTIMATORS[name]
+    fallbacks = []
+    for data, X, y in _coarse_datasets():
+        monkeypatch.setattr(adaptive, "_COARSE_MIN", 10**9)
+        full = _fit(make, X, y)
+        monkeypatch.setattr(adaptive, "_COARSE_MIN", 800)
+        monkeypatch.setattr(adaptive, "_COARSE_SIZE", 250)
+        fast = _fit(make, X, y)
+        res = fast.cv_results_
+        best = np.min(full.cv_results_["objective"])
+        if name == "local linear, epanechnikov":
+            # A compact kernel's LOO error has a kink wherever a point enters a window: near a
+            # flat minimum either search may stop in a different kink's local minimum, ~1e-3
+            # apart in log h, with the same error to ~1e-5 (see docs/adaptive.md).
+            assert abs(np.log(fast.bandwidth_ / full.bandwidth_)) < 0.03, data
+            assert abs(np.min(res["objective"]) - best) <= 1e-4 * abs(best), data
+        else:
+            # the same minimiser to the search's tolerance (each final bracket is ~4/3 tol wide) ...
+            assert abs(np.log(fast.bandwidth_ / full.bandwidth_)) < 3 * adaptive._LOG_TOL, data
+            assert abs(np.min(res["objective"]) - best) <= 1e-9 * abs(best), data
+        # ... the reported optimum is an exact full-sample evaluation ...
+        assert fast.bandwidth_ == res["bandwidth"][np.argmin(res["objective"])]
+        if "grid" in res["stage"]:
+            # (a check point was lower: the full grid was scanned)
+            fallbacks.append(data)
+            continue
+        # ... from fewer of them
+        assert "subsample" in res and set(res["stage"]) == {"bracket", "golden", "check"}, data
+        assert len(res["subsample"]["objective"]) > 5
+        assert len(res["objective"]) < len(full.cv_results_["objective"]), data
+    assert "sine" not in fallbacks and len(fallbacks) <= 2, fallbacks
+
+
+def test_coarse_to_fine_falls_back_to_the_grid_when_the_subsample_optimum_is_at_its_edge(monkeypatch):
+    rng = np.random.default_rng(4)
+    X = rng.uniform(size=(1500, 2))
+    y = rng.standard_normal(1500)  # pure noise: on 300 points the LOO error falls to the widest bandwidth
+    monkeypatch.setattr(adaptive, "_COARSE_MIN", 1000)
+    monkeypatch.setattr(adaptive, "_COARSE_SIZE", 300)
+    fast = LocalPolynomialRegressor(degree=0, bandwidth="loo").fit(X, y)
+    assert "subsample" not in fast.cv_results_ and "grid" in fast.cv_results_["stage"]
+    monkeypatch.setattr(adaptive, "_COARSE_MIN", 10**9)
+    full = LocalPolynomialRegressor(degree=0, bandwidth="loo").fit(X, y)
+    assert fast.bandwidth_ == full.bandwidth_
+
+
+@pytest.mark.parametrize("make", [lambda: LocalMeanRegressor(bandwidth="loo_per_feature"),
+                                  lambda: LocalPolynomialRegressor(bandwidth="loo_per_feature")])
+def test_coarse_to_fine_start_of_the_per_feature_search(make, monkeypatch):
+    _, X, y = next(_coarse_datasets())
+    monkeypatch.setattr(adaptive, "_COARSE_MIN", 10**9)
+    full = make().fit(X, y)
+    monkeypatch.setattr(adaptive, "_COARSE_MIN", 800)
+    monkeypatch.setattr(adaptive, "_COARSE_SIZE", 250)
+    fast = make().fit(X, y)
+    assert "subsample" in fast.cv_results_ and "grid" not in fast.cv_results_["stage"]
+    # L-BFGS from two starts: the same minimum to its tolerances
+    np.testing.assert_allclose(fast.bandwidth_, full.bandwidth_, rtol=1e-4)
+    best = np.min(full.cv_results_["objective"])
+    assert np.min(fast.cv_results_["objective"]) <= best * (1 + 1e-10)
+
+
+def test_coarse_to_fine_is_skipped_for_a_given_grid_and_adaptive_bandwidths(monkeypatch):
+    from localization.kernels import Balloon
+
+    X, y = _data(n=200)
+    monkeypatch.setattr(adaptive, "_COARSE_MIN", 100)
+    monkeypatch.setattr(adaptive, "_COARSE_SIZE", 50)
+    reg = LocalMeanRegressor(bandwidth="loo", bandwidth_grid=np.geomspace(0.02, 2, 12)).fit(X, y)
+    assert "subsample" not in reg.cv_results_
+    reg = LocalMeanRegressor(kernel=Kernel("gaussian", Balloon(5)), bandwidth="loo").fit(X, y)
+    assert "subsample" not in reg.cv_results_
 
 
 def test_loo_bad_input():

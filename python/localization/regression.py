@@ -68,7 +68,8 @@ class LocalMeanRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator):
     bandwidth : float, array, rule name, "loo", "loo_per_feature", Balloon or SamplePoint, default=1.0
         ``"loo"`` minimises the exact leave-one-out (LOO) squared error, computed with the
         hollow kernel at the cost of one local mean per candidate: a logarithmic grid, then
-        golden-section refinement. ``"loo_per_feature"`` continues with one bandwidth per
+        golden-section refinement (from 4,096 samples on, the grid runs on a subsample and
+        only a bracket of the predicted bandwidth on all of them). ``"loo_per_feature"`` continues with one bandwidth per
         feature by gradient descent (with the analytic gradient for a gaussian kernel without
         sample weights, see :class:`~localization.MetricLearningRegressor`). With a :class:`~localization.kernels.Kernel` or a
         combination, its bandwidths are scaled by the chosen factor (see
@@ -76,8 +77,9 @@ class LocalMeanRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator):
     n_neighbors : int, optional
         k of the ``"knn"`` kernel (default 5).
     bandwidth_grid : array-like, optional
-        Candidate factors for the LOO search; default 24 values spaced geometrically between
-        the median nearest-neighbour distance and the data diameter.
+        Candidate factors for the LOO search, all scanned on the full sample; default 24
+        values spaced geometrically between the median nearest-neighbour distance and the
+        data diameter.
     algorithm : {"auto", "brute", "kd_tree", "expansion", "binned"}, default="auto"
         As in :func:`~localization.local_mean`; ``"binned"`` is approximate, with an error
         bound that ``predict(X, return_error_bound=True)`` returns.
@@ -96,7 +98,9 @@ class LocalMeanRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator):
         Kernel object, when ``bandwidth`` is a LOO rule).
     cv_results_ : dict
         LOO rules only: every evaluated ``"bandwidth"``, its ``"objective"`` (mean squared
-        LOO error) and the ``"stage"`` of the search ("grid", "golden", "gradient").
+        LOO error) and the ``"stage"`` of the search ("grid", "bracket", "golden", "check",
+        "gradient"); from 4,096 samples on also ``"subsample"``, the evaluations of the
+        coarse stage on a subsample (see :mod:`localization.adaptive`).
 
     Examples
     --------
@@ -144,7 +148,7 @@ class LocalMeanRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator):
 
     def _analytic_loo_gradient(self):
         """The LOO error's gradient in log h where it is analytic — a gaussian kernel with a fixed
-        bandwidth, no sample weights, an exact algorithm — else None (central differences)."""
+        bandwidth, no sample weights, an exact algorithm — else None (forward differences)."""
         k = base_kernel(self.kernel, self.n_neighbors)
         if not (isinstance(k, Kernel) and isinstance(k.name, str) and canonical_name(k.name) == "gaussian"
                 and not isinstance(k.bandwidth, (Balloon, SamplePoint))
@@ -285,7 +289,9 @@ class LocalPolynomialRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator)
             fit_multikernel(self, lambda k: self._loo_fit(k) - self.y_fit_)
             self.bandwidth_ = self.bandwidth
         elif is_loo(self.bandwidth):
-            fit_loo(self, self._loo_objective, n_features=X.shape[1])
+            # Bias of order h^4 for degree 2 (interior), h^2 below it.
+            fit_loo(self, self._loo_objective, n_features=X.shape[1],
+                    rate=1.0 / (X.shape[1] + (8 if self.degree == 2 else 4)))
         else:
             self.bandwidth_ = self.bandwidth
         return self

@@ -164,7 +164,7 @@ class LocalMeanImputer(TransformerMixin, BaseEstimator):
 
     @keeps_state_on_error
     def fit(self, X: ArrayLike, y: object = None) -> Self:
-        """Learn the column statistics, the layer kernels and (for "loo") their bandwidths."""
+        """Learn the column statistics, the feature kernel and the weights and bandwidths."""
         X = self._validate(X, reset=True)
         self._check_params(X.shape[1])
         observed = ~np.isnan(X)
@@ -174,45 +174,63 @@ class LocalMeanImputer(TransformerMixin, BaseEstimator):
         with np.errstate(invalid="ignore"):
             stats = np.where(counts > 0, np.nansum(X, 0, dtype=np.float64) / np.maximum(counts, 1), 0.0)
         if (counts == 0).any():
-            warnings.warn(f"{int((counts == 0).sum())} column(s) have no observed value; they start at 0 and are filled "
-                          "by the layers (from neighbouring pixels for images, not at all for tables)",
-                          LocalizationWarning, stacklevel=2)
+            warnings.warn(f"{int((counts == 0).sum())} column(s) have no observed value; they are filled from "
+                          "neighbouring pixels for images and with 0 for tables", LocalizationWarning, stacklevel=2)
         self.statistics_ = stats
         self.X_fit_ = X
         self._mask_fit = observed
         if self.image_shape is None:
             self._fit_feature_kernel(X, observed)
-        rng = check_random_state(self.random_state)
-        self.cv_results_ = {}
         n = len(X)
-        rows = np.sort(rng.choice(n, size=min(n, self.max_loo_samples), replace=False))
-        Z = np.where(observed, X, stats)
-        self.feature_bandwidth_ = self._choose("feature_bandwidth", self.feature_bandwidth, self._layer1_grid(),
-                                               lambda h: self._layer1_error(Z[rows], observed[rows], h))
         if self.bandwidth == "loo" and n < 2:
             raise ValueError("bandwidth='loo' needs at least 2 samples, got 1 sample")
-        L = self._layer1(Z, self.feature_bandwidth_)
-        S = np.where(observed, X, L)
+        self.cv_results_ = {}
+        self.bandwidth_ = 1.0 if self.bandwidth == "loo" else float(self.bandwidth)
+        # Starting values while the others are searched: one pixel; half a standard unit.
+        start_h = 1.0 if self.image_shape is not None else 0.5
+        self.feature_bandwidth_ = start_h if self.feature_bandwidth == "loo" else float(self.feature_bandwidth)
+        self.self_weight_, self.imputed_weight_ = 1.0, 0.0
+        hold = self._holdout(X, observed, check_random_state(self.random_state))
+        if hold is None:  # nothing observed in the sampled rows: keep the starting values
+            return self
         if n > 1:
-            nbr_d, nbr_i = self._neighbours(X[rows], rows)
-            self.self_weight_ = 1.0
-            self.bandwidth_ = self._choose(
-                "bandwidth", self.bandwidth, np.geomspace(0.1, 10, 12),
-                lambda s: self._layer2_error(nbr_d, nbr_i, S, L[rows], X[rows], observed[rows], s))
-            # The weight of the sample's own layer-1 estimate against its neighbours' (kernel
-            # value 1 at the k-th neighbour's distance scale), by the same criterion.
-            self.self_weight_ = self._choose(
-                "self_weight", "loo", np.geomspace(0.01, 100, 9),
-                lambda w0: self._layer2_error(nbr_d, nbr_i, S, L[rows], X[rows], observed[rows], self.bandwidth_, w0))
-        else:
-            self.bandwidth_ = 1.0 if self.bandwidth == "loo" else self.bandwidth
-            self.self_weight_ = 1.0
+            self.bandwidth_ = self._choose("bandwidth", self.bandwidth, np.geomspace(0.1, 10, 12),
+                                           lambda s: hold.error(self, bandwidth=s))
+        self.feature_bandwidth_ = self._choose("feature_bandwidth", self.feature_bandwidth, self._feature_grid(),
+                                               lambda h: hold.error(self, feature_bandwidth=h))
+        if n > 1:
+            # The own sample's kernel against the other samples' (a neighbour at the k-th
+            # distance scale has kernel value exp(−1/(2s²))); always chosen by the hold-out.
+            self.self_weight_ = self._choose("self_weight", "loo", np.geomspace(0.01, 100, 9),
+                                             lambda w: hold.error(self, self_weight=w))
+        if self.n_iter > 1:
+            self.imputed_weight_ = self._choose("imputed_weight", "loo", np.geomspace(0.01, 10, 7),
+                                                lambda b: hold.error(self, imputed_weight=b))
         return self
+
+    def _holdout(self, X, observed, rng):
+        """Hide observed entries of at most ``max_loo_samples`` rows in the pattern of the
+        missing ones: row i loses the entries that another sampled row misses (so a block
+        pattern hides blocks, scattered NaN hide scattered entries). Data with no missing
+        value hide nothing: the fill is hollow (an entry never sees its own value), so
+        predicting every observed entry is then exact leave-one-out."""
+        n = len(X)
+        rows = np.sort(rng.choice(n, size=min(n, self.max_loo_samples), replace=False))
+        seen = observed[rows]
+        hidden = seen & ~observed[rng.permutation(rows)]
+        if hidden.any():
+            seen = seen & ~hidden
+        else:
+            hidden = seen
+        if not hidden.any():
+            return None
+        Q = np.where(seen, X[rows], np.nan).astype(X.dtype)
+        return _Holdout(X[rows].astype(np.float64), seen, hidden, *self._neighbours(Q, rows))
 
     def _choose(self, name, value, grid, objective):
         if value != "loo":
             return float(value)
-        # Bandwidths to 1 % are plenty for imputation; each evaluation is a full layer pass.
+        # To 1 % is plenty for imputation; each evaluation is a fill of the hold-out rows.
         best, results = search(objective, check_grid(grid), tol=0.01, warn_edge=False)
         self.cv_results_[name] = results
         return float(best)
@@ -230,28 +248,72 @@ class LocalMeanImputer(TransformerMixin, BaseEstimator):
         if observed.all():
             return out
         same = X.shape == self.X_fit_.shape and np.array_equal(X, self.X_fit_, equal_nan=True)
-        nbr_d, nbr_i = self._neighbours(X, np.arange(len(X)) if same else None)
-        if not same:
-            fit_obs = self._mask_fit
-            donors = np.where(fit_obs, self.X_fit_, self._layer1(np.where(fit_obs, self.X_fit_, self.statistics_),
-                                                                  self.feature_bandwidth_))
-        current = np.where(observed, X, self.statistics_)
+        dist, idx = self._neighbours(X, np.arange(len(X)) if same else None)
         with Progress(self.progress, "LocalMeanImputer", total=self.n_iter) as bar:
-            for _ in range(self.n_iter):
-                L = self._layer1(current, self.feature_bandwidth_)
-                if same:
-                    donors = np.where(observed, X, L)
-                current = np.where(observed, X, self._layer2(nbr_d, nbr_i, donors, L, self.bandwidth_))
-                bar.update(1)
-        out[~observed] = current[~observed].astype(X.dtype)
+            sample = self._sample_sums(dist, idx, self.bandwidth_, self._donors())
+            own = self._feature_sums(np.where(observed, X, 0.0), observed, self.feature_bandwidth_)
+            filled = self._fill(observed, sample, own, on_round=bar.update)
+        out[~observed] = filled[~observed].astype(X.dtype)
         return out
 
-    # -- layer 1: within a sample ----------------------------------------------------------
+    # -- the fill: one local mean over the observed entries ------------------------------------
+
+    def _fill(self, seen, sample, own, feature_bandwidth=None, self_weight=None, imputed_weight=None,
+              on_round=None):
+        """The estimate of every entry of some rows (observed where ``seen``) from the other
+        observed entries: its neighbours' at the same coordinate (``sample``, the sums of
+        :meth:`_sample_sums`) and the row's own other entries (``own``, of
+        :meth:`_feature_sums`) with weight w₀ — one local mean, numerators and denominators
+        added. Each round after the first adds the row's own filled entries with weight w₀·β.
+        Keyword arguments override the fitted values (the hold-out search)."""
+        h = self.feature_bandwidth_ if feature_bandwidth is None else feature_bandwidth
+        w0 = self.self_weight_ if self_weight is None else self_weight
+        beta = self.imputed_weight_ if imputed_weight is None else imputed_weight
+        num, den = sample[0] + w0 * own[0], sample[1] + w0 * own[1]
+        est = self._ratio(num, den)
+        # With β = 0 (the search of the other weights) later rounds would repeat the first.
+        for _ in range(1, self.n_iter if beta > 0 else 1):
+            if on_round is not None:
+                on_round(1)
+            filled_num, filled_den = self._feature_sums(np.where(seen, 0.0, est), ~seen, h)
+            est = self._ratio(num + w0 * beta * filled_num, den + w0 * beta * filled_den)
+        if on_round is not None:
+            on_round(self.n_iter if beta == 0 else 1)
+        return est
+
+    def _ratio(self, num, den):
+        """num / den, and the column mean where no kernel weight reaches an entry."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(den > 0, num / den, self.statistics_)
+
+    def _donors(self):
+        """The fitted values (0 where missing) and mask, in float64: what neighbours give."""
+        fit_obs = self._mask_fit
+        return np.where(fit_obs, self.X_fit_, 0.0).astype(np.float64), fit_obs.astype(np.float64)
+
+    def _sample_sums(self, dist, idx, s, donors):
+        """Σⱼ Kᵢⱼ mⱼₚ xⱼₚ and Σⱼ Kᵢⱼ mⱼₚ over each row's neighbours j (m the fitted mask): the
+        sample kernel, Gaussian with h = s × (k-th distance), as two sparse products (no
+        n_rows × k × p gather)."""
+        m, k = dist.shape
+        if k == 0:
+            return np.zeros((m, donors[0].shape[1])), np.zeros((m, donors[0].shape[1]))
+        h = s * dist[:, -1:]
+        ok = np.isfinite(h[:, 0]) & (h[:, 0] > 0)
+        W = np.empty_like(dist)
+        W[ok] = np.exp(-0.5 * (dist[ok] / h[ok]) ** 2)
+        # A k-th distance of 0 (duplicates) or inf (nothing co-observed): equal weights on the
+        # neighbours at a finite distance.
+        W[~ok] = np.isfinite(dist[~ok])
+        K = csr_matrix((W.ravel(), idx.ravel(), np.arange(0, m * k + 1, k)), shape=(m, len(donors[0])))
+        return K @ donors[0], K @ donors[1]
+
+    # -- the feature kernel: within a sample -------------------------------------------------
 
     def _fit_feature_kernel(self, X, observed):
         """Squared distances δ²ⱼₖ = 2(1 − |ρⱼₖ|) between standardised columns on co-observed
         rows, and the signs of the correlations ρⱼₖ: an anti-correlated column votes with
-        its sign flipped (the local mean is over the values sign(ρⱼₖ)·zₖ)."""
+        its sign flipped (column k's value estimates column j as meanⱼ + stdⱼ·sign(ρⱼₖ)·zₖ)."""
         mean = self.statistics_
         Xc = np.where(observed, X - mean, 0.0)
         counts = observed.sum(0)
@@ -272,29 +334,29 @@ class LocalMeanImputer(TransformerMixin, BaseEstimator):
         self._feature_sign = np.where(plus < minus, -1.0, 1.0)
         self._feature_std = std
 
-    def _layer1_grid(self):
+    def _feature_grid(self):
         if self.image_shape is not None:
             return np.geomspace(0.2, max(self.image_shape) / 2, 12)
         return np.geomspace(0.05, 3.0, 12)
 
-    def _layer1(self, Z, h):
-        """Feature-level hollow local mean of every row of the complete array Z."""
+    def _feature_sums(self, V, mask, h):
+        """Σₖ gⱼₖ mᵢₖ vᵢₖ→ⱼ and Σₖ gⱼₖ mᵢₖ over each row's *other* entries k (hollow) under the
+        feature kernel g (spatial for images), normalised so that a row observing every
+        entry has weight 1: a row's own estimate of its entries, weighted by how much of its
+        neighbourhood it observes. V holds the values (0 where ``mask`` is False)."""
+        mask = mask.astype(np.float64)
         if self.image_shape is not None:
-            return _spatial_hollow_mean(Z, self.image_shape, h)
-        K = np.exp(-self._feature_d2 / (2 * h * h))
-        den = K.sum(1)
-        K = K * self._feature_sign
-        Zs = (Z - self.statistics_) / self._feature_std
-        with np.errstate(invalid="ignore", divide="ignore"):
-            out = (Zs @ K.T) / den
-        # A feature with no similar feature keeps its current value.
-        out[:, ~(den > 0)] = Zs[:, ~(den > 0)]
-        return out * self._feature_std + self.statistics_
-
-    def _layer1_error(self, Z, observed, h):
-        return float(np.mean((self._layer1(Z, h)[observed] - Z[observed]) ** 2))
-
-    # -- layer 2: across samples -----------------------------------------------------------
+            full = _spatial_hollow_sum(np.ones((1, mask.shape[1])), self.image_shape, h)
+            return (_spatial_hollow_sum(V, self.image_shape, h) / full,
+                    _spatial_hollow_sum(mask, self.image_shape, h) / full)
+        g = np.exp(-self._feature_d2 / (2 * h * h))
+        full = g.sum(1)
+        full[full == 0] = 1.0  # a feature like no other gets nothing from the others
+        mean, std = self.statistics_, self._feature_std
+        den = mask @ g.T
+        Z = mask * (V - mean) / std
+        num = mean * den + std * (Z @ (g * self._feature_sign).T)
+        return num / full, den / full
 
     def _neighbours(self, Q, self_rows):
         """The n_neighbors nearest fitted samples of each query row on co-observed coordinates
@@ -313,30 +375,6 @@ class LocalMeanImputer(TransformerMixin, BaseEstimator):
             close()
         return dist.astype(np.float64), idx
 
-    def _layer2(self, dist, idx, donors, own, s, w0=None):
-        """The sample-level local mean: each query's own layer-1 values ``own`` with weight
-        w0 (``self_weight_``) and its neighbours' ``donors[idx]``, Gaussian weights with
-        h = s × (k-th distance)."""
-        w0 = self.self_weight_ if w0 is None else w0
-        if dist.shape[1] == 0:
-            return own.astype(np.float64)
-        h = s * dist[:, -1:]
-        ok = np.isfinite(h[:, 0]) & (h[:, 0] > 0)
-        W = np.empty_like(dist)
-        W[ok] = np.exp(-0.5 * (dist[ok] / h[ok]) ** 2)
-        # A k-th distance of 0 (duplicates) or inf (nothing co-observed): equal weights on the
-        # neighbours at a finite distance.
-        W[~ok] = np.isfinite(dist[~ok])
-        den = w0 + W.sum(1, keepdims=True)
-        m, k = W.shape
-        # Σₖ Wᵢₖ donors[idxᵢₖ] as a sparse product: no m × k × p gather.
-        sparse = csr_matrix((W.ravel(), idx.ravel(), np.arange(0, m * k + 1, k)), shape=(m, len(donors)))
-        return (w0 * own + sparse @ donors) / den
-
-    def _layer2_error(self, dist, idx, donors, own, Xq, q_observed, s, w0=None):
-        pred = self._layer2(dist, idx, donors, own, s, w0)
-        return float(np.mean((pred[q_observed] - Xq[q_observed]) ** 2))
-
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.allow_nan = True
@@ -344,17 +382,36 @@ class LocalMeanImputer(TransformerMixin, BaseEstimator):
         return tags
 
 
-def _spatial_hollow_mean(Z, shape, sigma):
-    """Gaussian-weighted mean of the other pixels of each image (zero padding, normalised)."""
+class _Holdout:
+    """Rows with some observed entries hidden, their neighbours found without them, and the
+    error of the fill on the hidden entries; the sums of the last sample and feature
+    bandwidths are kept (a search varies one at a time)."""
+
+    def __init__(self, X, seen, hidden, dist, idx):
+        self.X, self.seen, self.hidden, self.dist, self.idx = X, seen, hidden, dist, idx
+        self._sample = self._own = (None, None)
+        self._donors = None
+
+    def error(self, imp, bandwidth=None, feature_bandwidth=None, self_weight=None, imputed_weight=None):
+        s = imp.bandwidth_ if bandwidth is None else bandwidth
+        h = imp.feature_bandwidth_ if feature_bandwidth is None else feature_bandwidth
+        if self._sample[0] != s:
+            if self._donors is None:
+                self._donors = imp._donors()
+            self._sample = (s, imp._sample_sums(self.dist, self.idx, s, self._donors))
+        if self._own[0] != h:
+            self._own = (h, imp._feature_sums(np.where(self.seen, self.X, 0.0), self.seen, h))
+        est = imp._fill(self.seen, self._sample[1], self._own[1], h, self_weight, imputed_weight)
+        return float(np.mean((est[self.hidden] - self.X[self.hidden]) ** 2))
+
+
+def _spatial_hollow_sum(Z, shape, sigma):
+    """Σ over the *other* pixels q of each image of G_σ(p − q)·Z_q (Gaussian, zero padding)."""
     from scipy.ndimage import gaussian_filter
 
     imgs = Z.reshape(len(Z), *shape).astype(np.float64)
-    sig = (0, sigma, sigma)
-    num = gaussian_filter(imgs, sig, mode="constant")
-    ones = gaussian_filter(np.ones((1, *shape)), sig, mode="constant")
-    delta = np.zeros((1, *shape))
-    delta[0, shape[0] // 2, shape[1] // 2] = 1.0
-    centre = gaussian_filter(delta, sig, mode="constant")[0, shape[0] // 2, shape[1] // 2]
-    out = (num - centre * imgs) / (ones - centre)
-    return out.reshape(len(Z), -1)
-
+    num = gaussian_filter(imgs, (0, sigma, sigma), mode="constant")
+    delta = np.zeros(shape)
+    delta[shape[0] // 2, shape[1] // 2] = 1.0
+    centre = gaussian_filter(delta, sigma, mode="constant")[shape[0] // 2, shape[1] // 2]
+    return (num - centre * imgs).reshape(len(Z), -1)

@@ -508,7 +508,7 @@ def _build_impute(p):
     p.add_argument("--image-shape", type=_positive_int, nargs=2, metavar=("H", "W"), default=None,
                    help="rows are H×W images: the first layer averages neighbouring pixels")
     p.add_argument("--n-neighbors", type=_positive_int, default=20, help="samples in the sample-level mean (default 20)")
-    p.add_argument("--n-iter", type=_positive_int, default=2, help="rounds of the two layers (default 2)")
+    p.add_argument("--n-iter", type=_positive_int, default=2, help="rounds of the fill (default 2)")
     p.add_argument("--bandwidth", default="loo", help="sample-level bandwidth scale, or 'loo' (default)")
     p.add_argument("--feature-bandwidth", default="loo", help="pixel/feature bandwidth, or 'loo' (default)")
     p.add_argument("--random-state", type=int, default=0, help="seed of the leave-one-out subsample")

@@ -1,12 +1,13 @@
 """Imputation by a two-layer local mean (the paper's experiment 3).
 
-Layer 1 is a *feature-level* local mean inside each sample: for images, a Gaussian kernel
-over the neighbouring pixels of the same image; for tables, a kernel over feature similarity
-(features whose standardised columns agree). Layer 2 is a *sample-level* local mean over the
-other samples, with distances computed on the coordinates both samples observe. An entry
-is filled by layer 2 applied to the output of layer 1; the pair is iterated. Both layers
-are row-stochastic kernels, so their composition is again a local mean (a product of
-row-stochastic matrices is row-stochastic) — a two-layer local-mean autoencoder.
+Layer 1 is a *feature-level* kernel inside each sample: for images, a Gaussian kernel over
+the neighbouring pixels of the same image; for tables, a kernel over feature similarity
+(features whose standardised columns agree). Layer 2 is a *sample-level* kernel over the
+other samples, with distances computed on the coordinates both samples observe. An entry is
+the local mean of the observed entries under the sum of the two kernels — numerators and
+denominators added, so the sample's own estimate counts by how much of its neighbourhood it
+observes — and rounds after the first add the sample's own filled entries. Every weight is
+non-negative and normalised: the whole fill is one local mean over the table.
 """
 
 from __future__ import annotations
@@ -43,32 +44,38 @@ def _check_bandwidth(value, name):
 
 
 class LocalMeanImputer(TransformerMixin, BaseEstimator):
-    """Fill missing values (NaN) with a two-layer local mean, iterated.
+    """Fill missing values (NaN) with a two-layer local mean over the observed entries.
 
-    Layer 1 (within a sample): for images (``image_shape`` given), each pixel is the
-    Gaussian-weighted mean of the *other* pixels of the same image within a spatial
-    bandwidth ``feature_bandwidth`` (in pixels); for tables, each entry is the local mean of
-    the sample's other features under the kernel exp(−δ²ⱼₖ / (2h²)), with δ²ⱼₖ the mean
-    squared difference of the standardised columns j and ±k on the rows that observe both
-    (``δ² = 2(1 − |correlation|)``, in standard units; an anti-correlated column enters with
-    its sign flipped).
+    Entry p of sample i is estimated from the *other* observed entries of the table, with
+    two kernels whose sums are added (one local mean):
 
-    Layer 2 (across samples): each sample's entries are the local mean of its own layer-1
-    values (weight w₀, ``self_weight_``) and of its ``n_neighbors`` nearest *other* fitted
-    samples' values (observed where observed, layer 1 elsewhere), with Gaussian weights
-    exp(−d²/(2(s·dₖ)²));
-    d is the Euclidean distance on the coordinates both samples observe, scaled by
-    p / (number of such coordinates) as scikit-learn's ``nan_euclidean_distances``, dₖ the
-    distance to the k-th neighbour and s ``bandwidth``. Missing entries take layer 2's
-    value; observed entries never change. The two layers are iterated ``n_iter`` times,
-    each time from the current fill.
+    * the sample's own other entries q (layer 1, weight w₀ = ``self_weight_``): for images
+      (``image_shape`` given), a Gaussian over the pixel distance with σ =
+      ``feature_bandwidth`` (in pixels); for tables, exp(−δ²ₚq / (2h²)) with δ²ₚq the mean
+      squared difference of the standardised columns p and ±q on the rows that observe
+      both (``δ² = 2(1 − |correlation|)``; an anti-correlated column votes with its sign
+      flipped). The kernel is normalised so that a fully observed neighbourhood weighs 1: a
+      pixel deep inside a missing block gets almost nothing from its own image;
+    * the same entry p of the ``n_neighbors`` nearest *other* fitted samples j that observe
+      it (layer 2), with weights exp(−d²ᵢⱼ/(2(s·dₖ)²)): d is the Euclidean distance on
+      the coordinates both samples observe, scaled by p / (number of such coordinates) as
+      scikit-learn's ``nan_euclidean_distances``, dₖ the distance to the k-th neighbour and
+      s ``bandwidth``.
 
-    ``"loo"`` bandwidths are chosen on the observed entries: the composed kernel gives an
-    entry's own value zero weight (layer 1 is hollow over the features, and layer 2 sees the
-    sample itself only through layer 1), so predicting observed entries is an exact
-    leave-one-out criterion; the search (log grid then golden section) is that of
-    :mod:`localization.adaptive`, on at most ``max_loo_samples`` rows drawn with
-    ``random_state``.
+    So x̂ᵢₚ = (Σⱼ Kᵢⱼ mⱼₚ xⱼₚ + w₀ Σ_q gₚq mᵢq xᵢq) / (Σⱼ Kᵢⱼ mⱼₚ + w₀ Σ_q gₚq mᵢq) with m the
+    observed mask (q ≠ p: the kernel is hollow). Each of the ``n_iter − 1`` further rounds
+    adds the sample's own *filled* entries under layer 1 with weight w₀·β
+    (β = ``imputed_weight_``). Missing entries take the estimate; observed entries never
+    change. An entry that no kernel weight reaches takes its column mean.
+
+    ``"loo"`` chooses s and σ / h, and w₀ and β are always chosen, on a **hold-out that
+    mimics the missing pattern**: at most ``max_loo_samples`` rows (drawn with
+    ``random_state``) each hide the observed entries that another of those rows misses (a
+    block pattern hides blocks, scattered NaN hide scattered entries), their neighbours
+    are found without the hidden entries, and the mean squared error of the fill on the
+    hidden entries is minimised one parameter at a time (log grid then golden section, as
+    :mod:`localization.adaptive`). Data with no NaN hide nothing: the fill is hollow, so
+    predicting every observed entry is then an exact leave-one-out criterion.
 
     Parameters
     ----------
@@ -82,38 +89,43 @@ class LocalMeanImputer(TransformerMixin, BaseEstimator):
     feature_bandwidth : float or "loo", default="loo"
         Spatial σ in pixels (images) or the feature-kernel h in standard units (tables).
     n_iter : int, default=2
-        Rounds of layer 1 then layer 2.
+        Rounds of the fill; rounds after the first add the sample's own filled entries.
     max_loo_samples : int, default=1000
-        Rows used to evaluate the leave-one-out criteria.
+        Rows of the hold-out that chooses the bandwidths and weights.
     random_state : int, RandomState or None
-        Draws the rows of the leave-one-out criteria.
+        Draws the hold-out rows and whose missing pattern each of them takes.
     progress : bool, default=False
         Show a progress bar.
 
     Attributes
     ----------
     bandwidth_, feature_bandwidth_ : float
-        The bandwidths used (the LOO choices for ``"loo"``).
+        The bandwidths used (the hold-out choices for ``"loo"``).
     self_weight_ : float
-        w₀, the weight of a sample's own layer-1 estimate in layer 2, always chosen by the
-        leave-one-out criterion (1 with a single fitted sample).
+        w₀, the weight of the sample's own entries (layer 1) against its neighbours' (1 with
+        a single fitted sample).
+    imputed_weight_ : float
+        β, the relative weight of the sample's own filled entries in rounds after the first
+        (0 with ``n_iter=1``).
     cv_results_ : dict
         The search records (see :mod:`localization.adaptive`) keyed by "bandwidth",
-        "feature_bandwidth" (for ``"loo"``) and "self_weight".
+        "feature_bandwidth" (for ``"loo"``), "self_weight" and "imputed_weight" (for
+        ``n_iter > 1``).
     statistics_ : ndarray of shape (n_features,)
-        Column means of the observed values (the starting fill; 0 for a column with none).
+        Column means of the observed values (the fill where no kernel weight reaches an
+        entry; 0 for a column with none).
 
     Notes
     -----
-    A column with no observed value in the fitted data starts at 0 and is then filled by
-    the layers (for images from the neighbouring pixels; for tables it stays at 0, there is
-    nothing to learn it from), with a warning. The sample-level neighbours cost
+    A column with no observed value in the fitted data is filled, with a warning, from the
+    neighbouring pixels for images; for tables it is 0 (there is nothing to learn it from).
+    The sample-level neighbours cost
     O(n_queries · n_fitted · n_features) in one tiled, multithreaded pass of the core (a
     matrix product screens the pairs, direct differences rank the candidates; no
     n_queries × n_fitted matrix; the packed fitted rows take 3 · n · n_features floats) and
     O(n · n_neighbors) output; they are found once per
-    ``fit`` (for the leave-one-out rows) and once per ``transform`` and reused by every
-    iteration.
+    ``fit`` (for the hold-out rows) and once per ``transform`` and reused by every round
+    and every value tried; the rest is O(n · (k + window) · p) per round.
 
     Examples
     --------

@@ -237,7 +237,7 @@ class LocalMeanImputer(TransformerMixin, BaseEstimator):
         if not hidden.any():
             return None
         Q = np.where(seen, X[rows], np.nan).astype(X.dtype)
-        return _Holdout(X[rows].astype(np.float64), seen, hidden, *self._neighbours(Q, rows))
+        return _Holdout(X[rows], seen, hidden, *self._neighbours(Q, rows))
 
     def _choose(self, name, value, grid, objective):
         if value != "loo":
@@ -296,12 +296,13 @@ class LocalMeanImputer(TransformerMixin, BaseEstimator):
     def _ratio(self, num, den):
         """num / den, and the column mean where no kernel weight reaches an entry."""
         with np.errstate(invalid="ignore", divide="ignore"):
-            return np.where(den > 0, num / den, self.statistics_)
+            return np.where(den > 0, num / den, self.statistics_.astype(num.dtype))
 
     def _donors(self):
-        """The fitted values (0 where missing) and mask, in float64: what neighbours give."""
+        """The fitted values (0 where missing) and mask: what neighbours give. The fill runs
+        in the data's float type (float32 halves the memory traffic of 10⁴ images)."""
         fit_obs = self._mask_fit
-        return np.where(fit_obs, self.X_fit_, 0.0).astype(np.float64), fit_obs.astype(np.float64)
+        return np.where(fit_obs, self.X_fit_, 0), fit_obs.astype(self.X_fit_.dtype)
 
     def _sample_sums(self, dist, idx, s, donors):
         """Σⱼ Kᵢⱼ mⱼₚ xⱼₚ and Σⱼ Kᵢⱼ mⱼₚ over each row's neighbours j (m the fitted mask): the
@@ -309,7 +310,7 @@ class LocalMeanImputer(TransformerMixin, BaseEstimator):
         n_rows × k × p gather)."""
         m, k = dist.shape
         if k == 0:
-            return np.zeros((m, donors[0].shape[1])), np.zeros((m, donors[0].shape[1]))
+            return np.zeros_like(donors[0], shape=(m, donors[0].shape[1])), np.zeros_like(donors[1], shape=(m, donors[1].shape[1]))
         h = s * dist[:, -1:]
         ok = np.isfinite(h[:, 0]) & (h[:, 0] > 0)
         W = np.empty_like(dist)
@@ -317,7 +318,8 @@ class LocalMeanImputer(TransformerMixin, BaseEstimator):
         # A k-th distance of 0 (duplicates) or inf (nothing co-observed): equal weights on the
         # neighbours at a finite distance.
         W[~ok] = np.isfinite(dist[~ok])
-        K = csr_matrix((W.ravel(), idx.ravel(), np.arange(0, m * k + 1, k)), shape=(m, len(donors[0])))
+        K = csr_matrix((W.ravel().astype(donors[0].dtype), idx.ravel(), np.arange(0, m * k + 1, k)),
+                       shape=(m, len(donors[0])))
         return K @ donors[0], K @ donors[1]
 
     # -- the feature kernel: within a sample -------------------------------------------------
@@ -356,9 +358,9 @@ class LocalMeanImputer(TransformerMixin, BaseEstimator):
         feature kernel g (spatial for images), normalised so that a row observing every
         entry has weight 1: a row's own estimate of its entries, weighted by how much of its
         neighbourhood it observes. V holds the values (0 where ``mask`` is False)."""
-        mask = mask.astype(np.float64)
+        mask = mask.astype(V.dtype)
         if self.image_shape is not None:
-            full = _spatial_hollow_sum(np.ones((1, mask.shape[1])), self.image_shape, h)
+            full = _spatial_hollow_sum(np.ones((1, mask.shape[1]), dtype=V.dtype), self.image_shape, h)
             return (_spatial_hollow_sum(V, self.image_shape, h) / full,
                     _spatial_hollow_sum(mask, self.image_shape, h) / full)
         g = np.exp(-self._feature_d2 / (2 * h * h))
@@ -414,16 +416,16 @@ class _Holdout:
         if self._own[0] != h:
             self._own = (h, imp._feature_sums(np.where(self.seen, self.X, 0.0), self.seen, h))
         est = imp._fill(self.seen, self._sample[1], self._own[1], h, self_weight, imputed_weight)
-        return float(np.mean((est[self.hidden] - self.X[self.hidden]) ** 2))
+        return float(np.mean((est[self.hidden] - self.X[self.hidden]) ** 2, dtype=np.float64))
 
 
 def _spatial_hollow_sum(Z, shape, sigma):
     """Σ over the *other* pixels q of each image of G_σ(p − q)·Z_q (Gaussian, zero padding)."""
     from scipy.ndimage import gaussian_filter
 
-    imgs = Z.reshape(len(Z), *shape).astype(np.float64)
+    imgs = Z.reshape(len(Z), *shape)
     num = gaussian_filter(imgs, (0, sigma, sigma), mode="constant")
     delta = np.zeros(shape)
     delta[shape[0] // 2, shape[1] // 2] = 1.0
-    centre = gaussian_filter(delta, sigma, mode="constant")[shape[0] // 2, shape[1] // 2]
+    centre = float(gaussian_filter(delta, sigma, mode="constant")[shape[0] // 2, shape[1] // 2])
     return (num - centre * imgs).reshape(len(Z), -1)

@@ -59,7 +59,7 @@ A one-screen tour of localization (every line is a local mean under some kernel 
   LocalModel(LogisticRegression())           localize any scikit-learn estimator
   NearestNeighbors()                         exact kNN / radius search (kd-tree or blocked brute force)
   MeanShift(kernel="flat", bin_seeding=True)  mode seeking; scikit-learn's centres, much faster
-  LocalMeanImputer(image_shape=(28, 28))     two-layer local mean fills NaN (pixels, then images)
+  LocalMeanImputer(image_shape=(28, 28))     two-layer local mean fills NaN (own pixels + similar images)
 
 Threads: n_jobs=... or LOCALIZATION_NUM_THREADS; results are identical for any thread count.
 Ctrl-C stops any long call within about 0.1 s (KeyboardInterrupt).

@@ -75,7 +75,8 @@ class LocalMeanImputer(TransformerMixin, BaseEstimator):
     are found without the hidden entries, and the mean squared error of the fill on the
     hidden entries is minimised one parameter at a time (log grid then golden section, as
     :mod:`localization.adaptive`). Data with no NaN hide nothing: the fill is hollow, so
-    predicting every observed entry is then an exact leave-one-out criterion.
+    predicting every observed entry is then a leave-one-out criterion (the neighbours
+    themselves are found with the entry present).
 
     Parameters
     ----------
@@ -225,7 +226,8 @@ class LocalMeanImputer(TransformerMixin, BaseEstimator):
         missing ones: row i loses the entries that another sampled row misses (so a block
         pattern hides blocks, scattered NaN hide scattered entries). Data with no missing
         value hide nothing: the fill is hollow (an entry never sees its own value), so
-        predicting every observed entry is then exact leave-one-out."""
+        predicting every observed entry is then leave-one-out (but for the neighbour search,
+        which sees the entry)."""
         n = len(X)
         rows = np.sort(rng.choice(n, size=min(n, self.max_loo_samples), replace=False))
         seen = observed[rows]

@@ -69,25 +69,112 @@ def test_images_beat_knn_imputer():
     assert r_ours < 0.9 * r_knn
 
 
-def test_layer2_is_the_hollow_local_mean_over_coobserved_neighbours():
-    # One layer-2 pass by hand: co-observed distances scaled as nan_euclidean, k nearest
-    # other rows, Gaussian weights with h = s·d_k.
+def _fill_by_definition(imp, Xm):
+    """The one-round fill of a table entry by entry, from its definition: the co-observed
+    k nearest other rows (nan_euclidean_distances) with Gaussian weights h = s·d_k at the
+    same column, plus w0 × the row's other observed columns under the feature kernel
+    exp(−δ²/(2h²)) (their values mapped to the column by the correlation's sign),
+    normalised by the kernel's full mass; numerators and denominators added."""
     from sklearn.metrics.pairwise import nan_euclidean_distances
 
-    _, Xm = _table(n=40)
-    imp = LocalMeanImputer(n_neighbors=6, bandwidth=0.7, feature_bandwidth=0.5).fit(Xm)
-    dist, idx = imp._neighbours(Xm, np.arange(len(Xm)))
+    n, p = Xm.shape
+    k, s, h, w0 = imp.n_neighbors, imp.bandwidth_, imp.feature_bandwidth_, imp.self_weight_
     D = nan_euclidean_distances(Xm)
     np.fill_diagonal(D, np.inf)
-    want_idx = np.argsort(D, axis=1, kind="stable")[:, :6]
-    np.testing.assert_array_equal(idx, want_idx)
-    np.testing.assert_allclose(dist, np.take_along_axis(D, want_idx, 1), rtol=1e-10)
-    V, own = np.random.default_rng(0).normal(size=(2, *Xm.shape))
-    W = np.exp(-0.5 * (dist / (0.7 * dist[:, -1:])) ** 2)
-    want = (own + np.einsum("ik,ikp->ip", W, V[idx])) / (1 + W.sum(1, keepdims=True))
-    np.testing.assert_allclose(imp._layer2(dist, idx, V, own, 0.7, 1.0), want, rtol=1e-12)
-    # rows are row-stochastic: a constant is reproduced exactly (identity 12's building block)
-    np.testing.assert_allclose(imp._layer2(dist, idx, np.ones_like(V), np.ones_like(V), 0.7), 1.0, rtol=1e-14)
+    mean = np.nanmean(Xm, 0)
+    std = np.sqrt(np.nanmean((Xm - mean) ** 2, 0))
+    out = np.full(Xm.shape, np.nan)
+    for i in range(n):
+        nbrs = np.argsort(D[i], kind="stable")[:k]
+        w = np.exp(-0.5 * (D[i, nbrs] / (s * D[i, nbrs[-1]])) ** 2)
+        for c in range(p):
+            num = den = 0.0
+            for j, wj in zip(nbrs, w):
+                if not np.isnan(Xm[j, c]):
+                    num, den = num + wj * Xm[j, c], den + wj
+            g_full = 0.0
+            own_num = own_den = 0.0
+            for c2 in range(p):
+                if c2 == c:
+                    continue
+                both = ~np.isnan(Xm[:, c]) & ~np.isnan(Xm[:, c2])
+                za, zb = (Xm[both, c] - mean[c]) / std[c], (Xm[both, c2] - mean[c2]) / std[c2]
+                minus, plus = np.mean((za - zb) ** 2), np.mean((za + zb) ** 2)
+                g = np.exp(-min(minus, plus) / (2 * h * h))
+                g_full += g
+                if not np.isnan(Xm[i, c2]):
+                    sign = -1.0 if plus < minus else 1.0
+                    own_num += g * (mean[c] + std[c] * sign * (Xm[i, c2] - mean[c2]) / std[c2])
+                    own_den += g
+            out[i, c] = (num + w0 * own_num / g_full) / (den + w0 * own_den / g_full)
+    return out
+
+
+def test_fill_is_one_local_mean_over_the_observed_entries():
+    # The whole fill (one round) against its definition computed entry by entry.
+    _, Xm = _table(n=40)
+    imp = LocalMeanImputer(n_neighbors=6, bandwidth=0.7, feature_bandwidth=0.5, n_iter=1, random_state=0)
+    out = imp.fit_transform(Xm)
+    dist, idx = imp._neighbours(Xm, np.arange(len(Xm)))
+    from sklearn.metrics.pairwise import nan_euclidean_distances
+
+    D = nan_euclidean_distances(Xm)
+    np.fill_diagonal(D, np.inf)
+    np.testing.assert_array_equal(idx, np.argsort(D, axis=1, kind="stable")[:, :6])
+    miss = np.isnan(Xm)
+    np.testing.assert_allclose(out[miss], _fill_by_definition(imp, Xm)[miss], rtol=1e-10)
+    # A constant is reproduced exactly: the fill is a local mean (non-negative weights, sum 1).
+    const = np.where(miss, np.nan, 3.0)
+    np.testing.assert_allclose(LocalMeanImputer(n_neighbors=6, random_state=0).fit_transform(const)[miss], 3.0,
+                               rtol=1e-13)
+
+
+def test_holdout_hides_entries_in_the_pattern_of_the_missing_ones():
+    # Blocks missing → each hold-out row loses (part of) another row's block; scattered NaN →
+    # scattered entries; no NaN → every observed entry (exact leave-one-out: the fill is hollow).
+    X, _ = _images(60)
+    n = len(X)
+    rng = np.random.default_rng(0)
+    blocks = np.zeros((n, 28, 28), dtype=bool)
+    corners = rng.integers(0, 18, size=(n, 2))
+    for i, (r, c) in enumerate(corners):
+        blocks[i, r:r + 10, c:c + 10] = True
+    blocks = blocks.reshape(n, -1)
+    Xm = np.where(blocks, np.nan, X)
+    imp = LocalMeanImputer(image_shape=(28, 28), max_loo_samples=30, random_state=0).fit(Xm)
+    hold = imp._holdout(Xm, ~blocks, np.random.RandomState(0))
+    rng = np.random.RandomState(0)  # the same draws: the rows, then whose pattern each row takes
+    rows = np.sort(rng.choice(n, 30, replace=False))
+    partner = rng.permutation(rows)
+    assert (partner != rows).sum() > 20
+    np.testing.assert_array_equal(hold.hidden, blocks[partner] & ~blocks[rows])
+    np.testing.assert_array_equal(hold.seen, ~blocks[rows] & ~hold.hidden)
+    # the hold-out rows' neighbours are found without the hidden entries
+    Q = np.where(hold.seen, X[rows], np.nan)
+    np.testing.assert_array_equal(hold.idx, imp._neighbours(Q, rows)[1])
+    full = imp._holdout(X, np.ones_like(blocks), np.random.RandomState(0))
+    assert full.hidden.all() and full.seen.all()
+
+
+def test_block_pattern_beats_knn_imputer():
+    # The case the old leave-one-out weights lost: a missing 10×10 block per image. The own
+    # image's weight follows how much of a pixel's neighbourhood is observed (none deep in a
+    # block), and the hold-out hides blocks.
+    from sklearn.impute import KNNImputer
+
+    X, _ = _images(400)
+    rng = np.random.default_rng(1)
+    miss = np.zeros((len(X), 28, 28), dtype=bool)
+    for i, (r, c) in enumerate(rng.integers(4, 14, size=(len(X), 2))):
+        miss[i, r:r + 10, c:c + 10] = True
+    miss = miss.reshape(len(X), -1)
+    Xm = np.where(miss, np.nan, X)
+    with pytest.warns(UserWarning, match="no observed value"):  # every block covers pixel (13, 13)
+        ours = LocalMeanImputer(image_shape=(28, 28), random_state=0).fit_transform(Xm)
+    knn = KNNImputer(n_neighbors=10, keep_empty_features=True).fit_transform(Xm)
+    r_ours = np.sqrt(np.mean((ours[miss] - X[miss]) ** 2))
+    r_knn = np.sqrt(np.mean((knn[miss] - X[miss]) ** 2))
+    assert r_ours < 0.95 * r_knn
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
@@ -143,24 +230,31 @@ def test_masked_knn_bad_input_is_a_clear_error():
         _core.masked_knn(X.astype(np.float32), X, 2)
 
 
-def test_spatial_layer_is_hollow_and_row_stochastic():
-    from localization.impute import _spatial_hollow_mean
+def test_spatial_kernel_is_hollow_and_normalised():
+    from scipy.ndimage import gaussian_filter
+
+    from localization.impute import _spatial_hollow_sum
 
     Z = np.zeros((1, 49))
     Z[0, 24] = 1.0  # the centre pixel of a 7×7 image
-    out = _spatial_hollow_mean(Z, (7, 7), 1.0)
+    out = _spatial_hollow_sum(Z, (7, 7), 1.0)
     assert out[0, 24] == 0.0  # its own value is left out
-    np.testing.assert_allclose(_spatial_hollow_mean(np.full((2, 49), 3.0), (7, 7), 1.3), 3.0, rtol=1e-14)
+    np.testing.assert_allclose(out[0, 25], gaussian_filter(Z.reshape(7, 7), 1.0, mode="constant")[3, 4], rtol=1e-14)
+    imp = LocalMeanImputer(image_shape=(7, 7))
+    num, den = imp._feature_sums(np.full((2, 49), 3.0), np.ones((2, 49), dtype=bool), 1.3)
+    np.testing.assert_allclose(den, 1.0, rtol=1e-14)  # a fully observed neighbourhood weighs 1
+    np.testing.assert_allclose(num, 3.0, rtol=1e-14)
 
 
-def test_loo_bandwidths_are_chosen_on_observed_entries():
+def test_bandwidths_and_weights_minimise_the_holdout_error():
     _, Xm = _images(200)
     imp = LocalMeanImputer(image_shape=(28, 28), random_state=0).fit(Xm)
-    for name in ("bandwidth", "feature_bandwidth", "self_weight"):
+    for name in ("bandwidth", "feature_bandwidth", "self_weight", "imputed_weight"):
         res = imp.cv_results_[name]
         assert getattr(imp, name + "_") == res["bandwidth"][np.argmin(res["objective"])]
     fixed = LocalMeanImputer(image_shape=(28, 28), bandwidth=1.0, feature_bandwidth=1.0).fit(Xm)
-    assert set(fixed.cv_results_) == {"self_weight"} and fixed.bandwidth_ == 1.0
+    assert set(fixed.cv_results_) == {"self_weight", "imputed_weight"} and fixed.bandwidth_ == 1.0
+    assert "imputed_weight" not in LocalMeanImputer(image_shape=(28, 28), n_iter=1).fit(Xm).cv_results_
 
 
 def test_random_state_makes_results_reproducible():

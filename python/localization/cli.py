@@ -59,7 +59,7 @@ A one-screen tour of localization (every line is a local mean under some kernel 
   LocalModel(LogisticRegression())           localize any scikit-learn estimator
   NearestNeighbors()                         exact kNN / radius search (kd-tree or blocked brute force)
   MeanShift(kernel="flat", bin_seeding=True)  mode seeking; scikit-learn's centres, much faster
-  LocalMeanImputer(image_shape=(28, 28))     two-layer local mean fills NaN (pixels, then images)
+  LocalMeanImputer(image_shape=(28, 28))     two-layer local mean fills NaN (own pixels + similar images)
 
 Threads: n_jobs=... or LOCALIZATION_NUM_THREADS; results are identical for any thread count.
 Ctrl-C stops any long call within about 0.1 s (KeyboardInterrupt).
@@ -508,7 +508,7 @@ def _build_impute(p):
     p.add_argument("--image-shape", type=_positive_int, nargs=2, metavar=("H", "W"), default=None,
                    help="rows are H×W images: the first layer averages neighbouring pixels")
     p.add_argument("--n-neighbors", type=_positive_int, default=20, help="samples in the sample-level mean (default 20)")
-    p.add_argument("--n-iter", type=_positive_int, default=2, help="rounds of the two layers (default 2)")
+    p.add_argument("--n-iter", type=_positive_int, default=2, help="rounds of the fill (default 2)")
     p.add_argument("--bandwidth", default="loo", help="sample-level bandwidth scale, or 'loo' (default)")
     p.add_argument("--feature-bandwidth", default="loo", help="pixel/feature bandwidth, or 'loo' (default)")
     p.add_argument("--random-state", type=int, default=0, help="seed of the leave-one-out subsample")

@@ -1,12 +1,13 @@
 """Imputation by a two-layer local mean (the paper's experiment 3).
 
-Layer 1 is a *feature-level* local mean inside each sample: for images, a Gaussian kernel
-over the neighbouring pixels of the same image; for tables, a kernel over feature similarity
-(features whose standardised columns agree). Layer 2 is a *sample-level* local mean over the
-other samples, with distances computed on the coordinates both samples observe. An entry
-is filled by layer 2 applied to the output of layer 1; the pair is iterated. Both layers
-are row-stochastic kernels, so their composition is again a local mean (a product of
-row-stochastic matrices is row-stochastic) — a two-layer local-mean autoencoder.
+Layer 1 is a *feature-level* kernel inside each sample: for images, a Gaussian kernel over
+the neighbouring pixels of the same image; for tables, a kernel over feature similarity
+(features whose standardised columns agree). Layer 2 is a *sample-level* kernel over the
+other samples, with distances computed on the coordinates both samples observe. An entry is
+the local mean of the observed entries under the sum of the two kernels — numerators and
+denominators added, so the sample's own estimate counts by how much of its neighbourhood it
+observes — and rounds after the first add the sample's own filled entries. Every weight is
+non-negative and normalised: the whole fill is one local mean over the table.
 """
 
 from __future__ import annotations
@@ -35,32 +36,39 @@ _FLOATS = (np.float64, np.float32)
 
 
 class LocalMeanImputer(TransformerMixin, BaseEstimator):
-    """Fill missing values (NaN) with a two-layer local mean, iterated.
+    """Fill missing values (NaN) with a two-layer local mean over the observed entries.
 
-    Layer 1 (within a sample): for images (``image_shape`` given), each pixel is the
-    Gaussian-weighted mean of the *other* pixels of the same image within a spatial
-    bandwidth ``feature_bandwidth`` (in pixels); for tables, each entry is the local mean of
-    the sample's other features under the kernel exp(−δ²ⱼₖ / (2h²)), with δ²ⱼₖ the mean
-    squared difference of the standardised columns j and ±k on the rows that observe both
-    (``δ² = 2(1 − |correlation|)``, in standard units; an anti-correlated column enters with
-    its sign flipped).
+    Entry p of sample i is estimated from the *other* observed entries of the table, with
+    two kernels whose sums are added (one local mean):
 
-    Layer 2 (across samples): each sample's entries are the local mean of its own layer-1
-    values (weight w₀, ``self_weight_``) and of its ``n_neighbors`` nearest *other* fitted
-    samples' values (observed where observed, layer 1 elsewhere), with Gaussian weights
-    exp(−d²/(2(s·dₖ)²));
-    d is the Euclidean distance on the coordinates both samples observe, scaled by
-    p / (number of such coordinates) as scikit-learn's ``nan_euclidean_distances``, dₖ the
-    distance to the k-th neighbour and s ``bandwidth``. Missing entries take layer 2's
-    value; observed entries never change. The two layers are iterated ``n_iter`` times,
-    each time from the current fill.
+    * the sample's own other entries q (layer 1, weight w₀ = ``self_weight_``): for images
+      (``image_shape`` given), a Gaussian over the pixel distance with σ =
+      ``feature_bandwidth`` (in pixels); for tables, exp(−δ²ₚq / (2h²)) with δ²ₚq the mean
+      squared difference of the standardised columns p and ±q on the rows that observe
+      both (``δ² = 2(1 − |correlation|)``; an anti-correlated column votes with its sign
+      flipped). The kernel is normalised so that a fully observed neighbourhood weighs 1: a
+      pixel deep inside a missing block gets almost nothing from its own image;
+    * the same entry p of the ``n_neighbors`` nearest *other* fitted samples j that observe
+      it (layer 2), with weights exp(−d²ᵢⱼ/(2(s·dₖ)²)): d is the Euclidean distance on
+      the coordinates both samples observe, scaled by p / (number of such coordinates) as
+      scikit-learn's ``nan_euclidean_distances``, dₖ the distance to the k-th neighbour and
+      s ``bandwidth``.
 
-    ``"loo"`` bandwidths are chosen on the observed entries: the composed kernel gives an
-    entry's own value zero weight (layer 1 is hollow over the features, and layer 2 sees the
-    sample itself only through layer 1), so predicting observed entries is an exact
-    leave-one-out criterion; the search (log grid then golden section) is that of
-    :mod:`localization.adaptive`, on at most ``max_loo_samples`` rows drawn with
-    ``random_state``.
+    So x̂ᵢₚ = (Σⱼ Kᵢⱼ mⱼₚ xⱼₚ + w₀ Σ_q gₚq mᵢq xᵢq) / (Σⱼ Kᵢⱼ mⱼₚ + w₀ Σ_q gₚq mᵢq) with m the
+    observed mask (q ≠ p: the kernel is hollow). Each of the ``n_iter − 1`` further rounds
+    adds the sample's own *filled* entries under layer 1 with weight w₀·β
+    (β = ``imputed_weight_``). Missing entries take the estimate; observed entries never
+    change. An entry that no kernel weight reaches takes its column mean.
+
+    ``"loo"`` chooses s and σ / h, and w₀ and β are always chosen, on a **hold-out that
+    mimics the missing pattern**: at most ``max_loo_samples`` rows (drawn with
+    ``random_state``) each hide the observed entries that another of those rows misses (a
+    block pattern hides blocks, scattered NaN hide scattered entries), their neighbours
+    are found without the hidden entries, and the mean squared error of the fill on the
+    hidden entries is minimised one parameter at a time (log grid then golden section, as
+    :mod:`localization.adaptive`). Data with no NaN hide nothing: the fill is hollow, so
+    predicting every observed entry is then a leave-one-out criterion (the neighbours
+    themselves are found with the entry present).
 
     Parameters
     ----------
@@ -74,38 +82,43 @@ class LocalMeanImputer(TransformerMixin, BaseEstimator):
     feature_bandwidth : float or "loo", default="loo"
         Spatial σ in pixels (images) or the feature-kernel h in standard units (tables).
     n_iter : int, default=2
-        Rounds of layer 1 then layer 2.
+        Rounds of the fill; rounds after the first add the sample's own filled entries.
     max_loo_samples : int, default=1000
-        Rows used to evaluate the leave-one-out criteria.
+        Rows of the hold-out that chooses the bandwidths and weights.
     random_state : int, RandomState or None
-        Draws the rows of the leave-one-out criteria.
+        Draws the hold-out rows and whose missing pattern each of them takes.
     progress : bool, default=False
         Show a progress bar.
 
     Attributes
     ----------
     bandwidth_, feature_bandwidth_ : float
-        The bandwidths used (the LOO choices for ``"loo"``).
+        The bandwidths used (the hold-out choices for ``"loo"``).
     self_weight_ : float
-        w₀, the weight of a sample's own layer-1 estimate in layer 2, always chosen by the
-        leave-one-out criterion (1 with a single fitted sample).
+        w₀, the weight of the sample's own entries (layer 1) against its neighbours' (1 with
+        a single fitted sample).
+    imputed_weight_ : float
+        β, the relative weight of the sample's own filled entries in rounds after the first
+        (0 with ``n_iter=1``).
     cv_results_ : dict
         The search records (see :mod:`localization.adaptive`) keyed by "bandwidth",
-        "feature_bandwidth" (for ``"loo"``) and "self_weight".
+        "feature_bandwidth" (for ``"loo"``), "self_weight" and "imputed_weight" (for
+        ``n_iter > 1``).
     statistics_ : ndarray of shape (n_features,)
-        Column means of the observed values (the starting fill; 0 for a column with none).
+        Column means of the observed values (the fill where no kernel weight reaches an
+        entry; 0 for a column with none).
 
     Notes
     -----
-    A column with no observed value in the fitted data starts at 0 and is then filled by
-    the layers (for images from the neighbouring pixels; for tables it stays at 0, there is
-    nothing to learn it from), with a warning. The sample-level neighbours cost
+    A column with no observed value in the fitted data is filled, with a warning, from the
+    neighbouring pixels for images; for tables it is 0 (there is nothing to learn it from).
+    The sample-level neighbours cost
     O(n_queries · n_fitted · n_features) in one tiled, multithreaded pass of the core (a
     matrix product screens the pairs, direct differences rank the candidates; no
     n_queries × n_fitted matrix; the packed fitted rows take 3 · n · n_features floats) and
     O(n · n_neighbors) output; they are found once per
-    ``fit`` (for the leave-one-out rows) and once per ``transform`` and reused by every
-    iteration.
+    ``fit`` (for the hold-out rows) and once per ``transform`` and reused by every round
+    and every value tried; the rest is O(n · (k + window) · p) per round.
 
     Examples
     --------
@@ -164,7 +177,7 @@ class LocalMeanImputer(TransformerMixin, BaseEstimator):
     @keeps_state_on_error
     @fit_context
     def fit(self, X: ArrayLike, y: object = None) -> Self:
-        """Learn the column statistics, the layer kernels and (for "loo") their bandwidths."""
+        """Learn the column statistics, the feature kernel and the weights and bandwidths."""
         X = self._validate(X, reset=True)
         self._check_params(X.shape[1])
         observed = ~np.isnan(X)
@@ -174,45 +187,64 @@ class LocalMeanImputer(TransformerMixin, BaseEstimator):
         with np.errstate(invalid="ignore"):
             stats = np.where(counts > 0, np.nansum(X, 0, dtype=np.float64) / np.maximum(counts, 1), 0.0)
         if (counts == 0).any():
-            warnings.warn(f"{int((counts == 0).sum())} column(s) have no observed value; they start at 0 and are filled "
-                          "by the layers (from neighbouring pixels for images, not at all for tables)",
-                          LocalizationWarning, stacklevel=2)
+            warnings.warn(f"{int((counts == 0).sum())} column(s) have no observed value; they are filled from "
+                          "neighbouring pixels for images and with 0 for tables", LocalizationWarning, stacklevel=2)
         self.statistics_ = stats
         self.X_fit_ = X
         self._mask_fit = observed
         if self.image_shape is None:
             self._fit_feature_kernel(X, observed)
-        rng = check_random_state(self.random_state)
-        self.cv_results_ = {}
         n = len(X)
-        rows = np.sort(rng.choice(n, size=min(n, self.max_loo_samples), replace=False))
-        Z = np.where(observed, X, stats)
-        self.feature_bandwidth_ = self._choose("feature_bandwidth", self.feature_bandwidth, self._layer1_grid(),
-                                               lambda h: self._layer1_error(Z[rows], observed[rows], h))
         if self.bandwidth == "loo" and n < 2:
             raise LocalizationError("bandwidth='loo' needs at least 2 samples, got 1 sample", "bandwidth")
-        L = self._layer1(Z, self.feature_bandwidth_)
-        S = np.where(observed, X, L)
+        self.cv_results_ = {}
+        self.bandwidth_ = 1.0 if self.bandwidth == "loo" else float(self.bandwidth)
+        # Starting values while the others are searched: one pixel; half a standard unit.
+        start_h = 1.0 if self.image_shape is not None else 0.5
+        self.feature_bandwidth_ = start_h if self.feature_bandwidth == "loo" else float(self.feature_bandwidth)
+        self.self_weight_, self.imputed_weight_ = 1.0, 0.0
+        hold = self._holdout(X, observed, check_random_state(self.random_state))
+        if hold is None:  # nothing observed in the sampled rows: keep the starting values
+            return self
         if n > 1:
-            nbr_d, nbr_i = self._neighbours(X[rows], rows)
-            self.self_weight_ = 1.0
-            self.bandwidth_ = self._choose(
-                "bandwidth", self.bandwidth, np.geomspace(0.1, 10, 12),
-                lambda s: self._layer2_error(nbr_d, nbr_i, S, L[rows], X[rows], observed[rows], s))
-            # The weight of the sample's own layer-1 estimate against its neighbours' (kernel
-            # value 1 at the k-th neighbour's distance scale), by the same criterion.
-            self.self_weight_ = self._choose(
-                "self_weight", "loo", np.geomspace(0.01, 100, 9),
-                lambda w0: self._layer2_error(nbr_d, nbr_i, S, L[rows], X[rows], observed[rows], self.bandwidth_, w0))
-        else:
-            self.bandwidth_ = 1.0 if self.bandwidth == "loo" else self.bandwidth
-            self.self_weight_ = 1.0
+            self.bandwidth_ = self._choose("bandwidth", self.bandwidth, np.geomspace(0.1, 10, 12),
+                                           lambda s: hold.error(self, bandwidth=s))
+        self.feature_bandwidth_ = self._choose("feature_bandwidth", self.feature_bandwidth, self._feature_grid(),
+                                               lambda h: hold.error(self, feature_bandwidth=h))
+        if n > 1:
+            # The own sample's kernel against the other samples' (a neighbour at the k-th
+            # distance scale has kernel value exp(−1/(2s²))); always chosen by the hold-out.
+            self.self_weight_ = self._choose("self_weight", "loo", np.geomspace(0.01, 100, 9),
+                                             lambda w: hold.error(self, self_weight=w))
+        if self.n_iter > 1:
+            self.imputed_weight_ = self._choose("imputed_weight", "loo", np.geomspace(0.01, 10, 7),
+                                                lambda b: hold.error(self, imputed_weight=b))
         return self
+
+    def _holdout(self, X, observed, rng):
+        """Hide observed entries of at most ``max_loo_samples`` rows in the pattern of the
+        missing ones: row i loses the entries that another sampled row misses (so a block
+        pattern hides blocks, scattered NaN hide scattered entries). Data with no missing
+        value hide nothing: the fill is hollow (an entry never sees its own value), so
+        predicting every observed entry is then leave-one-out (but for the neighbour search,
+        which sees the entry)."""
+        n = len(X)
+        rows = np.sort(rng.choice(n, size=min(n, self.max_loo_samples), replace=False))
+        seen = observed[rows]
+        hidden = seen & ~observed[rng.permutation(rows)]
+        if hidden.any():
+            seen = seen & ~hidden
+        else:
+            hidden = seen
+        if not hidden.any():
+            return None
+        Q = np.where(seen, X[rows], np.nan).astype(X.dtype)
+        return _Holdout(X[rows], seen, hidden, *self._neighbours(Q, rows))
 
     def _choose(self, name, value, grid, objective):
         if value != "loo":
             return float(value)
-        # Bandwidths to 1 % are plenty for imputation; each evaluation is a full layer pass.
+        # To 1 % is plenty for imputation; each evaluation is a fill of the hold-out rows.
         best, results = search(objective, check_grid(grid), tol=0.01, warn_edge=False)
         self.cv_results_[name] = results
         return float(best)
@@ -230,28 +262,74 @@ class LocalMeanImputer(TransformerMixin, BaseEstimator):
         if observed.all():
             return out
         same = X.shape == self.X_fit_.shape and np.array_equal(X, self.X_fit_, equal_nan=True)
-        nbr_d, nbr_i = self._neighbours(X, np.arange(len(X)) if same else None)
-        if not same:
-            fit_obs = self._mask_fit
-            donors = np.where(fit_obs, self.X_fit_, self._layer1(np.where(fit_obs, self.X_fit_, self.statistics_),
-                                                                  self.feature_bandwidth_))
-        current = np.where(observed, X, self.statistics_)
+        dist, idx = self._neighbours(X, np.arange(len(X)) if same else None)
         with Progress(self.progress, "LocalMeanImputer", total=self.n_iter) as bar:
-            for _ in range(self.n_iter):
-                L = self._layer1(current, self.feature_bandwidth_)
-                if same:
-                    donors = np.where(observed, X, L)
-                current = np.where(observed, X, self._layer2(nbr_d, nbr_i, donors, L, self.bandwidth_))
-                bar.update(1)
-        out[~observed] = current[~observed].astype(X.dtype)
+            sample = self._sample_sums(dist, idx, self.bandwidth_, self._donors())
+            own = self._feature_sums(np.where(observed, X, 0.0), observed, self.feature_bandwidth_)
+            filled = self._fill(observed, sample, own, on_round=bar.update)
+        out[~observed] = filled[~observed].astype(X.dtype)
         return out
 
-    # -- layer 1: within a sample ----------------------------------------------------------
+    # -- the fill: one local mean over the observed entries ------------------------------------
+
+    def _fill(self, seen, sample, own, feature_bandwidth=None, self_weight=None, imputed_weight=None,
+              on_round=None):
+        """The estimate of every entry of some rows (observed where ``seen``) from the other
+        observed entries: its neighbours' at the same coordinate (``sample``, the sums of
+        :meth:`_sample_sums`) and the row's own other entries (``own``, of
+        :meth:`_feature_sums`) with weight w₀ — one local mean, numerators and denominators
+        added. Each round after the first adds the row's own filled entries with weight w₀·β.
+        Keyword arguments override the fitted values (the hold-out search)."""
+        h = self.feature_bandwidth_ if feature_bandwidth is None else feature_bandwidth
+        w0 = self.self_weight_ if self_weight is None else self_weight
+        beta = self.imputed_weight_ if imputed_weight is None else imputed_weight
+        num, den = sample[0] + w0 * own[0], sample[1] + w0 * own[1]
+        est = self._ratio(num, den)
+        # With β = 0 (the search of the other weights) later rounds would repeat the first.
+        for _ in range(1, self.n_iter if beta > 0 else 1):
+            if on_round is not None:
+                on_round(1)
+            filled_num, filled_den = self._feature_sums(np.where(seen, 0.0, est), ~seen, h)
+            est = self._ratio(num + w0 * beta * filled_num, den + w0 * beta * filled_den)
+        if on_round is not None:
+            on_round(self.n_iter if beta == 0 else 1)
+        return est
+
+    def _ratio(self, num, den):
+        """num / den, and the column mean where no kernel weight reaches an entry."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(den > 0, num / den, self.statistics_.astype(num.dtype))
+
+    def _donors(self):
+        """The fitted values (0 where missing) and mask: what neighbours give. The fill runs
+        in the data's float type (float32 halves the memory traffic of 10⁴ images)."""
+        fit_obs = self._mask_fit
+        return np.where(fit_obs, self.X_fit_, 0), fit_obs.astype(self.X_fit_.dtype)
+
+    def _sample_sums(self, dist, idx, s, donors):
+        """Σⱼ Kᵢⱼ mⱼₚ xⱼₚ and Σⱼ Kᵢⱼ mⱼₚ over each row's neighbours j (m the fitted mask): the
+        sample kernel, Gaussian with h = s × (k-th distance), as two sparse products (no
+        n_rows × k × p gather)."""
+        m, k = dist.shape
+        if k == 0:
+            return np.zeros_like(donors[0], shape=(m, donors[0].shape[1])), np.zeros_like(donors[1], shape=(m, donors[1].shape[1]))
+        h = s * dist[:, -1:]
+        ok = np.isfinite(h[:, 0]) & (h[:, 0] > 0)
+        W = np.empty_like(dist)
+        W[ok] = np.exp(-0.5 * (dist[ok] / h[ok]) ** 2)
+        # A k-th distance of 0 (duplicates) or inf (nothing co-observed): equal weights on the
+        # neighbours at a finite distance.
+        W[~ok] = np.isfinite(dist[~ok])
+        K = csr_matrix((W.ravel().astype(donors[0].dtype), idx.ravel(), np.arange(0, m * k + 1, k)),
+                       shape=(m, len(donors[0])))
+        return K @ donors[0], K @ donors[1]
+
+    # -- the feature kernel: within a sample -------------------------------------------------
 
     def _fit_feature_kernel(self, X, observed):
         """Squared distances δ²ⱼₖ = 2(1 − |ρⱼₖ|) between standardised columns on co-observed
         rows, and the signs of the correlations ρⱼₖ: an anti-correlated column votes with
-        its sign flipped (the local mean is over the values sign(ρⱼₖ)·zₖ)."""
+        its sign flipped (column k's value estimates column j as meanⱼ + stdⱼ·sign(ρⱼₖ)·zₖ)."""
         mean = self.statistics_
         Xc = np.where(observed, X - mean, 0.0)
         counts = observed.sum(0)
@@ -272,29 +350,29 @@ class LocalMeanImputer(TransformerMixin, BaseEstimator):
         self._feature_sign = np.where(plus < minus, -1.0, 1.0)
         self._feature_std = std
 
-    def _layer1_grid(self):
+    def _feature_grid(self):
         if self.image_shape is not None:
             return np.geomspace(0.2, max(self.image_shape) / 2, 12)
         return np.geomspace(0.05, 3.0, 12)
 
-    def _layer1(self, Z, h):
-        """Feature-level hollow local mean of every row of the complete array Z."""
+    def _feature_sums(self, V, mask, h):
+        """Σₖ gⱼₖ mᵢₖ vᵢₖ→ⱼ and Σₖ gⱼₖ mᵢₖ over each row's *other* entries k (hollow) under the
+        feature kernel g (spatial for images), normalised so that a row observing every
+        entry has weight 1: a row's own estimate of its entries, weighted by how much of its
+        neighbourhood it observes. V holds the values (0 where ``mask`` is False)."""
+        mask = mask.astype(V.dtype)
         if self.image_shape is not None:
-            return _spatial_hollow_mean(Z, self.image_shape, h)
-        K = np.exp(-self._feature_d2 / (2 * h * h))
-        den = K.sum(1)
-        K = K * self._feature_sign
-        Zs = (Z - self.statistics_) / self._feature_std
-        with np.errstate(invalid="ignore", divide="ignore"):
-            out = (Zs @ K.T) / den
-        # A feature with no similar feature keeps its current value.
-        out[:, ~(den > 0)] = Zs[:, ~(den > 0)]
-        return out * self._feature_std + self.statistics_
-
-    def _layer1_error(self, Z, observed, h):
-        return float(np.mean((self._layer1(Z, h)[observed] - Z[observed]) ** 2))
-
-    # -- layer 2: across samples -----------------------------------------------------------
+            full = _spatial_hollow_sum(np.ones((1, mask.shape[1]), dtype=V.dtype), self.image_shape, h)
+            return (_spatial_hollow_sum(V, self.image_shape, h) / full,
+                    _spatial_hollow_sum(mask, self.image_shape, h) / full)
+        g = np.exp(-self._feature_d2 / (2 * h * h))
+        full = g.sum(1)
+        full[full == 0] = 1.0  # a feature like no other gets nothing from the others
+        mean, std = self.statistics_, self._feature_std
+        den = mask @ g.T
+        Z = mask * (V - mean) / std
+        num = mean * den + std * (Z @ (g * self._feature_sign).T)
+        return num / full, den / full
 
     def _neighbours(self, Q, self_rows):
         """The n_neighbors nearest fitted samples of each query row on co-observed coordinates
@@ -313,30 +391,6 @@ class LocalMeanImputer(TransformerMixin, BaseEstimator):
             close()
         return dist.astype(np.float64), idx
 
-    def _layer2(self, dist, idx, donors, own, s, w0=None):
-        """The sample-level local mean: each query's own layer-1 values ``own`` with weight
-        w0 (``self_weight_``) and its neighbours' ``donors[idx]``, Gaussian weights with
-        h = s × (k-th distance)."""
-        w0 = self.self_weight_ if w0 is None else w0
-        if dist.shape[1] == 0:
-            return own.astype(np.float64)
-        h = s * dist[:, -1:]
-        ok = np.isfinite(h[:, 0]) & (h[:, 0] > 0)
-        W = np.empty_like(dist)
-        W[ok] = np.exp(-0.5 * (dist[ok] / h[ok]) ** 2)
-        # A k-th distance of 0 (duplicates) or inf (nothing co-observed): equal weights on the
-        # neighbours at a finite distance.
-        W[~ok] = np.isfinite(dist[~ok])
-        den = w0 + W.sum(1, keepdims=True)
-        m, k = W.shape
-        # Σₖ Wᵢₖ donors[idxᵢₖ] as a sparse product: no m × k × p gather.
-        sparse = csr_matrix((W.ravel(), idx.ravel(), np.arange(0, m * k + 1, k)), shape=(m, len(donors)))
-        return (w0 * own + sparse @ donors) / den
-
-    def _layer2_error(self, dist, idx, donors, own, Xq, q_observed, s, w0=None):
-        pred = self._layer2(dist, idx, donors, own, s, w0)
-        return float(np.mean((pred[q_observed] - Xq[q_observed]) ** 2))
-
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.allow_nan = True
@@ -344,17 +398,36 @@ class LocalMeanImputer(TransformerMixin, BaseEstimator):
         return tags
 
 
-def _spatial_hollow_mean(Z, shape, sigma):
-    """Gaussian-weighted mean of the other pixels of each image (zero padding, normalised)."""
+class _Holdout:
+    """Rows with some observed entries hidden, their neighbours found without them, and the
+    error of the fill on the hidden entries; the sums of the last sample and feature
+    bandwidths are kept (a search varies one at a time)."""
+
+    def __init__(self, X, seen, hidden, dist, idx):
+        self.X, self.seen, self.hidden, self.dist, self.idx = X, seen, hidden, dist, idx
+        self._sample = self._own = (None, None)
+        self._donors = None
+
+    def error(self, imp, bandwidth=None, feature_bandwidth=None, self_weight=None, imputed_weight=None):
+        s = imp.bandwidth_ if bandwidth is None else bandwidth
+        h = imp.feature_bandwidth_ if feature_bandwidth is None else feature_bandwidth
+        if self._sample[0] != s:
+            if self._donors is None:
+                self._donors = imp._donors()
+            self._sample = (s, imp._sample_sums(self.dist, self.idx, s, self._donors))
+        if self._own[0] != h:
+            self._own = (h, imp._feature_sums(np.where(self.seen, self.X, 0.0), self.seen, h))
+        est = imp._fill(self.seen, self._sample[1], self._own[1], h, self_weight, imputed_weight)
+        return float(np.mean((est[self.hidden] - self.X[self.hidden]) ** 2, dtype=np.float64))
+
+
+def _spatial_hollow_sum(Z, shape, sigma):
+    """Σ over the *other* pixels q of each image of G_σ(p − q)·Z_q (Gaussian, zero padding)."""
     from scipy.ndimage import gaussian_filter
 
-    imgs = Z.reshape(len(Z), *shape).astype(np.float64)
-    sig = (0, sigma, sigma)
-    num = gaussian_filter(imgs, sig, mode="constant")
-    ones = gaussian_filter(np.ones((1, *shape)), sig, mode="constant")
-    delta = np.zeros((1, *shape))
-    delta[0, shape[0] // 2, shape[1] // 2] = 1.0
-    centre = gaussian_filter(delta, sig, mode="constant")[0, shape[0] // 2, shape[1] // 2]
-    out = (num - centre * imgs) / (ones - centre)
-    return out.reshape(len(Z), -1)
-
+    imgs = Z.reshape(len(Z), *shape)
+    num = gaussian_filter(imgs, (0, sigma, sigma), mode="constant")
+    delta = np.zeros(shape)
+    delta[shape[0] // 2, shape[1] // 2] = 1.0
+    centre = float(gaussian_filter(delta, sigma, mode="constant")[shape[0] // 2, shape[1] // 2])
+    return (num - centre * imgs).reshape(len(Z), -1)

@@ -424,12 +424,15 @@ mod modes;
 mod denoise;
 mod reference;
 mod embedding;
+mod ready;
 mod runtime;
 mod sequence;
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(local_sums, m)?)?;
+    m.add_function(wrap_pyfunction!(ready::ready_local_mean, m)?)?;
+    m.add_function(wrap_pyfunction!(ready::ready_kernel_sum, m)?)?;
     m.add_function(wrap_pyfunction!(local_polynomial, m)?)?;
     m.add_function(wrap_pyfunction!(equivalent_kernel, m)?)?;
     m.add_function(wrap_pyfunction!(kernel_matrix, m)?)?;

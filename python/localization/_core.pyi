@@ -8,7 +8,7 @@ from typing_extensions import Self
 
 # Every name the extension module registers (stubtest checks this list against it).
 __all__ = [
-    "local_sums", "local_polynomial", "equivalent_kernel", "kernel_matrix", "profile_values",
+    "local_sums", "ready_local_mean", "ready_kernel_sum", "local_polynomial", "equivalent_kernel", "kernel_matrix", "profile_values",
     "log_integral", "profile_info", "effective_n_jobs", "masked_knn", "Reference", "NeighborIndex", "bin_linear",
     "interpolate_grid", "mean_shift_seeds", "mean_shift_grid", "mean_shift_diffuse", "merge_modes",
     "grid_cells", "grid_merge", "grid_centroids", "grid_keys", "MeanShiftWindow", "MeanShiftSeeds",
@@ -49,6 +49,21 @@ def local_sums(
 ) -> tuple[_Array, _Array, _Array, Optional[_Array], Optional[_Array]]:
     """(num m×p, den m, log_scale m, moments m×D×D | None, cross m×D×p | None); true sums are × exp(log_scale).
     ``progress(done, total)`` receives the queries done (exact paths other than the expansion)."""
+
+def ready_local_mean(
+    queries: object, x: object, values: object = None, weights: object = None, kernel: str = "gaussian",
+    bandwidth: float = 1.0, exclude_self: bool = False, algorithm: str = "auto", n_jobs: Optional[int] = None,
+) -> Optional[tuple[_Array, int]]:
+    """``local_mean`` on ready input (exact ndarrays of one float dtype, C-contiguous, non-empty, finite;
+    usable weights; a named profile with a finite h > 0; an exact algorithm): (mean like ``values``, number
+    of queries with zero weight, NaN there). None for any other input (the caller takes its checked path)."""
+
+def ready_kernel_sum(
+    queries: object, x: object, values: object = None, weights: object = None, kernel: str = "gaussian",
+    bandwidth: float = 1.0, exclude_self: bool = False, algorithm: str = "auto", n_jobs: Optional[int] = None,
+) -> Optional[tuple[NDArray[np.float64], Optional[NDArray[np.float64]]]]:
+    """``kernel_sum`` on ready input: (total like ``values`` or (m,), log_scale or None where 0 everywhere) in
+    float64, the sums being total · exp(log_scale); None for any other input."""
 
 def local_polynomial(
     queries: _Array, x: _Array | Reference, values: Optional[_Array] = None, weights: Optional[_Array] = None, kernel: str = "gaussian",

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from . import _core
+from ._progress import Progress
 from ._validation import LocalizationWarning, check_positive_int
 from .kernels import Balloon, Kernel, KernelCombination, SamplePoint, as_kernel, rule_of_thumb
 
@@ -113,10 +114,12 @@ def check_grid(grid: ArrayLike) -> FloatArray:
 
 
 class _Recorder:
-    """Evaluates the objective and remembers every evaluation (for ``cv_results_``)."""
+    """Evaluates the objective and remembers every evaluation (for ``cv_results_``); each one
+    advances the progress bar ``bar`` (a :class:`~localization._progress.Progress`, or None)."""
 
-    def __init__(self, objective):
+    def __init__(self, objective, bar=None):
         self.objective = objective
+        self.bar = bar
         self.h, self.value, self.stage = [], [], []
 
     def __call__(self, s, stage):
@@ -130,6 +133,8 @@ class _Recorder:
         self.h.append(np.array(s, dtype=np.float64))
         self.value.append(v)
         self.stage.append(stage)
+        if self.bar is not None:
+            self.bar.update(1, stage=stage, objective=f"{v:.4g}")
         return v
 
     def results(self):
@@ -156,7 +161,7 @@ def golden_section(f: Callable[[float], float], a: float, b: float, tol: float =
 
 def search(objective: Callable[[Any], float], grid: ArrayLike, *, per_feature: bool = False, n_features: int = 1,
            refine: bool = True, tol: float = _LOG_TOL, warn_edge: bool = True,
-           gradient: Callable[..., Any] | None = None) -> tuple[float | FloatArray, dict[str, Any]]:
+           gradient: Callable[..., Any] | None = None, progress: Progress | None = None) -> tuple[float | FloatArray, dict[str, Any]]:
     """Minimise a LOO objective over bandwidth factors.
 
     Parameters
@@ -178,6 +183,8 @@ def search(objective: Callable[[Any], float], grid: ArrayLike, *, per_feature: b
     gradient : callable, optional
         Maps a factor vector s to (objective, ∂objective/∂log s) for the per-feature stage;
         default: central differences of ``objective``.
+    progress : Progress, optional
+        A bar that advances by one per evaluation of the objective (one engine pass or two).
 
     Returns
     -------
@@ -185,7 +192,7 @@ def search(objective: Callable[[Any], float], grid: ArrayLike, *, per_feature: b
     cv_results : dict with "bandwidth" (one row per evaluation, of n_features columns for a
         per-feature search), "objective" and "stage" ("grid", "golden", "gradient")
     """
-    rec = _Recorder(objective)
+    rec = _Recorder(objective, progress)
     values = []
     for s in grid:
         values.append(rec(s, "grid"))
@@ -246,7 +253,8 @@ def fit_loo(est: E, objective: Callable[..., float], *, n_features: int, refine:
     ``objective(kernel)`` evaluates the LOO objective of the estimator under a candidate
     kernel; ``gradient(kernel)``, where the estimator has one, returns (objective, its
     gradient in the log of the kernel's per-feature bandwidths) for the per-feature stage.
-    Sets ``bandwidth_``, ``kernel_`` and ``cv_results_`` on ``est``.
+    Sets ``bandwidth_``, ``kernel_`` and ``cv_results_`` on ``est``; ``est.verbose`` (if it has
+    one) shows a progress bar over the evaluations.
     """
     base = base_kernel(est.kernel, getattr(est, "n_neighbors", None))
     X = est.X_fit_
@@ -254,9 +262,11 @@ def fit_loo(est: E, objective: Callable[..., float], *, n_features: int, refine:
         raise ValueError(f"bandwidth={est.bandwidth!r} needs at least 2 samples, got 1 sample")
     grid = getattr(est, "bandwidth_grid", None)
     grid = default_grid(base, X) if grid is None else check_grid(grid)
-    best, results = search(lambda s: objective(scaled_kernel(base, s, X)), grid,
-                           per_feature=est.bandwidth.endswith("_per_feature"), n_features=n_features, refine=refine,
-                           gradient=None if gradient is None else lambda s: gradient(scaled_kernel(base, s, X)))
+    with Progress(getattr(est, "verbose", False), f"{type(est).__name__} bandwidth search", unit="pass") as bar:
+        best, results = search(lambda s: objective(scaled_kernel(base, s, X)), grid,
+                               per_feature=est.bandwidth.endswith("_per_feature"), n_features=n_features, refine=refine,
+                               gradient=None if gradient is None else lambda s: gradient(scaled_kernel(base, s, X)),
+                               progress=bar)
     est.bandwidth_ = best
     est.kernel_ = scaled_kernel(base, best, X)
     est.cv_results_ = results
@@ -372,7 +382,7 @@ def fit_multikernel(est: E, residuals: Callable[..., FloatArray]) -> E:
     """
     kernels = _check_multikernel(est)
     w = None if est.sample_weight_ is None else est.sample_weight_.astype(np.float64)
-    R = [np.asarray(residuals(k), dtype=np.float64) for k in kernels]
+    R = _per_kernel(est, kernels, residuals)
     for k, r in zip(kernels, R):
         if not np.all(np.isfinite(r)):
             raise ValueError(f"the leave-one-out prediction under {k!r} is undefined for some sample (no neighbour, or a singular local design); "
@@ -384,6 +394,17 @@ def fit_multikernel(est: E, residuals: Callable[..., FloatArray]) -> E:
     est.kernel_ = KernelCombination(kernels, weights, normalized=True)
     est.cv_results_ = {"kernel_loo_error": np.diag(A).copy(), "loo_error": float(weights @ A @ weights), "gram": A}
     return est
+
+
+def _per_kernel(est, kernels, f):
+    """``f(k)`` as float64 for every kernel, with a progress bar over them if ``est.verbose``."""
+    out = []
+    with Progress(getattr(est, "verbose", False), f"{type(est).__name__} kernel weights", unit="kernel",
+                  total=len(kernels)) as bar:
+        for k in kernels:
+            out.append(np.asarray(f(k), dtype=np.float64))
+            bar.update()
+    return out
 
 
 def _check_multikernel(est):
@@ -440,7 +461,7 @@ def fit_multikernel_density(est: E, log_density: Callable[[Any], FloatArray]) ->
     maximum). Sets ``kernel_`` (the mixture), ``kernel_weights_`` and ``cv_results_``.
     """
     kernels = _check_multikernel(est)
-    log_p = np.column_stack([np.asarray(log_density(k), dtype=np.float64) for k in kernels])
+    log_p = np.column_stack(_per_kernel(est, kernels, log_density))
     if not np.all(np.any(np.isfinite(log_p), axis=1)):
         raise ValueError("the leave-one-out density is zero for some sample under every kernel of the MultiKernel "
                          "(no neighbour in any window); widen a bandwidth")

@@ -81,13 +81,16 @@ impl<'a, F: Real> WindowIndex<'a, F> {
     }
 
     /// `per(pos)` for every sample, in tree order and in parallel, returned in the caller's order.
+    /// Reports the samples done to the monitor.
     fn map<T: Send + Clone + Default>(&self, per: impl Fn(usize, &mut Vec<F>, &mut Vec<F>) -> T + Sync) -> Result<Vec<T>> {
+        self.mon.set_progress(0, self.rows.nrows());
         let by_pos: Vec<T> = (0..self.rows.nrows())
             .into_par_iter()
             .map_init(
                 || (Vec::new(), Vec::new()),
                 |(lo, hi), pos| {
                     self.mon.check()?;
+                    self.mon.advance(1);
                     Ok(per(pos, lo, hi))
                 },
             )
@@ -172,10 +175,12 @@ pub fn link<F: Real>(
         None => {
             let tree = KdTree::build(x.view(), LEAF_SIZE, mon)?;
             let order = tree.order();
+            mon.set_progress(0, n);
             (0..n)
                 .into_par_iter()
                 .map(|i| {
                     mon.check()?;
+                    mon.advance(1);
                     let q = x.row(i);
                     let mut best = (i, F::infinity());
                     tree.visit_within(q.as_slice().expect("standard layout"), r2, &mut |pos, d2| consider(i, order[pos], d2, &mut best));

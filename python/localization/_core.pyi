@@ -69,7 +69,7 @@ def local_polynomial(
     queries: _Array, x: _Array | Reference, values: Optional[_Array] = None, weights: Optional[_Array] = None, kernel: str = "gaussian",
     bandwidth: float = 1.0, query_bandwidth: Optional[_Array] = None, n_neighbors: Optional[int] = None,
     knn_profile: Optional[str] = None, degree: int = 1, ridge: float = 0.0, exclude_self: bool = False,
-    algorithm: str = "auto", n_jobs: Optional[int] = None,
+    algorithm: str = "auto", n_jobs: Optional[int] = None, progress: _Progress = None,
 ) -> tuple[_Array, NDArray[np.bool_]]: ...
 def equivalent_kernel(
     queries: _Array, x: _Array, kernel: str = "gaussian", bandwidth: float = 1.0, query_bandwidth: Optional[_Array] = None,
@@ -261,7 +261,7 @@ def medoid_shift_dense(
     kernel: str = "gaussian",
     bandwidth: float = 1.0,
     weights: Optional[npt.NDArray[np.float64]] = None,
-    n_jobs: Optional[int] = None,
+    n_jobs: Optional[int] = None, progress: _Progress = None,
 ) -> npt.NDArray[np.int64]:
     """next(i) = argmin_j Σ_k K(D[i,k]/h)·D[j,k]² for a square distance matrix (O(N³), one extra N×N)."""
 
@@ -273,7 +273,7 @@ def medoid_shift_knn(
     kernel: str = "gaussian",
     bandwidth: float = 1.0,
     weights: Optional[npt.NDArray[np.float64]] = None,
-    n_jobs: Optional[int] = None,
+    n_jobs: Optional[int] = None, progress: _Progress = None,
 ) -> npt.NDArray[np.int64]:
     """kNN-sparse MedoidShift step: sum and candidates restricted to each row of `indices`."""
 
@@ -283,7 +283,7 @@ def quickshift_links(
     max_dist: float,
     window_features: Optional[list[int]] = None,
     window: Optional[float] = None,
-    n_jobs: Optional[int] = None,
+    n_jobs: Optional[int] = None, progress: _Progress = None,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.floating]]:
     """(parent, distance) of the nearest sample of higher density within max_dist (+inf: none),
     optionally within the box |x_jk − x_ik| ≤ window on the window features."""
@@ -295,7 +295,7 @@ def quickshift_density(
     kernel: str = "gaussian",
     bandwidth: float = 1.0,
     weights: Optional[npt.NDArray[np.float64]] = None,
-    n_jobs: Optional[int] = None,
+    n_jobs: Optional[int] = None, progress: _Progress = None,
 ) -> npt.NDArray[np.float64]:
     """Σ over the box window of i of w_j k(‖x_i − x_j‖/h) (QuickShift's windowed density)."""
 
@@ -310,7 +310,7 @@ def bilateral_filter(
     range_bandwidth: float = 1.0,
     color_lut: NDArray[np.floating] | None = None,
     lut_scale: float = 1.0,
-    n_jobs: int | None = None,
+    n_jobs: int | None = None, progress: _Progress = None,
 ) -> NDArray[np.floating]:
     """Bilateral filter of a planar (channels, rows+2r, cols+2r) padded image; returns (rows, cols, channels)."""
 
@@ -320,7 +320,7 @@ def nl_means(
     patch_distance: int,
     var2: float = 0.0,
     exact: bool = False,
-    n_jobs: int | None = None,
+    n_jobs: int | None = None, progress: _Progress = None,
 ) -> NDArray[np.floating]:
     """Non-local means of a planar (channels, rows+s-1, cols+s-1) padded image; returns (rows, cols, channels)."""
 

@@ -487,7 +487,9 @@ mod tests {
         let padded = padded_hwc.view().permuted_axes([2, 0, 1]).as_standard_layout().to_owned();
         let pw = Array2::from_elem((s, s), 1.0 / (s * s * nc) as f64 / 0.25);
         let var2 = 0.01;
-        let got = nl_means(padded.view(), pw.view(), d, var2, true, &Monitor::default()).unwrap();
+        let mon = Monitor::default();
+        let got = nl_means(padded.view(), pw.view(), d, var2, true, &mon).unwrap();
+        assert_eq!(mon.progress(), (h, h), "every row reported");
         for i in 0..h {
             for j in 0..w {
                 let (mut num, mut den) = (vec![0.0; nc], 0.0);

@@ -282,6 +282,7 @@ mod tests {
             let b = knn_step_precomputed(dm.view(), &idx, n, profile, h, Some(&w), &mon).unwrap();
             assert_eq!(a, b);
         }
+        assert_eq!(mon.progress(), (n, n), "every sample reported");
     }
 
     #[test]

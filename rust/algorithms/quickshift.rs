@@ -220,7 +220,9 @@ mod tests {
         let x = Array2::from_shape_fn((n, 2), |_| rng.random::<f64>());
         let dens: Vec<f64> = (0..n).map(|_| (rng.random::<f64>() * 4.0).floor()).collect(); // many ties
         for &md in &[0.05, 0.2, f64::INFINITY] {
-            let (par, dist) = link(x.view(), &dens, md, None, &Monitor::default()).unwrap();
+            let mon = Monitor::default();
+            let (par, dist) = link(x.view(), &dens, md, None, &mon).unwrap();
+            assert_eq!(mon.progress(), (n, n), "every sample reported");
             for i in 0..n {
                 let mut best = (i, f64::INFINITY);
                 for j in 0..n {

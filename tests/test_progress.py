@@ -75,3 +75,106 @@ def test_progress_leaves_results_unchanged(rng):
     v = rng.normal(size=200)
     for kw in (dict(algorithm="brute"), dict(algorithm="kd_tree", kernel="tophat"), dict(kernel="knn", n_neighbors=5)):
         np.testing.assert_array_equal(local_mean(X, X, v, progress=True, **kw), local_mean(X, X, v, **kw))
+
+
+def _more_runs(rng):
+    """Every other call that can run long, at a size that takes milliseconds."""
+    from localization import KernelDensity, LocalMeanRegressor, LocalModeClassifier, LocalPolynomialRegressor
+    from localization import MetricLearningRegressor
+    from localization.adaptive import MultiKernel
+    from localization.cluster import MedoidShift, QuickShift
+    from localization.denoise import bilateral, nl_means
+    from localization.kernels import Kernel
+
+    X = rng.normal(size=(120, 2))
+    y = X[:, 0] + 0.1 * rng.normal(size=120)
+    labels = (X[:, 0] > 0).astype(int)
+    D = np.sqrt(((X[:60, None] - X[None, :60]) ** 2).sum(-1))
+    image = rng.random((24, 20))
+    multi = MultiKernel([Kernel("gaussian", 0.3), Kernel("gaussian", 1.0)])
+    fitted = LocalMeanRegressor(bandwidth=0.5, verbose=True).fit(X, y)
+    density = KernelDensity(bandwidth=0.5, verbose=True).fit(X)
+    poly = LocalPolynomialRegressor(bandwidth=0.5, verbose=True).fit(X, y)
+    return {
+        "LocalMeanRegressor bandwidth search": lambda: LocalMeanRegressor(bandwidth="loo", verbose=True).fit(X, y),
+        "LocalPolynomialRegressor bandwidth search":
+            lambda: LocalPolynomialRegressor(bandwidth="loo_per_feature", verbose=True).fit(X[:50], y[:50]),
+        "LocalModeClassifier bandwidth search": lambda: LocalModeClassifier(bandwidth="loo", verbose=True).fit(X, labels),
+        "KernelDensity bandwidth search": lambda: KernelDensity(bandwidth="lscv", verbose=True).fit(X),
+        "LocalMeanRegressor kernel weights": lambda: LocalMeanRegressor(kernel=multi, verbose=True).fit(X, y),
+        "KernelDensity kernel weights": lambda: KernelDensity(kernel=multi, verbose=True).fit(X),
+        "MetricLearningRegressor": lambda: MetricLearningRegressor(max_iter=3, verbose=True).fit(X, y),
+        "LocalMeanRegressor.predict": lambda: fitted.predict(X),
+        "KernelDensity.score_samples": lambda: density.score_samples(X),
+        "LocalPolynomialRegressor.predict": lambda: poly.predict(X),
+        "MedoidShift": lambda: MedoidShift(bandwidth=0.5, verbose=True).fit(X),
+        "MedoidShift precomputed": lambda: MedoidShift(bandwidth=0.5, metric="precomputed", verbose=True).fit(D),
+        "MedoidShift kNN": lambda: MedoidShift(bandwidth=0.5, n_neighbors=10, verbose=True).fit(X),
+        "QuickShift links": lambda: QuickShift(bandwidth=0.5, verbose=True).fit(X),
+        "QuickShift densities": lambda: QuickShift(bandwidth=0.5, window=1.0, verbose=True).fit(X),
+        "bilateral": lambda: bilateral(image, 1.0, 0.2, progress=True),
+        "nl_means": lambda: nl_means(image, 3, 4, progress=True),
+    }
+
+
+_MORE = ["LocalMeanRegressor bandwidth search", "LocalPolynomialRegressor bandwidth search",
+         "LocalModeClassifier bandwidth search", "KernelDensity bandwidth search", "LocalMeanRegressor kernel weights",
+         "KernelDensity kernel weights", "MetricLearningRegressor", "LocalMeanRegressor.predict",
+         "KernelDensity.score_samples", "LocalPolynomialRegressor.predict", "MedoidShift", "MedoidShift precomputed",
+         "MedoidShift kNN", "QuickShift links", "QuickShift densities", "bilateral", "nl_means"]
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")  # edge-of-grid and convergence warnings of tiny searches
+@pytest.mark.parametrize("case", _MORE)
+def test_every_long_call_has_a_bar(case, rng, capsys, monkeypatch):
+    desc = case.replace(" precomputed", "").replace(" kNN", "")
+    run = _more_runs(rng)[case]
+    monkeypatch.setattr(_progress, "DELAY", 5.0)
+    quiet = run()
+    assert capsys.readouterr().err == ""
+    monkeypatch.setattr(_progress, "DELAY", 0.0)
+    shown = run()
+    print("next line", file=sys.stderr)
+    err = capsys.readouterr().err
+    assert desc in err, err
+    # A search has no total known in advance: its bar counts the evaluations.
+    assert "100%" in err or "pass [" in err, err[-300:]
+    assert err.endswith("|\nnext line\n") or err.endswith("]\nnext line\n"), err[-200:]
+    # The same results with and without a bar.
+    for a, b in [(quiet, shown)] if isinstance(quiet, np.ndarray) else []:
+        np.testing.assert_array_equal(a, b)
+
+
+def test_bars_of_native_loops_are_closed_when_interrupted(rng, capsys, monkeypatch):
+    """Ctrl-C arriving through the progress callback (as a signal checked on the same tick)
+    stops the native loop, raises, and leaves the bar closed on a line of its own."""
+    from localization.cluster import MedoidShift
+    from localization.denoise import nl_means
+
+    def interrupt(self, done, total):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(_progress, "DELAY", 0.0)
+    monkeypatch.setattr(_progress.Progress, "report", interrupt)
+    X = rng.normal(size=(80, 2))
+    for run in (lambda: nl_means(rng.random((16, 16)), 3, 3, progress=True),
+                lambda: MedoidShift(verbose=True).fit(X)):
+        with pytest.raises(KeyboardInterrupt):
+            run()
+        assert capsys.readouterr().err.endswith("\n")
+
+
+@pytest.mark.parametrize("name", ["MedoidShift", "QuickShift", "LocalMeanRegressor", "KernelDensity"])
+def test_verbose_leaves_fitted_results_unchanged(name, rng):
+    import localization
+    from localization.cluster import MedoidShift, QuickShift
+
+    X = rng.normal(size=(100, 2))
+    y = X[:, 0]
+    cls = {"MedoidShift": MedoidShift, "QuickShift": QuickShift}.get(name) or getattr(localization, name)
+    kw = dict(bandwidth="loo") if name in ("LocalMeanRegressor", "KernelDensity") else dict(bandwidth=0.5)
+    args = (X, y) if name == "LocalMeanRegressor" else (X,)
+    a, b = cls(**kw).fit(*args), cls(verbose=True, **kw).fit(*args)
+    for attr in ("labels_", "bandwidth_"):
+        if hasattr(a, attr):
+            np.testing.assert_array_equal(getattr(a, attr), getattr(b, attr))

@@ -10,6 +10,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
+from ._progress import Progress
 from ._validation import COUNT, FLOAT_DTYPES, N_JOBS, check_sample_weight, validate_data
 from .adaptive import LOO_RULES, MultiKernel, is_loo
 from .engine import ALGORITHM, bind_kernel
@@ -37,6 +38,8 @@ LOO_KERNEL_CONSTRAINTS = {
     "kernel": [*KERNEL, MultiKernel],
     "bandwidth": bandwidth_constraint(LOO_RULES),
     "bandwidth_grid": ["array-like", None],
+    # The LOO searches and predictions show a progress bar.
+    "verbose": ["verbose"],
 }
 
 
@@ -122,8 +125,13 @@ class LocalEstimator(BaseEstimator):
             Q, kw = self.X_fit_, dict(kw, exclude_self=True)
         else:
             Q = self._query(X)
-        return self._bound().sums(Q, values, self.sample_weight_, algorithm=self.algorithm, n_jobs=self.n_jobs, prepared=True,
-                                  **kw)
+        with self._progress("predict") as bar:
+            return self._bound().sums(Q, values, self.sample_weight_, algorithm=self.algorithm, n_jobs=self.n_jobs,
+                                      prepared=True, progress=bar.callback, **kw)
+
+    def _progress(self, method):
+        """The progress bar (queries done) of ``method`` on many queries, when ``verbose``."""
+        return Progress(getattr(self, "verbose", False), f"{type(self).__name__}.{method}", unit="query")
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

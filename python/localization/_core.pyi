@@ -8,7 +8,7 @@ from typing_extensions import Self
 
 # Every name the extension module registers (stubtest checks this list against it).
 __all__ = [
-    "local_sums", "local_polynomial", "equivalent_kernel", "kernel_matrix", "profile_values",
+    "local_sums", "ready_local_mean", "ready_kernel_sum", "local_polynomial", "equivalent_kernel", "kernel_matrix", "profile_values",
     "log_integral", "profile_info", "effective_n_jobs", "masked_knn", "Reference", "NeighborIndex", "bin_linear",
     "interpolate_grid", "mean_shift_seeds", "mean_shift_grid", "mean_shift_diffuse", "merge_modes",
     "grid_cells", "grid_merge", "grid_centroids", "grid_keys", "MeanShiftWindow", "MeanShiftSeeds",
@@ -50,11 +50,26 @@ def local_sums(
     """(num m×p, den m, log_scale m, moments m×D×D | None, cross m×D×p | None); true sums are × exp(log_scale).
     ``progress(done, total)`` receives the queries done (exact paths other than the expansion)."""
 
+def ready_local_mean(
+    queries: object, x: object, values: object = None, weights: object = None, kernel: str = "gaussian",
+    bandwidth: float = 1.0, exclude_self: bool = False, algorithm: str = "auto", n_jobs: Optional[int] = None,
+) -> Optional[tuple[_Array, int]]:
+    """``local_mean`` on ready input (exact ndarrays of one float dtype, C-contiguous, non-empty, finite;
+    usable weights; a named profile with a finite h > 0; an exact algorithm): (mean like ``values``, number
+    of queries with zero weight, NaN there). None for any other input (the caller takes its checked path)."""
+
+def ready_kernel_sum(
+    queries: object, x: object, values: object = None, weights: object = None, kernel: str = "gaussian",
+    bandwidth: float = 1.0, exclude_self: bool = False, algorithm: str = "auto", n_jobs: Optional[int] = None,
+) -> Optional[tuple[NDArray[np.float64], Optional[NDArray[np.float64]]]]:
+    """``kernel_sum`` on ready input: (total like ``values`` or (m,), log_scale or None where 0 everywhere) in
+    float64, the sums being total · exp(log_scale); None for any other input."""
+
 def local_polynomial(
     queries: _Array, x: _Array | Reference, values: Optional[_Array] = None, weights: Optional[_Array] = None, kernel: str = "gaussian",
     bandwidth: float = 1.0, query_bandwidth: Optional[_Array] = None, n_neighbors: Optional[int] = None,
     knn_profile: Optional[str] = None, degree: int = 1, ridge: float = 0.0, exclude_self: bool = False,
-    algorithm: str = "auto", n_jobs: Optional[int] = None,
+    algorithm: str = "auto", n_jobs: Optional[int] = None, progress: _Progress = None,
 ) -> tuple[_Array, NDArray[np.bool_]]: ...
 def equivalent_kernel(
     queries: _Array, x: _Array, kernel: str = "gaussian", bandwidth: float = 1.0, query_bandwidth: Optional[_Array] = None,
@@ -247,7 +262,7 @@ def medoid_shift_dense(
     kernel: str = "gaussian",
     bandwidth: float = 1.0,
     weights: Optional[npt.NDArray[np.float64]] = None,
-    n_jobs: Optional[int] = None,
+    n_jobs: Optional[int] = None, progress: _Progress = None,
 ) -> npt.NDArray[np.int64]:
     """next(i) = argmin_j Σ_k K(D[i,k]/h)·D[j,k]² for a square distance matrix (O(N³), one extra N×N)."""
 
@@ -259,7 +274,7 @@ def medoid_shift_knn(
     kernel: str = "gaussian",
     bandwidth: float = 1.0,
     weights: Optional[npt.NDArray[np.float64]] = None,
-    n_jobs: Optional[int] = None,
+    n_jobs: Optional[int] = None, progress: _Progress = None,
 ) -> npt.NDArray[np.int64]:
     """kNN-sparse MedoidShift step: sum and candidates restricted to each row of `indices`."""
 
@@ -269,7 +284,7 @@ def quickshift_links(
     max_dist: float,
     window_features: Optional[list[int]] = None,
     window: Optional[float] = None,
-    n_jobs: Optional[int] = None,
+    n_jobs: Optional[int] = None, progress: _Progress = None,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.floating]]:
     """(parent, distance) of the nearest sample of higher density within max_dist (+inf: none),
     optionally within the box |x_jk − x_ik| ≤ window on the window features."""
@@ -281,7 +296,7 @@ def quickshift_density(
     kernel: str = "gaussian",
     bandwidth: float = 1.0,
     weights: Optional[npt.NDArray[np.float64]] = None,
-    n_jobs: Optional[int] = None,
+    n_jobs: Optional[int] = None, progress: _Progress = None,
 ) -> npt.NDArray[np.float64]:
     """Σ over the box window of i of w_j k(‖x_i − x_j‖/h) (QuickShift's windowed density)."""
 
@@ -296,7 +311,7 @@ def bilateral_filter(
     range_bandwidth: float = 1.0,
     color_lut: NDArray[np.floating] | None = None,
     lut_scale: float = 1.0,
-    n_jobs: int | None = None,
+    n_jobs: int | None = None, progress: _Progress = None,
 ) -> NDArray[np.floating]:
     """Bilateral filter of a planar (channels, rows+2r, cols+2r) padded image; returns (rows, cols, channels)."""
 
@@ -306,7 +321,7 @@ def nl_means(
     patch_distance: int,
     var2: float = 0.0,
     exact: bool = False,
-    n_jobs: int | None = None,
+    n_jobs: int | None = None, progress: _Progress = None,
 ) -> NDArray[np.floating]:
     """Non-local means of a planar (channels, rows+s-1, cols+s-1) padded image; returns (rows, cols, channels)."""
 

@@ -353,8 +353,9 @@ def check_allocation(nbytes, name, what):
 
 
 def warn_zero_weight(mask, what="local mean", reason="zero total kernel weight"):
-    """Warn (once per call) about queries where the result is undefined and was set to NaN."""
-    count = int(np.count_nonzero(mask))
+    """Warn (once per call) about queries where the result is undefined and was set to NaN;
+    ``mask`` marks them, or counts them (an int)."""
+    count = mask if isinstance(mask, int) else int(np.count_nonzero(mask))
     if count:
         warnings.warn(
             f"{count} quer{'y has' if count == 1 else 'ies have'} {reason}; the {what} "

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from . import _core
+from ._progress import Progress
 from ._validation import LocalizationWarning, check_positive_int, LocalizationError, LocalizationTypeError
 from .kernels import Balloon, Kernel, KernelCombination, SamplePoint, as_kernel, rule_of_thumb
 
@@ -135,10 +136,12 @@ def check_grid(grid: ArrayLike) -> FloatArray:
 
 
 class _Recorder:
-    """Evaluates the objective and remembers every evaluation (for ``cv_results_``)."""
+    """Evaluates the objective and remembers every evaluation (for ``cv_results_``); each one
+    advances the progress bar ``bar`` (a :class:`~localization._progress.Progress`, or None)."""
 
-    def __init__(self, objective):
+    def __init__(self, objective, bar=None):
         self.objective = objective
+        self.bar = bar
         self.h, self.value, self.stage = [], [], []
         self.seen = {}
 
@@ -158,6 +161,8 @@ class _Recorder:
         self.h.append(np.array(s, dtype=np.float64))
         self.value.append(v)
         self.stage.append(stage)
+        if self.bar is not None:
+            self.bar.update(1, stage=stage, objective=f"{v:.4g}")
         return v
 
     def results(self):
@@ -256,7 +261,7 @@ def _coarse_stage(rec, coarse, tol):
     full-sample bracket is found, or the full-sample objective is lower at a check point (the
     caller then scans the full-sample grid)."""
     sub_objective, sub_grid, factor = coarse
-    sub = _Recorder(sub_objective)
+    sub = _Recorder(sub_objective, rec.bar)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", LocalizationWarning)
@@ -288,7 +293,8 @@ def _coarse_stage(rec, coarse, tol):
 def search(objective: Callable[[Any], float], grid: ArrayLike, *, per_feature: bool = False, n_features: int = 1,
            refine: bool = True, tol: float = _LOG_TOL, warn_edge: bool = True,
            gradient: Callable[..., Any] | None = None,
-           coarse: tuple[Callable[[Any], float], ArrayLike, float] | None = None) -> tuple[float | FloatArray, dict[str, Any]]:
+           coarse: tuple[Callable[[Any], float], ArrayLike, float] | None = None,
+           progress: Progress | None = None) -> tuple[float | FloatArray, dict[str, Any]]:
     """Minimise a LOO objective over bandwidth factors.
 
     Parameters
@@ -318,6 +324,9 @@ def search(objective: Callable[[Any], float], grid: ArrayLike, *, per_feature: b
         the result is checked against the full-sample objective at h/e and h·√e
         (``refine`` only; if the subsample's best is at an end of its grid, no bracket is found
         or a check point is lower, the full-sample grid is scanned as without ``coarse``).
+    progress : Progress, optional
+        A bar that advances by one per evaluation of the objective (one engine pass or two),
+        on the subsample and the full sample alike.
 
     Returns
     -------
@@ -327,7 +336,7 @@ def search(objective: Callable[[Any], float], grid: ArrayLike, *, per_feature: b
         "bracket", "check", "golden", "gradient"); after a coarse stage also "subsample", the
         same record of the evaluations on the subsample
     """
-    rec = _Recorder(objective)
+    rec = _Recorder(objective, progress)
     rec.subsample = None
     found = _coarse_stage(rec, coarse, _START_TOL if per_feature else tol) if coarse is not None and refine else None
     if found is None:
@@ -419,7 +428,8 @@ def fit_loo(est: E, objective: Callable[..., float], *, n_features: int, refine:
     per-feature stage. ``rate``: the LOO bandwidth shrinks like n^(-rate), default
     1/(d + 4) (second-order bias: local constant and linear fits, densities); it carries the
     coarse stage's choice from its subsample to the full sample.
-    Sets ``bandwidth_``, ``kernel_`` and ``cv_results_`` on ``est``.
+    Sets ``bandwidth_``, ``kernel_`` and ``cv_results_`` on ``est``; ``est.verbose`` (if it has
+    one) shows a progress bar over the evaluations.
     """
     base = base_kernel(est.kernel, getattr(est, "n_neighbors", None))
     X = est.X_fit_
@@ -428,10 +438,11 @@ def fit_loo(est: E, objective: Callable[..., float], *, n_features: int, refine:
     grid = getattr(est, "bandwidth_grid", None)
     grid = default_grid(base, X) if grid is None else check_grid(grid)
     coarse = _coarse(est, objective, base, X, 1.0 / (X.shape[1] + 4) if rate is None else rate)
-    best, results = search(lambda s: objective(scaled_kernel(base, s, X)), grid,
-                           per_feature=est.bandwidth.endswith("_per_feature"), n_features=n_features, refine=refine,
-                           gradient=None if gradient is None else lambda s: gradient(scaled_kernel(base, s, X)),
-                           coarse=coarse)
+    with Progress(getattr(est, "verbose", False), f"{type(est).__name__} bandwidth search", unit="pass") as bar:
+        best, results = search(lambda s: objective(scaled_kernel(base, s, X)), grid,
+                               per_feature=est.bandwidth.endswith("_per_feature"), n_features=n_features, refine=refine,
+                               gradient=None if gradient is None else lambda s: gradient(scaled_kernel(base, s, X)),
+                               coarse=coarse, progress=bar)
     est.bandwidth_ = best
     est.kernel_ = scaled_kernel(base, best, X)
     est.cv_results_ = results
@@ -547,7 +558,7 @@ def fit_multikernel(est: E, residuals: Callable[..., FloatArray]) -> E:
     """
     kernels = _check_multikernel(est)
     w = None if est.sample_weight_ is None else est.sample_weight_.astype(np.float64)
-    R = [np.asarray(residuals(k), dtype=np.float64) for k in kernels]
+    R = _per_kernel(est, kernels, residuals)
     for k, r in zip(kernels, R):
         if not np.all(np.isfinite(r)):
             raise LocalizationError(f"the leave-one-out prediction under {k!r} is undefined for some sample (no neighbour, or a singular local design); "
@@ -559,6 +570,17 @@ def fit_multikernel(est: E, residuals: Callable[..., FloatArray]) -> E:
     est.kernel_ = KernelCombination(kernels, weights, normalized=True)
     est.cv_results_ = {"kernel_loo_error": np.diag(A).copy(), "loo_error": float(weights @ A @ weights), "gram": A}
     return est
+
+
+def _per_kernel(est, kernels, f):
+    """``f(k)`` as float64 for every kernel, with a progress bar over them if ``est.verbose``."""
+    out = []
+    with Progress(getattr(est, "verbose", False), f"{type(est).__name__} kernel weights", unit="kernel",
+                  total=len(kernels)) as bar:
+        for k in kernels:
+            out.append(np.asarray(f(k), dtype=np.float64))
+            bar.update()
+    return out
 
 
 def _check_multikernel(est):
@@ -615,7 +637,7 @@ def fit_multikernel_density(est: E, log_density: Callable[[Any], FloatArray]) ->
     maximum). Sets ``kernel_`` (the mixture), ``kernel_weights_`` and ``cv_results_``.
     """
     kernels = _check_multikernel(est)
-    log_p = np.column_stack([np.asarray(log_density(k), dtype=np.float64) for k in kernels])
+    log_p = np.column_stack(_per_kernel(est, kernels, log_density))
     if not np.all(np.any(np.isfinite(log_p), axis=1)):
         raise LocalizationError("the leave-one-out density is zero for some sample under every kernel of the MultiKernel "
                                 "(no neighbour in any window); widen a bandwidth", "kernel")

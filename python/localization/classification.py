@@ -48,6 +48,10 @@ class LocalModeClassifier(ClassifierMixin, LocalEstimator):
         Candidate bandwidths (factors of a Kernel object's own) for the LOO search.
     algorithm : {"auto", "brute", "kd_tree", "expansion"}, default="auto"
     n_jobs : int, optional
+    verbose : bool, default=False
+        Progress bars on stderr for calls that last more than 0.2 s: the leave-one-out
+        bandwidth search (one step per evaluation), the kernel weights of a MultiKernel and
+        predictions on many queries.
 
     Attributes
     ----------
@@ -79,7 +83,7 @@ class LocalModeClassifier(ClassifierMixin, LocalEstimator):
     def __init__(
         self, kernel: KernelLike = "gaussian", bandwidth: BandwidthLike = 1.0, n_neighbors: int | None = None,
         scoring: str = "log_loss", bandwidth_grid: ArrayLike | None = None, algorithm: str = "auto",
-        n_jobs: int | None = None,
+        n_jobs: int | None = None, verbose: int | bool = False,
     ) -> None:
         self.kernel = kernel
         self.bandwidth = bandwidth
@@ -88,6 +92,7 @@ class LocalModeClassifier(ClassifierMixin, LocalEstimator):
         self.bandwidth_grid = bandwidth_grid
         self.algorithm = algorithm
         self.n_jobs = n_jobs
+        self.verbose = verbose
 
     @keeps_state_on_error
     @fit_context

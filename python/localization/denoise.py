@@ -23,6 +23,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from . import _core
 from ._base import keeps_state_on_error
+from ._progress import Progress
 from ._validation import (
     COUNT,
     COUNT_OR_ZERO,
@@ -109,7 +110,8 @@ def _pad(img, radius, mode, cval):
 
 
 def bilateral(image: ArrayLike, spatial_bandwidth: float = 1.0, range_bandwidth: float | None = None, *,
-              window_size: int | None = None, mode: str = "constant", cval: float = 0.0, n_jobs: int | None = None) -> FloatArray:
+              window_size: int | None = None, mode: str = "constant", cval: float = 0.0, n_jobs: int | None = None,
+              progress: bool = False) -> FloatArray:
     """Bilateral filter: the self-local mean of an image over a pixel window.
 
     Every pixel becomes Σⱼ K_x(xᵢ, xⱼ) K_y(fᵢ, fⱼ) fⱼ / Σⱼ K_x K_y over the square window around
@@ -135,6 +137,8 @@ def bilateral(image: ArrayLike, spatial_bandwidth: float = 1.0, range_bandwidth:
     cval : float, default=0.0
     n_jobs : int, optional
         Threads over image rows; the result does not depend on it.
+    progress : bool, default=False
+        Show a progress bar (image rows) on stderr when the call lasts more than 0.2 s.
 
     Returns
     -------
@@ -189,7 +193,8 @@ def bilateral(image: ArrayLike, spatial_bandwidth: float = 1.0, range_bandwidth:
         # Planar layout: every loop of the native filter runs over contiguous pixels.
         padded = np.ascontiguousarray(np.moveaxis(_pad(img, radius, mode, cval), 2, 0))
         spatial = _gaussian_window(radius, hx, img.dtype)
-        out = _core.bilateral_filter(padded, spatial, range_bandwidth=hy, n_jobs=n_jobs)
+        with Progress(progress, "bilateral", unit="row") as bar:
+            out = _core.bilateral_filter(padded, spatial, range_bandwidth=hy, n_jobs=n_jobs, progress=bar.callback)
     return out[:, :, 0] if was_2d else out
 
 
@@ -221,7 +226,7 @@ def _patch_side(patch_size, shape, itemsize):
 
 
 def nl_means(image: ArrayLike, patch_size: int = 7, patch_distance: int = 11, h: float = 0.1, sigma: float = 0.0, *,
-             exact: bool = False, n_jobs: int | None = None) -> FloatArray:
+             exact: bool = False, n_jobs: int | None = None, progress: bool = False) -> FloatArray:
     """Non-local means: every pixel is the mean of the pixels around it, weighted by patch similarity.
 
     uᵢ = Σⱼ w(i, j) fⱼ / Σⱼ w(i, j) over the pixels j within ``patch_distance`` of i (a square
@@ -253,6 +258,8 @@ def nl_means(image: ArrayLike, patch_size: int = 7, patch_distance: int = 11, h:
         of a patch row. True: the formula above with the true exponential and no cut-off.
     n_jobs : int, optional
         Threads over image rows; the result does not depend on it.
+    progress : bool, default=False
+        Show a progress bar (image rows) on stderr when the call lasts more than 0.2 s.
 
     Returns
     -------
@@ -281,7 +288,8 @@ def nl_means(image: ArrayLike, patch_size: int = 7, patch_distance: int = 11, h:
     padded = np.pad(img, ((offset, offset), (offset, offset), (0, 0)), mode="reflect")
     planar = np.ascontiguousarray(np.moveaxis(padded, 2, 0))
     w = _patch_weights(s, img.shape[2], h, img.dtype)
-    out = _core.nl_means(planar, w, d, var2=2.0 * sigma * sigma, exact=bool(exact), n_jobs=n_jobs)
+    with Progress(progress, "nl_means", unit="row") as bar:
+        out = _core.nl_means(planar, w, d, var2=2.0 * sigma * sigma, exact=bool(exact), n_jobs=n_jobs, progress=bar.callback)
     return out[:, :, 0] if was_2d else out
 
 

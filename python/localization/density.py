@@ -69,6 +69,10 @@ class KernelDensity(LocalEstimator):
     atol, rtol : float, optional
         Tolerances on the density p̂ that let ``algorithm="auto"`` use the binned path where
         its bound meets them at every query (see :func:`~localization.local_mean`).
+    verbose : bool, default=False
+        Progress bars on stderr for calls that last more than 0.2 s: the leave-one-out
+        bandwidth search (one step per evaluation), the kernel weights of a MultiKernel and
+        predictions on many queries.
 
     Attributes
     ----------
@@ -100,7 +104,7 @@ class KernelDensity(LocalEstimator):
 
     def __init__(self, bandwidth: BandwidthLike = 1.0, kernel: KernelLike = "gaussian", bandwidth_grid: ArrayLike | None = None,
                  algorithm: str = "auto", n_jobs: int | None = None, grid_size: int | Sequence[int] | None = None,
-                 atol: float | None = None, rtol: float | None = None) -> None:
+                 atol: float | None = None, rtol: float | None = None, verbose: int | bool = False) -> None:
         self.bandwidth = bandwidth
         self.kernel = kernel
         self.bandwidth_grid = bandwidth_grid
@@ -109,6 +113,7 @@ class KernelDensity(LocalEstimator):
         self.grid_size = grid_size
         self.atol = atol
         self.rtol = rtol
+        self.verbose = verbose
 
     @keeps_state_on_error
     @fit_context
@@ -146,7 +151,7 @@ class KernelDensity(LocalEstimator):
                                     f"gaussian kernel, not {self.kernel_.name!r}; use bandwidth='loo'", "bandwidth")
         fit_loo(self, self._lscv if lscv else self._negative_loo_likelihood, n_features=self.X_fit_.shape[1])
 
-    def _log_density(self, bk, Q, exclude_self=False, return_bound=False):
+    def _log_density(self, bk, Q, exclude_self=False, return_bound=False, progress=None):
         """log p̂ at the rows of Q under the bound kernel; ``exclude_self``: Q is the sample and
         each point's own term (and weight) is left out. ``return_bound``: also a bound on
         ``|log p̂ − log p̂_exact|`` (0 on the exact paths)."""
@@ -169,7 +174,7 @@ class KernelDensity(LocalEstimator):
                 den, log_scale, log_err = b.den, 0.0, _binned.log_bound(b.den, bound)
         if den is None:
             _, den, log_scale, _, _ = bk.sums(Q, None, weights, exclude_self=exclude_self, algorithm=self.algorithm,
-                                              n_jobs=self.n_jobs, prepared=True)
+                                              n_jobs=self.n_jobs, prepared=True, progress=progress)
             log_err = np.zeros(len(Q))
         with np.errstate(divide="ignore", invalid="ignore"):
             if exclude_self:
@@ -217,7 +222,9 @@ class KernelDensity(LocalEstimator):
         """
         check_is_fitted(self)
         Q = self._query(X)
-        parts = [(log_w, self._log_density(bk, Q, return_bound=return_error_bound)) for log_w, bk in self._components()]
+        with self._progress("score_samples") as bar:
+            parts = [(log_w, self._log_density(bk, Q, return_bound=return_error_bound, progress=bar.callback))
+                     for log_w, bk in self._components()]
         if len(parts) == 1:
             return parts[0][1]
         from scipy.special import logsumexp

@@ -503,6 +503,16 @@ def local_mean(
     >>> local_mean([[1.0]], X, [0.0, 1.0, 5.0], kernel="epanechnikov", bandwidth=1.5).round(4).tolist()
     [1.7895]
     """
+    if (kernel.__class__ is str and isinstance(bandwidth, float) and algorithm.__class__ is str and not return_weight
+            and not return_error_bound and not progress and grid_size is None and atol is None and rtol is None
+            and n_neighbors is None and exclude_self.__class__ is bool and (n_jobs is None or n_jobs.__class__ is int)):
+        # Ready input (exact ndarrays, finite, C-contiguous, one float dtype) in one native call;
+        # None means "not ready": the checked path below converts it or names the problem.
+        ready = _core.ready_local_mean(X_query, X, values, sample_weight, kernel, bandwidth, exclude_self, algorithm, n_jobs)
+        if ready is not None:
+            if ready[1]:
+                warn_zero_weight(ready[1])
+            return ready[0]
     X = as_float_array(X, "X")
     Q = check_query(X_query, X)
     if values is None:
@@ -590,6 +600,16 @@ def kernel_sum(
     >>> kernel_sum([[0.0]], [[0.0], [0.5]], [2.0, 4.0], kernel="tophat", bandwidth=1.0).tolist()
     [6.0]
     """
+    if (kernel.__class__ is str and isinstance(bandwidth, float) and algorithm.__class__ is str and not log
+            and not return_error_bound and not progress and grid_size is None and atol is None and rtol is None
+            and n_neighbors is None and exclude_self.__class__ is bool and (n_jobs is None or n_jobs.__class__ is int)):
+        # As in local_mean: ready input in one native call, None when it is not ready.
+        ready = _core.ready_kernel_sum(X_query, X, values, sample_weight, kernel, bandwidth, exclude_self, algorithm, n_jobs)
+        if ready is not None:
+            total, log_scale = ready
+            if log_scale is None:
+                return total
+            return total * (np.exp(log_scale) if total.ndim == 1 else np.exp(log_scale)[:, None])
     X = as_float_array(X, "X")
     Q = check_query(X_query, X)
     V, one_d = (None, True) if values is None else check_values(values, X.shape[0], X.dtype)

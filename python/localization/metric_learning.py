@@ -20,6 +20,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from . import _core
 from ._base import keeps_state_on_error
+from ._progress import Progress
 from ._validation import COUNT, FLOAT_DTYPES, N_JOBS, NON_NEGATIVE, fit_context, validate_data, LocalizationError
 from .regression import LocalMeanRegressor
 
@@ -139,6 +140,9 @@ class MetricLearningRegressor(ClassNamePrefixFeaturesOutMixin, MultiOutputMixin,
         Engine path of the local sums (see :func:`~localization.local_mean`).
     n_jobs : int, optional
         Threads; results do not depend on it.
+    verbose : bool, default=False
+        Progress bars on stderr when a stage lasts more than 0.2 s: the leave-one-out search
+        of the starting bandwidth, then the L-BFGS iterations (with the LOO error).
 
     Attributes
     ----------
@@ -179,11 +183,12 @@ class MetricLearningRegressor(ClassNamePrefixFeaturesOutMixin, MultiOutputMixin,
         "random_state": ["random_state"],
         "algorithm": [StrOptions({"auto", "brute", "kd_tree", "expansion"})],  # exact paths only
         "n_jobs": N_JOBS,
+        "verbose": ["verbose"],
     }
 
     def __init__(self, n_components: int | None = None, init: str | ArrayLike = "pca", max_iter: int = 100,
                  tol: float = 1e-6, random_state: SeedLike = None, algorithm: str = "auto",
-                 n_jobs: int | None = None) -> None:
+                 n_jobs: int | None = None, verbose: int | bool = False) -> None:
         self.n_components = n_components
         self.init = init
         self.max_iter = max_iter
@@ -191,6 +196,7 @@ class MetricLearningRegressor(ClassNamePrefixFeaturesOutMixin, MultiOutputMixin,
         self.random_state = random_state
         self.algorithm = algorithm
         self.n_jobs = n_jobs
+        self.verbose = verbose
 
     def _initial(self, X, Y):
         n, d = X.shape
@@ -215,7 +221,8 @@ class MetricLearningRegressor(ClassNamePrefixFeaturesOutMixin, MultiOutputMixin,
         Z = X @ A.T
         if not np.any(np.ptp(Z, axis=0) > 0):
             return A
-        h = LocalMeanRegressor(bandwidth="loo", algorithm=self.algorithm, n_jobs=self.n_jobs).fit(Z, Y).bandwidth_
+        h = LocalMeanRegressor(bandwidth="loo", algorithm=self.algorithm, n_jobs=self.n_jobs,
+                               verbose=self.verbose).fit(Z, Y).bandwidth_
         return A / h
 
     @keeps_state_on_error
@@ -254,9 +261,15 @@ class MetricLearningRegressor(ClassNamePrefixFeaturesOutMixin, MultiOutputMixin,
             return mlkr_loss(a.reshape(shape), Xc, Y, gradient=False, **kw) if loss is None else loss
 
         curve = [loss_at(A0.ravel())]
+
+        def iterate(a):
+            curve.append(loss_at(a))
+            bar.update(1, loo_error=f"{curve[-1]:.4g}")
+
         if self.max_iter > 0:
-            res = minimize(fun, A0.ravel(), jac=True, method="L-BFGS-B", callback=lambda a: curve.append(loss_at(a)),
-                           options={"maxiter": self.max_iter, "ftol": self.tol, "gtol": 0.0})
+            with Progress(self.verbose, "MetricLearningRegressor", unit="iteration", total=self.max_iter) as bar:
+                res = minimize(fun, A0.ravel(), jac=True, method="L-BFGS-B", callback=iterate,
+                               options={"maxiter": self.max_iter, "ftol": self.tol, "gtol": 0.0})
             A, self.n_iter_ = res.x.reshape(shape), int(res.nit)
             if res.status == 1:
                 warnings.warn(f"MetricLearningRegressor: L-BFGS did not converge in max_iter={self.max_iter} iterations",

@@ -90,6 +90,10 @@ class LocalMeanRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator):
     atol, rtol : float, optional
         Tolerances on the predictions that let ``algorithm="auto"`` use the binned path where
         its bound meets them (see :func:`~localization.local_mean`).
+    verbose : bool, default=False
+        Progress bars on stderr for calls that last more than 0.2 s: the leave-one-out
+        bandwidth search (one step per evaluation), the kernel weights of a MultiKernel and
+        predictions on many queries.
 
     Attributes
     ----------
@@ -118,7 +122,8 @@ class LocalMeanRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator):
 
     def __init__(self, kernel: KernelLike = "gaussian", bandwidth: BandwidthLike = 1.0, n_neighbors: int | None = None,
                  bandwidth_grid: ArrayLike | None = None, algorithm: str = "auto", n_jobs: int | None = None,
-                 grid_size: int | Sequence[int] | None = None, atol: float | None = None, rtol: float | None = None) -> None:
+                 grid_size: int | Sequence[int] | None = None, atol: float | None = None, rtol: float | None = None,
+                 verbose: int | bool = False) -> None:
         self.kernel = kernel
         self.bandwidth = bandwidth
         self.n_neighbors = n_neighbors
@@ -128,6 +133,7 @@ class LocalMeanRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator):
         self.grid_size = grid_size
         self.atol = atol
         self.rtol = rtol
+        self.verbose = verbose
 
     @keeps_state_on_error
     @fit_context
@@ -233,6 +239,10 @@ class LocalPolynomialRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator)
         the residual (yᵢ − ŷᵢ)/(1 − ℓᵢ(xᵢ)) of the equivalent kernel's diagonal.
     ridge : float, default=0.0
         λ added to the diagonal of the local design matrix.
+    verbose : bool, default=False
+        Progress bars on stderr for calls that last more than 0.2 s: the leave-one-out
+        bandwidth search (one step per evaluation), the kernel weights of a MultiKernel and
+        predictions on many queries.
 
     Attributes
     ----------
@@ -262,7 +272,7 @@ class LocalPolynomialRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator)
     def __init__(
         self, degree: int = 1, kernel: KernelLike = "gaussian", bandwidth: BandwidthLike = 1.0,
         n_neighbors: int | None = None, ridge: float = 0.0, bandwidth_grid: ArrayLike | None = None,
-        algorithm: str = "auto", n_jobs: int | None = None,
+        algorithm: str = "auto", n_jobs: int | None = None, verbose: int | bool = False,
     ) -> None:
         self.degree = degree
         self.kernel = kernel
@@ -272,6 +282,7 @@ class LocalPolynomialRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator)
         self.bandwidth_grid = bandwidth_grid
         self.algorithm = algorithm
         self.n_jobs = n_jobs
+        self.verbose = verbose
 
     @keeps_state_on_error
     @fit_context
@@ -323,14 +334,14 @@ class LocalPolynomialRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator)
             raise LocalizationError("SamplePoint bandwidths are not supported by LocalPolynomialRegressor", "bandwidth")
         return bk, Qs, kw
 
-    def _fit_at(self, Q, bk=None, exclude_self=False):
+    def _fit_at(self, Q, bk=None, exclude_self=False, progress=None):
         bk, Qs, kw = self._core_args(Q, bk)
         # The fitted bound kernel's prepared reference holds the samples, y and the weights.
         ref = bk.reference(self.y_fit_, self.sample_weight_)
         data = (bk.Xs, self.y_fit_, self.sample_weight_) if ref is None else (ref,)
         return _core.local_polynomial(
             Qs, *data, degree=self.degree, ridge=float(self.ridge), exclude_self=exclude_self, algorithm=self.algorithm,
-            n_jobs=self.n_jobs, **kw,
+            n_jobs=self.n_jobs, progress=progress, **kw,
         )
 
     def _loo_fit(self, kernel):
@@ -352,7 +363,8 @@ class LocalPolynomialRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator)
         """
         check_is_fitted(self)
         Q = self.X_fit_ if X is None else self._query(X)
-        pred, singular = self._mixture(lambda bk: self._fit_at(Q, bk, exclude_self=X is None))
+        with self._progress("predict") as bar:
+            pred, singular = self._mixture(lambda bk: self._fit_at(Q, bk, exclude_self=X is None, progress=bar.callback))
         warn_zero_weight(singular, "local polynomial fit", SINGULAR)
         return _out(self, pred)
 

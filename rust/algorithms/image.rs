@@ -58,9 +58,11 @@ fn bilateral_with<F: Real>(
     let (img, sp) = (row_major(padded.view()), row_major(spatial.view()));
     let (img, sp) = (&img[..], &sp[..]);
     let mut out = memory::try_vec("filtered image", &[rows, cols, nc], F::zero())?;
+    mon.set_progress(0, rows);
     out.par_chunks_mut((cols * nc).max(1)).enumerate().try_for_each(|(row, orow)| {
         mon.check()?;
         simd.run(&BilateralRow { img, wp, plane: hp * wp, k, sp, range, row }, orow, nc);
+        mon.advance(1);
         Ok(())
     })?;
     image_of(out, (rows, cols, nc))
@@ -115,9 +117,11 @@ pub fn nl_means<F: Real>(
     let plane = hp * wp;
     let mut out = memory::try_vec("denoised image", &[rows, cols, nc], F::zero())?;
     let simd = Simd::detect();
+    mon.set_progress(0, rows);
     out.par_chunks_mut((cols * nc).max(1)).enumerate().try_for_each(|(row, orow)| {
         mon.check()?;
         simd.run(&NlRow { img, wp, plane, nc, s, d, rows, cols, pw, var2, exact, row }, orow, nc);
+        mon.advance(1);
         Ok(())
     })?;
     image_of(out, (rows, cols, nc))
@@ -483,7 +487,9 @@ mod tests {
         let padded = padded_hwc.view().permuted_axes([2, 0, 1]).as_standard_layout().to_owned();
         let pw = Array2::from_elem((s, s), 1.0 / (s * s * nc) as f64 / 0.25);
         let var2 = 0.01;
-        let got = nl_means(padded.view(), pw.view(), d, var2, true, &Monitor::default()).unwrap();
+        let mon = Monitor::default();
+        let got = nl_means(padded.view(), pw.view(), d, var2, true, &mon).unwrap();
+        assert_eq!(mon.progress(), (h, h), "every row reported");
         for i in 0..h {
             for j in 0..w {
                 let (mut num, mut den) = (vec![0.0; nc], 0.0);

@@ -103,6 +103,7 @@ pub fn dense_step<F: Real>(d: ArrayView2<F>, profile: Profile, h: f64, weights: 
         }
     }
     let blocks: Vec<usize> = (0..n).step_by(ROW_BLOCK).collect();
+    mon.set_progress(0, n);
     let next: Vec<Vec<usize>> = blocks
         .into_par_iter()
         .map(|b0| {
@@ -120,6 +121,7 @@ pub fn dense_step<F: Real>(d: ArrayView2<F>, profile: Profile, h: f64, weights: 
                 let c1 = (c0 + COL_BLOCK).min(n);
                 general_mat_mul(F::one(), &kb, &d2t.slice(s![.., c0..c1]), F::zero(), &mut cost.slice_mut(s![.., c0..c1]));
             }
+            mon.advance(b1 - b0);
             Ok((b0..b1)
                 .map(|i| {
                     let row = cost.row(i - b0);
@@ -168,10 +170,12 @@ pub fn knn_step_euclidean<F: Real>(
     let dist: Vec<F> = dist.iter().map(|&v| lengths.down(v)).collect();
     let sw = scaled_weights(weights);
     let weights = sw.as_deref().or(weights);
+    mon.set_progress(0, n);
     (0..n)
         .into_par_iter()
         .map(|i| {
             mon.check()?;
+            mon.advance(1);
             let nb = &idx[i * k..(i + 1) * k];
             let mut w = Vec::with_capacity(k);
             row_weights(dist[i * k..(i + 1) * k].iter().map(|v| v.f64()), profile, h, |c| weights.map_or(1.0, |sw| sw[nb[c]]), &mut w);
@@ -223,10 +227,12 @@ pub fn knn_step_precomputed<F: Real>(
     let h = lengths.down(h);
     let sw = scaled_weights(weights);
     let weights = sw.as_deref().or(weights);
+    mon.set_progress(0, n);
     (0..n)
         .into_par_iter()
         .map(|i| {
             mon.check()?;
+            mon.advance(1);
             let nb = &idx[i * k..(i + 1) * k];
             let mut w = Vec::with_capacity(k);
             row_weights(nb.iter().map(|&j| dm[(i, j)].f64()), profile, h, |c| weights.map_or(1.0, |sw| sw[nb[c]]), &mut w);
@@ -276,6 +282,7 @@ mod tests {
             let b = knn_step_precomputed(dm.view(), &idx, n, profile, h, Some(&w), &mon).unwrap();
             assert_eq!(a, b);
         }
+        assert_eq!(mon.progress(), (n, n), "every sample reported");
     }
 
     #[test]

@@ -81,13 +81,16 @@ impl<'a, F: Real> WindowIndex<'a, F> {
     }
 
     /// `per(pos)` for every sample, in tree order and in parallel, returned in the caller's order.
+    /// Reports the samples done to the monitor.
     fn map<T: Send + Clone + Default>(&self, per: impl Fn(usize, &mut Vec<F>, &mut Vec<F>) -> T + Sync) -> Result<Vec<T>> {
+        self.mon.set_progress(0, self.rows.nrows());
         let by_pos: Vec<T> = (0..self.rows.nrows())
             .into_par_iter()
             .map_init(
                 || (Vec::new(), Vec::new()),
                 |(lo, hi), pos| {
                     self.mon.check()?;
+                    self.mon.advance(1);
                     Ok(per(pos, lo, hi))
                 },
             )
@@ -172,10 +175,12 @@ pub fn link<F: Real>(
         None => {
             let tree = KdTree::build(x.view(), LEAF_SIZE, mon)?;
             let order = tree.order();
+            mon.set_progress(0, n);
             (0..n)
                 .into_par_iter()
                 .map(|i| {
                     mon.check()?;
+                    mon.advance(1);
                     let q = x.row(i);
                     let mut best = (i, F::infinity());
                     tree.visit_within(q.as_slice().expect("standard layout"), r2, &mut |pos, d2| consider(i, order[pos], d2, &mut best));
@@ -215,7 +220,9 @@ mod tests {
         let x = Array2::from_shape_fn((n, 2), |_| rng.random::<f64>());
         let dens: Vec<f64> = (0..n).map(|_| (rng.random::<f64>() * 4.0).floor()).collect(); // many ties
         for &md in &[0.05, 0.2, f64::INFINITY] {
-            let (par, dist) = link(x.view(), &dens, md, None, &Monitor::default()).unwrap();
+            let mon = Monitor::default();
+            let (par, dist) = link(x.view(), &dens, md, None, &mon).unwrap();
+            assert_eq!(mon.progress(), (n, n), "every sample reported");
             for i in 0..n {
                 let mut best = (i, f64::INFINITY);
                 for j in 0..n {

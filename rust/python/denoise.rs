@@ -52,10 +52,11 @@ macro_rules! with_image_float {
 /// table. Range weight: the exact Gaussian exp(−‖Δf‖²/2σ²) with σ = `range_bandwidth`, or, when
 /// `color_lut` is given, scikit-image's table lookup lut[min(⌊‖Δf‖·lut_scale⌋, len−1)].
 #[pyfunction]
-#[pyo3(signature = (padded, spatial, range_bandwidth=1.0, color_lut=None, lut_scale=1.0, n_jobs=None))]
+#[pyo3(signature = (padded, spatial, range_bandwidth=1.0, color_lut=None, lut_scale=1.0, n_jobs=None, progress=None))]
+#[allow(clippy::too_many_arguments)]
 fn bilateral_filter<'py>(
     py: Python<'py>, padded: &Bound<'py, PyAny>, spatial: &Bound<'py, PyAny>, range_bandwidth: f64,
-    color_lut: Option<&Bound<'py, PyAny>>, lut_scale: f64, n_jobs: Option<NJobs>,
+    color_lut: Option<&Bound<'py, PyAny>>, lut_scale: f64, n_jobs: Option<NJobs>, progress: Option<Py<PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     if !(range_bandwidth.is_finite() && range_bandwidth > 0.0) {
         return Err(value_error("range_bandwidth", "`range_bandwidth` must be a finite positive number".into()));
@@ -71,7 +72,7 @@ fn bilateral_filter<'py>(
             None => RangeWeight::Gaussian { inv_two_var: F::of(1.0 / (2.0 * range_bandwidth * range_bandwidth)) },
         };
         let (ia, sa) = (img.as_array(), sp.as_array());
-        let out = run(py, n_jobs, None, |mon| image::bilateral(ia, sa, &range, mon))?;
+        let out = run(py, n_jobs, progress.as_ref(), |mon| image::bilateral(ia, sa, &range, mon))?;
         Ok(out.into_pyarray(py).into_any())
     })
 }
@@ -79,10 +80,11 @@ fn bilateral_filter<'py>(
 /// Non-local means of a planar padded (channels, rows+s−1, cols+s−1) image with an s×s patch
 /// kernel already divided by (channels·Σw·h²); `var2` = 2σ². Returns (rows, cols, channels).
 #[pyfunction]
-#[pyo3(signature = (padded, patch_weights, patch_distance, var2=0.0, exact=false, n_jobs=None))]
+#[pyo3(signature = (padded, patch_weights, patch_distance, var2=0.0, exact=false, n_jobs=None, progress=None))]
+#[allow(clippy::too_many_arguments)]
 fn nl_means<'py>(
     py: Python<'py>, padded: &Bound<'py, PyAny>, patch_weights: &Bound<'py, PyAny>, patch_distance: usize, var2: f64,
-    exact: bool, n_jobs: Option<NJobs>,
+    exact: bool, n_jobs: Option<NJobs>, progress: Option<Py<PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     if !(var2.is_finite() && var2 >= 0.0) {
         return Err(value_error("sigma", "`sigma` must be a finite non-negative number".into()));
@@ -92,7 +94,7 @@ fn nl_means<'py>(
         let pw = table::<F>(patch_weights, "patch_weights")?;
         let (ia, wa) = (img.as_array(), pw.as_array());
         let v2 = <F as Real>::of(var2);
-        let out = run(py, n_jobs, None, |mon| image::nl_means(ia, wa, patch_distance, v2, exact, mon))?;
+        let out = run(py, n_jobs, progress.as_ref(), |mon| image::nl_means(ia, wa, patch_distance, v2, exact, mon))?;
         Ok(out.into_pyarray(py).into_any())
     })
 }

@@ -210,13 +210,13 @@ fn sums_tuple<F: Element>(py: Python<'_>, s: engine::LocalSums<F>) -> PyResult<B
 /// `x` is the samples or a `Reference` built from them with `values` (then it holds the values
 /// and weights).
 #[pyo3(signature = (queries, x, values=None, weights=None, kernel="gaussian", bandwidth=1.0, query_bandwidth=None,
-    n_neighbors=None, knn_profile=None, degree=1, ridge=0.0, exclude_self=false, algorithm="auto", n_jobs=None))]
+    n_neighbors=None, knn_profile=None, degree=1, ridge=0.0, exclude_self=false, algorithm="auto", n_jobs=None, progress=None))]
 #[allow(clippy::too_many_arguments)]
 fn local_polynomial<'py>(
     py: Python<'py>, queries: &Bound<'py, PyAny>, x: &Bound<'py, PyAny>, values: Option<&Bound<'py, PyAny>>,
     weights: Option<&Bound<'py, PyAny>>, kernel: &str, bandwidth: f64, query_bandwidth: Option<&Bound<'py, PyAny>>,
     n_neighbors: Option<usize>, knn_profile: Option<&str>, degree: usize, ridge: f64, exclude_self: bool, algorithm: &str,
-    n_jobs: Option<NJobs>,
+    n_jobs: Option<NJobs>, progress: Option<Py<PyAny>>,
 ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyArray1<bool>>)> {
     check_ridge(ridge)?;
     let nbh = neighborhood(algorithm)?;
@@ -226,7 +226,7 @@ fn local_polynomial<'py>(
                 return Err(reference::own_arrays(name));
             }
         }
-        return reference::local_polynomial(py, r.get(), queries, kernel, bandwidth, query_bandwidth, n_neighbors, knn_profile, degree, ridge, exclude_self, nbh, n_jobs);
+        return reference::local_polynomial(py, r.get(), queries, kernel, bandwidth, query_bandwidth, n_neighbors, knn_profile, degree, ridge, exclude_self, nbh, n_jobs, progress.as_ref());
     }
     let values = values.ok_or_else(|| type_error("values", "local_polynomial needs `values` (y) with raw samples".to_owned()))?;
     with_float!(x, F, {
@@ -235,7 +235,7 @@ fn local_polynomial<'py>(
         let w = weights.map(|w| view1::<F>(w, "sample_weight")).transpose()?;
         let pb = Problem { queries: q.as_array(), x: xr.as_array(), values: Some(v.as_array()), weights: w.as_ref().map(|a| a.as_array()) };
         let (pred, singular) =
-            run(py, n_jobs, None, |mon| local_poly::predict(&pb, &ka.kernel, &ka.bandwidth, degree, ridge, nbh, exclude_self, mon))?;
+            run(py, n_jobs, progress.as_ref(), |mon| local_poly::predict(&pb, &ka.kernel, &ka.bandwidth, degree, ridge, nbh, exclude_self, mon))?;
         Ok((pred.into_pyarray(py).into_any(), singular.into_pyarray(py)))
     })
 }
@@ -443,12 +443,15 @@ mod modes;
 mod denoise;
 mod reference;
 mod embedding;
+mod ready;
 mod runtime;
 mod sequence;
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(local_sums, m)?)?;
+    m.add_function(wrap_pyfunction!(ready::ready_local_mean, m)?)?;
+    m.add_function(wrap_pyfunction!(ready::ready_kernel_sum, m)?)?;
     m.add_function(wrap_pyfunction!(local_polynomial, m)?)?;
     m.add_function(wrap_pyfunction!(equivalent_kernel, m)?)?;
     m.add_function(wrap_pyfunction!(kernel_matrix, m)?)?;

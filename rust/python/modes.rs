@@ -18,9 +18,10 @@ fn to_i64(v: Vec<usize>) -> Vec<i64> {
 
 /// MedoidShift next(i) from a precomputed square distance matrix (dense, O(N³)).
 #[pyfunction]
-#[pyo3(signature = (d, kernel="gaussian", bandwidth=1.0, weights=None, n_jobs=None))]
+#[pyo3(signature = (d, kernel="gaussian", bandwidth=1.0, weights=None, n_jobs=None, progress=None))]
 fn medoid_shift_dense<'py>(
     py: Python<'py>, d: &Bound<'py, PyAny>, kernel: &str, bandwidth: f64, weights: Option<&Bound<'py, PyAny>>, n_jobs: Option<NJobs>,
+    progress: Option<Py<PyAny>>,
 ) -> PyResult<Bound<'py, PyArray1<i64>>> {
     let profile = Profile::from_name(kernel)?;
     let w = f64_weights(weights)?;
@@ -28,7 +29,7 @@ fn medoid_shift_dense<'py>(
     let next = with_float!(d, F, {
         let dv = view2::<F>(d, "X")?;
         let da = dv.as_array();
-        run(py, n_jobs, None, |mon| medoid_shift::dense_step(da, profile, bandwidth, w, mon))?
+        run(py, n_jobs, progress.as_ref(), |mon| medoid_shift::dense_step(da, profile, bandwidth, w, mon))?
     });
     Ok(to_i64(next).into_pyarray(py))
 }
@@ -36,11 +37,12 @@ fn medoid_shift_dense<'py>(
 /// kNN-sparse MedoidShift next(i). With `x` data: Euclidean, `distances` give the weights;
 /// with `precomputed=True`, `x` is the square distance matrix and `distances` is ignored.
 #[pyfunction]
-#[pyo3(signature = (x, indices, distances=None, precomputed=false, kernel="gaussian", bandwidth=1.0, weights=None, n_jobs=None))]
+#[pyo3(signature = (x, indices, distances=None, precomputed=false, kernel="gaussian", bandwidth=1.0, weights=None, n_jobs=None,
+    progress=None))]
 #[allow(clippy::too_many_arguments)]
 fn medoid_shift_knn<'py>(
     py: Python<'py>, x: &Bound<'py, PyAny>, indices: &Bound<'py, PyAny>, distances: Option<&Bound<'py, PyAny>>, precomputed: bool,
-    kernel: &str, bandwidth: f64, weights: Option<&Bound<'py, PyAny>>, n_jobs: Option<NJobs>,
+    kernel: &str, bandwidth: f64, weights: Option<&Bound<'py, PyAny>>, n_jobs: Option<NJobs>, progress: Option<Py<PyAny>>,
 ) -> PyResult<Bound<'py, PyArray1<i64>>> {
     let profile = Profile::from_name(kernel)?;
     let w = f64_weights(weights)?;
@@ -50,12 +52,12 @@ fn medoid_shift_knn<'py>(
         let xv = view2::<F>(x, "X")?;
         let xa = xv.as_array();
         if precomputed {
-            run(py, n_jobs, None, |mon| medoid_shift::knn_step_precomputed(xa, &idx, k, profile, bandwidth, w, mon))?
+            run(py, n_jobs, progress.as_ref(), |mon| medoid_shift::knn_step_precomputed(xa, &idx, k, profile, bandwidth, w, mon))?
         } else {
             let dist = distances.ok_or_else(|| value_error("distances", "`distances` is required for Euclidean data".into()))?;
             let dv = view2::<F>(dist, "distances")?;
             let dflat: Vec<F> = dv.as_array().iter().copied().collect();
-            run(py, n_jobs, None, |mon| medoid_shift::knn_step_euclidean(xa, &idx, &dflat, k, profile, bandwidth, w, mon))?
+            run(py, n_jobs, progress.as_ref(), |mon| medoid_shift::knn_step_euclidean(xa, &idx, &dflat, k, profile, bandwidth, w, mon))?
         }
     });
     Ok(to_i64(next).into_pyarray(py))
@@ -72,10 +74,11 @@ fn window(features: Option<Vec<usize>>, half_width: Option<f64>) -> PyResult<Opt
 /// QuickShift links: (parent, distance to parent; +inf for points with no sample above them),
 /// optionally within a box window on some features.
 #[pyfunction]
-#[pyo3(signature = (x, log_density, max_dist, window_features=None, window=None, n_jobs=None))]
+#[pyo3(signature = (x, log_density, max_dist, window_features=None, window=None, n_jobs=None, progress=None))]
+#[allow(clippy::too_many_arguments)]
 fn quickshift_links<'py>(
     py: Python<'py>, x: &Bound<'py, PyAny>, log_density: &Bound<'py, PyAny>, max_dist: f64, window_features: Option<Vec<usize>>,
-    window: Option<f64>, n_jobs: Option<NJobs>,
+    window: Option<f64>, n_jobs: Option<NJobs>, progress: Option<Py<PyAny>>,
 ) -> PyResult<(Bound<'py, PyArray1<i64>>, Bound<'py, PyAny>)> {
     let ld = view1::<f64>(log_density, "log_density")?;
     let ld: Vec<f64> = ld.as_array().to_vec();
@@ -83,18 +86,18 @@ fn quickshift_links<'py>(
     with_float!(x, F, {
         let xv = view2::<F>(x, "X")?;
         let xa = xv.as_array();
-        let (parent, dist) = run(py, n_jobs, None, |mon| quickshift::link(xa, &ld, max_dist, win.as_ref(), mon))?;
+        let (parent, dist) = run(py, n_jobs, progress.as_ref(), |mon| quickshift::link(xa, &ld, max_dist, win.as_ref(), mon))?;
         Ok((to_i64(parent).into_pyarray(py), dist.into_pyarray(py).into_any()))
     })
 }
 
 /// QuickShift's windowed density Σ_{j in the box window of i} w_j k(‖x_i − x_j‖/h), float64.
 #[pyfunction]
-#[pyo3(signature = (x, window_features, window, kernel="gaussian", bandwidth=1.0, weights=None, n_jobs=None))]
+#[pyo3(signature = (x, window_features, window, kernel="gaussian", bandwidth=1.0, weights=None, n_jobs=None, progress=None))]
 #[allow(clippy::too_many_arguments)]
 fn quickshift_density<'py>(
     py: Python<'py>, x: &Bound<'py, PyAny>, window_features: Vec<usize>, window: f64, kernel: &str, bandwidth: f64,
-    weights: Option<&Bound<'py, PyAny>>, n_jobs: Option<NJobs>,
+    weights: Option<&Bound<'py, PyAny>>, n_jobs: Option<NJobs>, progress: Option<Py<PyAny>>,
 ) -> PyResult<Bound<'py, PyArray1<f64>>> {
     let profile = Profile::from_name(kernel)?;
     let w = f64_weights(weights)?;
@@ -103,7 +106,7 @@ fn quickshift_density<'py>(
     let dens = with_float!(x, F, {
         let xv = view2::<F>(x, "X")?;
         let xa = xv.as_array();
-        run(py, n_jobs, None, |mon| quickshift::windowed_density(xa, &win, profile, bandwidth, w, mon))?
+        run(py, n_jobs, progress.as_ref(), |mon| quickshift::windowed_density(xa, &win, profile, bandwidth, w, mon))?
     });
     Ok(dens.into_pyarray(py))
 }

@@ -120,7 +120,7 @@ pub(super) fn local_sums<'py>(
 pub(super) fn local_polynomial<'py>(
     py: Python<'py>, reference: &PyReference, queries: &Bound<'py, PyAny>, kernel: &str, bandwidth: f64,
     query_bandwidth: Option<&Bound<'py, PyAny>>, n_neighbors: Option<usize>, knn_profile: Option<&str>, degree: usize, ridge: f64,
-    exclude_self: bool, nbh: Neighborhood, n_jobs: Option<NJobs>,
+    exclude_self: bool, nbh: Neighborhood, n_jobs: Option<NJobs>, progress: Option<&Py<PyAny>>,
 ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyArray1<bool>>)> {
     macro_rules! go {
         ($r:expr, $F:ty) => {{
@@ -128,7 +128,7 @@ pub(super) fn local_polynomial<'py>(
             let q = view2::<$F>(queries, "X_query")?;
             let qa = q.as_array();
             let (pred, singular) =
-                run(py, n_jobs, None, |mon| local_poly::predict_prepared($r, qa, &ka.kernel, &ka.bandwidth, degree, ridge, nbh, exclude_self, mon))?;
+                run(py, n_jobs, progress, |mon| local_poly::predict_prepared($r, qa, &ka.kernel, &ka.bandwidth, degree, ridge, nbh, exclude_self, mon))?;
             Ok((pred.into_pyarray(py).into_any(), singular.into_pyarray(py)))
         }};
     }

@@ -99,20 +99,21 @@ def _with_self_first(ind, dist):
     return ind, dist
 
 
-def _medoid_pass(X, precomputed, k, name, h, weights, n_jobs):
-    """One MedoidShift pass: next(i) for every row (data) or every row of D (precomputed)."""
+def _medoid_pass(X, precomputed, k, name, h, weights, n_jobs, progress=None):
+    """One MedoidShift pass: next(i) for every row (data) or every row of D (precomputed);
+    ``progress(done, total)`` receives the samples done."""
     n = X.shape[0]
     wf = None if weights is None else np.ascontiguousarray(weights, dtype=np.float64)
     if precomputed:
         if k is None:
-            return _core.medoid_shift_dense(X, name, h, wf, n_jobs)
-        return _core.medoid_shift_knn(X, _precomputed_knn(X, k), None, True, name, h, wf, n_jobs)
+            return _core.medoid_shift_dense(X, name, h, wf, n_jobs, progress)
+        return _core.medoid_shift_knn(X, _precomputed_knn(X, k), None, True, name, h, wf, n_jobs, progress)
     if k is not None:
         dist, ind = _core.NeighborIndex(X).knn(X, k, n_jobs=n_jobs)
         ind, dist = _with_self_first(ind, dist)
-        return _core.medoid_shift_knn(X, ind, np.ascontiguousarray(dist), False, name, h, wf, n_jobs)
+        return _core.medoid_shift_knn(X, ind, np.ascontiguousarray(dist), False, name, h, wf, n_jobs, progress)
     w = None if wf is None else wf.astype(X.dtype)
-    num, den, *_ = bind(name, h, X).sums(X, X, w, n_jobs=n_jobs)
+    num, den, *_ = bind(name, h, X).sums(X, X, w, n_jobs=n_jobs, progress=progress)
     nxt = np.arange(n, dtype=np.int64)
     ok = den > 0  # a sample alone in a compact support stays a root
     M = np.ascontiguousarray(num[ok] / den[ok, None])
@@ -160,6 +161,8 @@ class MedoidShift(ClusterMixin, BaseEstimator):
         one on the (much smaller) set of roots.
     n_jobs : int, optional
         Threads; results do not depend on it.
+    verbose : bool, default=False
+        Show a progress bar (samples done by the first pass) on stderr when it lasts more than 0.2 s.
 
     Attributes
     ----------
@@ -200,7 +203,7 @@ class MedoidShift(ClusterMixin, BaseEstimator):
 
     def __init__(
         self, bandwidth: float = 1.0, kernel: str = "gaussian", metric: str = "euclidean",
-        n_neighbors: int | None = None, max_iter: int = 1, n_jobs: int | None = None,
+        n_neighbors: int | None = None, max_iter: int = 1, n_jobs: int | None = None, verbose: int | bool = False,
     ) -> None:
         self.bandwidth = bandwidth
         self.kernel = kernel
@@ -208,6 +211,7 @@ class MedoidShift(ClusterMixin, BaseEstimator):
         self.n_neighbors = n_neighbors
         self.max_iter = max_iter
         self.n_jobs = n_jobs
+        self.verbose = verbose
 
     _parameter_constraints = {
         "bandwidth": [POSITIVE],
@@ -216,6 +220,7 @@ class MedoidShift(ClusterMixin, BaseEstimator):
         "n_neighbors": [COUNT, None],
         "max_iter": [COUNT],
         "n_jobs": N_JOBS,
+        "verbose": ["verbose"],
     }
 
     @keeps_state_on_error
@@ -242,7 +247,9 @@ class MedoidShift(ClusterMixin, BaseEstimator):
                 raise LocalizationError("Negative values in data: the precomputed distance matrix X must be non-negative", "X")
         w = check_sample_weight(sample_weight, n, X.dtype)
         mass = np.ones(n) if w is None else w.astype(np.float64)
-        parent, root = _core.resolve_forest(_medoid_pass(X, pre, k, name, h, None if w is None else mass, n_jobs))
+        with Progress(self.verbose, "MedoidShift", unit="sample") as bar:
+            first = _medoid_pass(X, pre, k, name, h, None if w is None else mass, n_jobs, bar.callback)
+        parent, root = _core.resolve_forest(first)
         n_iter = 1
         while n_iter < max_iter:
             # Iterated MedoidShift: the roots, weighted by the mass of their trees, are a
@@ -321,6 +328,9 @@ class QuickShift(ClusterMixin, BaseEstimator):
     algorithm : {"auto", "brute", "kd_tree", "expansion"}, default="auto"
         How the engine computes the densities (without a window).
     n_jobs : int, optional
+    verbose : bool, default=False
+        Show progress bars (samples done by the density and the link stages) on stderr when a
+        stage lasts more than 0.2 s.
 
     Attributes
     ----------
@@ -350,6 +360,7 @@ class QuickShift(ClusterMixin, BaseEstimator):
         self, bandwidth: BandwidthLike = 1.0, kernel: KernelLike = "gaussian", n_neighbors: int | None = None,
         max_dist: float | None = None, threshold: float | None = None, window: float | None = None,
         window_features: ArrayLike | None = None, algorithm: str = "auto", n_jobs: int | None = None,
+        verbose: int | bool = False,
     ) -> None:
         self.bandwidth = bandwidth
         self.kernel = kernel
@@ -360,6 +371,7 @@ class QuickShift(ClusterMixin, BaseEstimator):
         self.window_features = window_features
         self.algorithm = algorithm
         self.n_jobs = n_jobs
+        self.verbose = verbose
 
     _parameter_constraints = {
         **KERNEL_CONSTRAINTS,
@@ -367,6 +379,7 @@ class QuickShift(ClusterMixin, BaseEstimator):
         "threshold": [DISTANCE, None],
         "window": [DISTANCE, None],
         "window_features": ["array-like", None],
+        "verbose": ["verbose"],
     }
 
     @keeps_state_on_error
@@ -391,18 +404,22 @@ class QuickShift(ClusterMixin, BaseEstimator):
         window = self._window(X.shape[1])
         if window is None:
             bk = bind(self.kernel, self.bandwidth, X, knn_k(self.kernel, self.n_neighbors), w, consumer="QuickShift")
-            _, den, log_scale, _, _ = bk.sums(X, None, w, algorithm=self.algorithm, n_jobs=n_jobs)
+            with Progress(self.verbose, "QuickShift densities", unit="sample") as bar:
+                _, den, log_scale, _, _ = bk.sums(X, None, w, algorithm=self.algorithm, n_jobs=n_jobs, progress=bar.callback)
         else:
             if not scalar_h:
                 raise LocalizationError("`window` needs a scalar `bandwidth`", "window")
-            den = _core.quickshift_density(X, window[0], window[1], _profile_name(self.kernel), float(self.bandwidth),
-                                           None if w is None else w.astype(np.float64), n_jobs=n_jobs)
+            with Progress(self.verbose, "QuickShift densities", unit="sample") as bar:
+                den = _core.quickshift_density(X, window[0], window[1], _profile_name(self.kernel), float(self.bandwidth),
+                                               None if w is None else w.astype(np.float64), n_jobs=n_jobs,
+                                               progress=bar.callback)
             log_scale = np.zeros(len(X))
         with np.errstate(divide="ignore"):
             log_density = np.log(den.astype(np.float64)) + log_scale.astype(np.float64)
         features, half = window if window is not None else (None, None)
-        parent, dist = _core.quickshift_links(X, np.ascontiguousarray(log_density), float(max_dist), window_features=features,
-                                              window=half, n_jobs=n_jobs)
+        with Progress(self.verbose, "QuickShift links", unit="sample") as bar:
+            parent, dist = _core.quickshift_links(X, np.ascontiguousarray(log_density), float(max_dist),
+                                                  window_features=features, window=half, n_jobs=n_jobs, progress=bar.callback)
         parent = parent.copy()
         cut = ~(dist <= threshold)
         parent[cut] = np.flatnonzero(cut)

@@ -303,6 +303,7 @@ impl<F: Real> Fill<F> for DotFill<'_, F> {
 /// read in place) and keys `cols` of a sequence (`keys` packed), group of rows by group, each
 /// over the keys of its band only: outside it the entries are left as they were.
 #[allow(clippy::too_many_arguments)]
+#[inline(always)]
 fn logits<F: Real>(q: &[F], keys: &Panels<F>, scale: F, pos: &Position, t: usize, rows: Range<usize>, cols: Range<usize>, tile: &mut [F]) {
     let (d, w) = (keys.dim(), keys.width());
     for_groups(rows, cols.clone(), |a, b| pos.key_band(a, b, t), |g, n, band| {
@@ -318,6 +319,7 @@ fn logits<F: Real>(q: &[F], keys: &Panels<F>, scale: F, pos: &Position, t: usize
 /// `f(g, n, band)` for the groups of `MR` rows [r0 + g, r0 + g + n) of `rows` = r0.., where
 /// `band` is the columns of `cols` within `band_of(first, end)` of the group (an empty band
 /// lies inside `cols`).
+#[inline(always)]
 fn for_groups(rows: Range<usize>, cols: Range<usize>, band_of: impl Fn(usize, usize) -> (usize, usize), mut f: impl FnMut(usize, usize, Range<usize>)) {
     for g in (0..rows.len()).step_by(MR) {
         let n = MR.min(rows.len() - g);
@@ -799,6 +801,7 @@ fn add_into<F: Real>(mut acc: ndarray::ArrayViewMut2<f64>, prod: &[F], ldp: usiz
 /// queries `queries` × keys `keys`, query group by query group over the keys of its band: T
 /// is zero outside it.
 #[allow(clippy::too_many_arguments)]
+#[inline(always)]
 fn queries_times<F: Real>(tile: &[F], pos: &Position, t: usize, queries: Range<usize>, keys: Range<usize>, x: &Panels<F>, prod: &mut [F], ldp: usize) {
     let panels = 0..x.padded_rows() / x.width();
     for_groups(queries, keys.clone(), |a, e| pos.key_band(a, e, t), |g, n, band| {
@@ -810,6 +813,7 @@ fn queries_times<F: Real>(tile: &[F], pos: &Position, t: usize, queries: Range<u
 /// prod[c · ldp + j] = Σ_r T[r][c] · x_(j, r) (Tᵀ·X, the tile read transposed in place), key
 /// group by key group over the queries of its band.
 #[allow(clippy::too_many_arguments)]
+#[inline(always)]
 fn keys_times<F: Real>(tile: &[F], pos: &Position, t: usize, queries: Range<usize>, keys: Range<usize>, x: &Panels<F>, prod: &mut [F], ldp: usize) {
     let panels = 0..x.padded_rows() / x.width();
     for_groups(keys, queries.clone(), |a, e| pos.query_band(a, e, t), |g, n, band| {

@@ -15,16 +15,23 @@
 //!   (`Acc::raise_scale`) folds it into per-query f64 sums. Nothing T×T is ever stored:
 //!   memory is O(T·d). The log-normaliser L_t = log Σ_s K is returned for the backward pass.
 //! * the products QKᵀ and P·V of a block run on the register-blocked micro-kernel of
-//!   `distance::packed`, with K and V packed into its panels once per sequence (a copy of K
-//!   and V, O(T·d)) and each query block once: a general matrix product per block pair
-//!   repacked both operands on every call, a sixth of the forward pass.
+//!   `distance::packed`: K and Vᵀ packed into its panels once per sequence (a copy of K and V,
+//!   O(T·d)), the other operand (Q, the tile P) read in place. A general matrix product per
+//!   block pair repacked both operands on every call, a sixth of the forward pass.
+//! * each group of six query rows runs over the keys of its own band only, so a block on the
+//!   causal diagonal does about half the work of a full one (the position kernel then sets
+//!   the entries left out, which it excludes anyway);
 //! * key blocks outside the causal / window band, or entirely masked, are never visited;
 //! * parallel over (sequence, query block) forward, over (sequence, key block) and (sequence,
 //!   query block) backward. Every sum that makes one output element runs over the same blocks
 //!   in the same order whatever the schedule, so results are bit-identical for any number of
 //!   threads.
 //! * the backward pass (dot-product content) recomputes each block P = exp(S − L) from the
-//!   saved log-normalisers rather than storing P (FlashAttention-2's recomputation).
+//!   saved log-normalisers rather than storing P (FlashAttention-2's recomputation), once per
+//!   block pair for dV, dP and dS. Its five products read Q, dO and the tiles P, dS in place —
+//!   the tiles transposed for dV = PᵀdO and dK = dSᵀQ, so no tile is copied — against K, V,
+//!   Qᵀ, dOᵀ and Kᵀ packed once per sequence (the last three per task, or per pass when the
+//!   schedule is parallel within a sequence).
 //!
 //! A query whose kernel weights are all zero (possible only through a caller's mask or the
 //! hollow kernel) gets output 0 and log-normaliser −∞; it contributes no gradient.

@@ -17,7 +17,7 @@ use ndarray::ArrayView2;
 use std::ops::Range;
 
 /// Queries per panel (rows of the micro-kernel).
-const MR: usize = 6;
+pub const MR: usize = 6;
 /// Bytes of one panel slice along the features: the reference slice (16 KiB) and the query
 /// slice stay in L1 while the micro-kernel runs over them.
 const KC_BYTES: usize = 1024;
@@ -52,9 +52,18 @@ impl<F: Real> Panels<F> {
         Panels { data: Vec::new(), rows: 0, dim, width: MR, norms: Vec::new() }
     }
 
-    /// An empty reference side, refilled block by block with [`Panels::repack`].
-    pub fn reference_blocks() -> Self {
-        Panels { data: Vec::new(), rows: 0, dim: 0, width: nr::<F>(), norms: Vec::new() }
+    /// The columns of `x` (n × m) as m uncentred rows of n features, packed for [`products`]
+    /// (allocated fallibly; no norms). Read row by row, so `x` is traversed in memory order.
+    pub fn transposed(x: ArrayView2<F>) -> Result<Self> {
+        let (n, m) = x.dim();
+        let w = nr::<F>();
+        let mut data = memory::try_vec("packed samples", &[m.div_ceil(w) * w, n], F::zero())?;
+        for (k, row) in x.rows().into_iter().enumerate() {
+            for (r, &v) in row.iter().enumerate() {
+                data[((r / w) * n + k) * w + r % w] = v;
+            }
+        }
+        Ok(Panels { data, rows: m, dim: n, width: w, norms: Vec::new() })
     }
 
     /// Repack with the rows of `q` minus `centre` (as many features as `q` has columns).
@@ -90,6 +99,11 @@ impl<F: Real> Panels<F> {
     /// Rows including the padding of the last panel.
     pub fn padded_rows(&self) -> usize {
         self.rows.div_ceil(self.width) * self.width
+    }
+
+    /// Features (the length of each packed row).
+    pub fn dim(&self) -> usize {
+        self.dim
     }
 
     /// References per panel.
@@ -174,57 +188,80 @@ fn micro<F: Real, const FMA: bool, const NR: usize>(a: impl Iterator<Item = [F; 
     acc
 }
 
-/// Rows of the query side for `n` queries: whole groups of the micro-kernel's height.
-pub const fn query_rows(n: usize) -> usize {
-    n.div_ceil(MR) * MR
+/// Where element (i, k) of the left operand of [`products`] sits in its slice.
+#[derive(Copy, Clone, Debug)]
+pub enum Layout {
+    /// At `i · stride + k`: rows read in place (a row-major matrix, or a tile).
+    Rows(usize),
+    /// At `k · stride + i`: the transpose of a row-major matrix, read in place.
+    Columns(usize),
 }
 
-/// out[i · ldc + (p − p0)·w + j] = Σ_(k ∈ ks) a[i · LDA + k − ks.start] · x_(p·w + j, k) for the
-/// `rows` rows of the row-major `a` (see [`query_rows`])
-/// and the panels `p ∈ panels` of `x` (w = `x.width()`), uncentred: `x` must be packed with a
-/// zero centre. One operand packed once, the other read in place with a row stride known at
-/// compile time (so the micro-kernel addresses its rows from one pointer) — for products
-/// repeated over tiles of one matrix (attention's P·V), where a general matrix product would
-/// repack both operands on every call.
-pub fn row_products<F: Real, const LDA: usize>(a: &[F], rows: usize, x: &Panels<F>, panels: Range<usize>, ks: Range<usize>, out: &mut [F], ldc: usize) {
+/// out[i · ldc + (p − p0)·w + j] = alpha · Σ_(k ∈ ks) A(i, k − ks.start) · x_(p·w + j, k) for the
+/// `rows` rows of A (laid out in `a` as `layout` says) and the panels `p ∈ panels = p0..p1` of
+/// `x` (w = `x.width()`, packed with a zero centre). Only the `rows` rows of `out` are written.
+///
+/// The left operand is read in place, in either orientation, and the right one was packed once:
+/// for products repeated over tiles of one matrix (attention's QKᵀ, P·V and the backward
+/// pass's PᵀdO, dSᵀQ, dS·K), where a general matrix product would repack both operands on
+/// every call, and a transposed tile would have to be copied first.
+#[allow(clippy::too_many_arguments)]
+pub fn products<F: Real>(a: &[F], layout: Layout, rows: usize, x: &Panels<F>, panels: Range<usize>, ks: Range<usize>, alpha: F, out: &mut [F], ldc: usize) {
     #[cfg(target_arch = "x86_64")]
     {
         if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
             // SAFETY: the CPU supports the features the function is compiled for.
-            return unsafe { row_products_avx2::<F, LDA>(a, rows, x, panels, ks, out, ldc) };
+            return unsafe { products_avx2(a, layout, rows, x, panels, ks, alpha, out, ldc) };
         }
     }
-    row_products_with::<F, LDA, false>(a, rows, x, panels, ks, out, ldc)
+    products_with::<F, false>(a, layout, rows, x, panels, ks, alpha, out, ldc)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn row_products_avx2<F: Real, const LDA: usize>(a: &[F], rows: usize, x: &Panels<F>, panels: Range<usize>, ks: Range<usize>, out: &mut [F], ldc: usize) {
-    row_products_with::<F, LDA, true>(a, rows, x, panels, ks, out, ldc)
+#[allow(clippy::too_many_arguments)]
+unsafe fn products_avx2<F: Real>(a: &[F], layout: Layout, rows: usize, x: &Panels<F>, panels: Range<usize>, ks: Range<usize>, alpha: F, out: &mut [F], ldc: usize) {
+    products_with::<F, true>(a, layout, rows, x, panels, ks, alpha, out, ldc)
 }
 
 #[inline(always)]
-fn row_products_with<F: Real, const LDA: usize, const FMA: bool>(a: &[F], rows: usize, x: &Panels<F>, panels: Range<usize>, ks: Range<usize>, out: &mut [F], ldc: usize) {
-    if std::mem::size_of::<F>() == 4 {
-        row_products_nr::<F, LDA, FMA, 16>(a, rows, x, panels, ks, out, ldc)
-    } else {
-        row_products_nr::<F, LDA, FMA, 8>(a, rows, x, panels, ks, out, ldc)
+#[allow(clippy::too_many_arguments)]
+fn products_with<F: Real, const FMA: bool>(a: &[F], layout: Layout, rows: usize, x: &Panels<F>, panels: Range<usize>, ks: Range<usize>, alpha: F, out: &mut [F], ldc: usize) {
+    match (std::mem::size_of::<F>() == 4, layout) {
+        (true, Layout::Rows(s)) => products_nr::<F, FMA, 16, false>(a, s, rows, x, panels, ks, alpha, out, ldc),
+        (true, Layout::Columns(s)) => products_nr::<F, FMA, 16, true>(a, s, rows, x, panels, ks, alpha, out, ldc),
+        (false, Layout::Rows(s)) => products_nr::<F, FMA, 8, false>(a, s, rows, x, panels, ks, alpha, out, ldc),
+        (false, Layout::Columns(s)) => products_nr::<F, FMA, 8, true>(a, s, rows, x, panels, ks, alpha, out, ldc),
     }
 }
 
 #[inline(always)]
-fn row_products_nr<F: Real, const LDA: usize, const FMA: bool, const NR: usize>(
-    a: &[F], rows: usize, x: &Panels<F>, panels: Range<usize>, ks: Range<usize>, out: &mut [F], ldc: usize,
+#[allow(clippy::too_many_arguments)]
+fn products_nr<F: Real, const FMA: bool, const NR: usize, const COLUMNS: bool>(
+    a: &[F], stride: usize, rows: usize, x: &Panels<F>, panels: Range<usize>, ks: Range<usize>, alpha: F, out: &mut [F], ldc: usize,
 ) {
-    assert!(x.width == NR && rows % MR == 0 && ks.end <= x.dim);
     let (d, kn) = (x.dim, ks.len());
-    for (jp, p) in panels.enumerate() {
-        let b = &x.data[(p * d + ks.start) * NR..(p * d + ks.end) * NR];
-        for ip in 0..rows / MR {
-            let r = &a[ip * MR * LDA..][..(MR - 1) * LDA + kn];
-            let acc = micro::<F, FMA, NR>((0..kn).map(|k| std::array::from_fn(|i| r[i * LDA + k])), b);
-            for (i, acc) in acc.iter().enumerate() {
-                out[(ip * MR + i) * ldc + jp * NR..][..NR].copy_from_slice(acc);
+    assert!(x.width == NR && ks.end <= d && panels.end * NR * d <= x.data.len(), "panels and features of x");
+    if rows == 0 || panels.is_empty() {
+        return;
+    }
+    assert!(out.len() >= (rows - 1) * ldc + panels.len() * NR, "out holds rows × panels");
+    // Element (i, k) of A is at off(i) + k · step; the last one read must lie in `a`.
+    let step = if COLUMNS { stride } else { 1 };
+    let off = |i: usize| if COLUMNS { i } else { i * stride };
+    assert!(kn == 0 || off(rows - 1) + (kn - 1) * step < a.len(), "a holds rows × ks in its layout");
+    for g in (0..rows).step_by(MR) {
+        // A partial last group repeats its last row (its results are not stored).
+        let n = MR.min(rows - g);
+        let at: [usize; MR] = std::array::from_fn(|i| off(g + i.min(n - 1)));
+        for (jp, p) in panels.clone().enumerate() {
+            let b = &x.data[(p * d + ks.start) * NR..(p * d + ks.end) * NR];
+            // SAFETY: at[i] ≤ off(rows − 1) and k < kn, so every index is at most the one
+            // asserted to lie in `a` above.
+            let acc = micro::<F, FMA, NR>((0..kn).map(|k| std::array::from_fn(|i| unsafe { *a.get_unchecked(at[i] + k * step) })), b);
+            for (i, acc) in acc.iter().enumerate().take(n) {
+                let row = &mut out[(g + i) * ldc + jp * NR..][..NR];
+                row.iter_mut().zip(acc).for_each(|(o, &s)| *o = alpha * s);
             }
         }
     }
@@ -258,36 +295,43 @@ mod tests {
         assert_eq!(xp.norms(), &want[..]);
     }
 
-    fn check_rows<F: Real>(n: usize, m: usize, d: usize, ks: std::ops::Range<usize>) {
+    fn check_products<F: Real>(n: usize, m: usize, d: usize, ks: std::ops::Range<usize>) {
         let x = Array2::from_shape_fn((n, d), |(i, k)| F::of(((i * 7 + k * 3) % 11) as f64 - 5.0));
-        let xp = Panels::references(x.view(), &vec![F::zero(); d]).unwrap();
-        // Rows of `a` hold the columns ks of a matrix, with a stride wider than ks.
-        const LDA: usize = 303;
-        let (rows, lda) = (query_rows(m), LDA);
-        let a: Vec<F> = (0..rows * lda).map(|i| if i / lda < m { F::of(((i * 5) % 13) as f64 - 6.0) } else { F::zero() }).collect();
+        // Packing the columns of xᵀ is packing the rows of x.
+        let xp = Panels::transposed(x.t()).unwrap();
+        assert_eq!(xp.data, Panels::references(x.view(), &vec![F::zero(); d]).unwrap().data);
+        // A (m × ks) inside a wider matrix, read as rows or as the columns of its transpose.
+        let lda = 303;
+        let at = |i: usize, k: usize| F::of((((i * lda + k) * 5) % 13) as f64 - 6.0);
+        let rows_major: Vec<F> = (0..(m - 1) * lda + ks.len()).map(|j| at(j / lda, j % lda)).collect();
+        let cols_major: Vec<F> = (0..ks.len().max(1) * lda).map(|j| if j % lda < m { at(j % lda, j / lda) } else { F::nan() }).collect();
         let (w, panels) = (xp.width(), xp.padded_rows() / xp.width());
-        // Every panel but the first.
+        // Every panel but the first; unwritten entries must stay NaN.
         let ldc = (panels - 1) * w + 5;
-        let mut out = vec![F::nan(); rows * ldc];
-        row_products::<F, LDA>(&a, rows, &xp, 1..panels, ks.clone(), &mut out, ldc);
-        for i in 0..m {
-            for j in w..n {
-                let want: f64 = ks.clone().map(|k| a[i * lda + k - ks.start].f64() * x[(j, k)].f64()).sum();
-                assert_eq!(out[i * ldc + j - w].f64(), want, "{i} {j}");
+        for (a, layout) in [(&rows_major, Layout::Rows(lda)), (&cols_major, Layout::Columns(lda))] {
+            let mut out = vec![F::nan(); (m + 1) * ldc];
+            products(a, layout, m, &xp, 1..panels, ks.clone(), F::of(-0.5), &mut out, ldc);
+            for i in 0..m {
+                for j in w..n {
+                    // Small integers and halves: every sum is exact in any order.
+                    let want: f64 = -0.5 * ks.clone().map(|k| at(i, k - ks.start).f64() * x[(j, k)].f64()).sum::<f64>();
+                    assert_eq!(out[i * ldc + j - w].f64(), want, "{layout:?} {i} {j}");
+                }
+                // The padding rows of the last panel give zeros.
+                for j in n..panels * w {
+                    assert_eq!(out[i * ldc + j - w].f64(), 0.0);
+                }
             }
-            // The padding keys of the last panel give zeros.
-            for j in n..panels * w {
-                assert_eq!(out[i * ldc + j - w].f64(), 0.0);
-            }
+            assert!(out[m * ldc..].iter().all(|v| v.is_nan()), "rows past `rows` are not written");
         }
     }
 
     #[test]
-    fn row_products_equal_the_exact_products() {
-        // Partial row groups and panels, every feature or a range of them.
-        for (n, m, d, ks) in [(17, 1, 3, 0..3), (40, 13, 300, 0..300), (33, 6, 129, 7..100), (20, 12, 64, 64..64)] {
-            check_rows::<f32>(n, m, d, ks.clone());
-            check_rows::<f64>(n, m, d, ks);
+    fn products_equal_the_exact_products() {
+        // Partial row groups and panels, every feature or a range of them, no feature at all.
+        for (n, m, d, ks) in [(17, 1, 3, 0..3), (40, 13, 300, 0..300), (33, 6, 129, 7..100), (20, 12, 64, 64..64), (26, 8, 1, 0..1)] {
+            check_products::<f32>(n, m, d, ks.clone());
+            check_products::<f64>(n, m, d, ks);
         }
     }
 

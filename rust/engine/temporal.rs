@@ -15,23 +15,30 @@
 //!   (`Acc::raise_scale`) folds it into per-query f64 sums. Nothing T×T is ever stored:
 //!   memory is O(T·d). The log-normaliser L_t = log Σ_s K is returned for the backward pass.
 //! * the products QKᵀ and P·V of a block run on the register-blocked micro-kernel of
-//!   `distance::packed`, with K and V packed into its panels once per sequence (a copy of K
-//!   and V, O(T·d)) and each query block once: a general matrix product per block pair
-//!   repacked both operands on every call, a sixth of the forward pass.
+//!   `distance::packed`: K and Vᵀ packed into its panels once per sequence (a copy of K and V,
+//!   O(T·d)), the other operand (Q, the tile P) read in place. A general matrix product per
+//!   block pair repacked both operands on every call, a sixth of the forward pass.
+//! * each group of six query rows runs over the keys of its own band only, so a block on the
+//!   causal diagonal does about half the work of a full one (the position kernel then sets
+//!   the entries left out, which it excludes anyway);
 //! * key blocks outside the causal / window band, or entirely masked, are never visited;
 //! * parallel over (sequence, query block) forward, over (sequence, key block) and (sequence,
 //!   query block) backward. Every sum that makes one output element runs over the same blocks
 //!   in the same order whatever the schedule, so results are bit-identical for any number of
 //!   threads.
 //! * the backward pass (dot-product content) recomputes each block P = exp(S − L) from the
-//!   saved log-normalisers rather than storing P (FlashAttention-2's recomputation).
+//!   saved log-normalisers rather than storing P (FlashAttention-2's recomputation), once per
+//!   block pair for dV, dP and dS. Its five products read Q, dO and the tiles P, dS in place —
+//!   the tiles transposed for dV = PᵀdO and dK = dSᵀQ, so no tile is copied — against K, V,
+//!   Qᵀ, dOᵀ and Kᵀ packed once per sequence (the last three per task, or per pass when the
+//!   schedule is parallel within a sequence).
 //!
 //! A query whose kernel weights are all zero (possible only through a caller's mask or the
 //! hollow kernel) gets output 0 and log-normaliser −∞; it contributes no gradient.
 
 use super::accumulate::Acc;
 use super::lanes;
-use crate::distance::packed::{query_rows, row_products, scaled_dots, Panels};
+use crate::distance::packed::{products, Layout, Panels, MR};
 use crate::distance::{row_sq_norms, sq_dist_tile_gemm, sq_euclidean, GEMM_MIN_DIM};
 use crate::error::{LocalizationError, Result};
 use crate::kernel::{dispatch_profile, Profile, ProfileFn};
@@ -40,6 +47,7 @@ use crate::parallel::Monitor;
 use ndarray::{s, Array1, Array2, Array3, ArrayView2, ArrayView3, ArrayViewMut, ArrayViewMut1, ArrayViewMut2, Axis, RemoveAxis};
 use rayon::prelude::*;
 use std::marker::PhantomData;
+use std::ops::Range;
 
 /// Queries and keys per block: the logits of a block (128 × 128 in f32, 64 KB) stay in L2.
 /// BK is a multiple of the packed panels' width (16 keys in f32, 8 in f64).
@@ -279,9 +287,11 @@ fn check_content(c: &Content) -> Result<()> {
 
 /// The content kernel of a block of queries × keys, as log-kernel (`LOG`) or kernel values.
 trait Fill<F: Real>: Sync {
-    /// K(q_t, k_s) for the queries `q` of sequence `b` (also given packed) and its keys s0..
-    /// (`k`), into the first columns of `tile` (row stride `BK`).
-    fn fill<const LOG: bool>(&self, b: usize, q: ArrayView2<F>, q_packed: &Panels<F>, k: ArrayView2<F>, s0: usize, tile: &mut [F]);
+    /// K(q_t, k_s) for the queries t0.. (`q`) of sequence `b` and its keys s0.. (`k`), into
+    /// the first columns of `tile` (row stride `BK`). Entries outside the bands of `pos` may
+    /// be left as they were (the position kernel overwrites them).
+    #[allow(clippy::too_many_arguments)]
+    fn fill<const LOG: bool>(&self, b: usize, pos: &Position, t: usize, t0: usize, q: ArrayView2<F>, s0: usize, k: ArrayView2<F>, tile: &mut [F]);
 }
 
 /// log K = scale · q·k (always in the log domain), from the keys packed once per sequence.
@@ -291,11 +301,38 @@ struct DotFill<'a, F> {
 }
 impl<F: Real> Fill<F> for DotFill<'_, F> {
     #[inline(always)]
-    fn fill<const LOG: bool>(&self, b: usize, _: ArrayView2<F>, q_packed: &Panels<F>, k: ArrayView2<F>, s0: usize, tile: &mut [F]) {
-        let keys = &self.keys[b];
+    fn fill<const LOG: bool>(&self, b: usize, pos: &Position, t: usize, t0: usize, q: ArrayView2<F>, s0: usize, k: ArrayView2<F>, tile: &mut [F]) {
+        logits(q.to_slice().expect("C-contiguous queries"), &self.keys[b], self.scale, pos, t, t0..t0 + q.nrows(), s0..s0 + k.nrows(), tile);
+    }
+}
+
+/// tile[r · BK + c] = scale · q_(t0+r) · k_(s0+c) for the queries `rows` (the rows of `q`,
+/// read in place) and keys `cols` of a sequence (`keys` packed), group of rows by group, each
+/// over the keys of its band only: outside it the entries are left as they were.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn logits<F: Real>(q: &[F], keys: &Panels<F>, scale: F, pos: &Position, t: usize, rows: Range<usize>, cols: Range<usize>, tile: &mut [F]) {
+    let (d, w) = (keys.dim(), keys.width());
+    for_groups(rows, cols.clone(), |a, b| pos.key_band(a, b, t), |g, n, band| {
+        if band.is_empty() {
+            return;
+        }
         // Block starts are multiples of BK, itself a multiple of the panel width.
-        let panels = s0 / keys.width()..(s0 + k.nrows()).div_ceil(keys.width());
-        scaled_dots(q_packed, keys, panels, self.scale, tile, BK);
+        let panels = band.start / w..band.end.div_ceil(w);
+        products(&q[g * d..], Layout::Rows(d), n, keys, panels.clone(), 0..d, scale, &mut tile[g * BK + panels.start * w - cols.start..], BK);
+    });
+}
+
+/// `f(g, n, band)` for the groups of `MR` rows [r0 + g, r0 + g + n) of `rows` = r0.., where
+/// `band` is the columns of `cols` within `band_of(first, end)` of the group (an empty band
+/// lies inside `cols`).
+#[inline(always)]
+fn for_groups(rows: Range<usize>, cols: Range<usize>, band_of: impl Fn(usize, usize) -> (usize, usize), mut f: impl FnMut(usize, usize, Range<usize>)) {
+    for g in (0..rows.len()).step_by(MR) {
+        let n = MR.min(rows.len() - g);
+        let (lo, hi) = band_of(rows.start + g, rows.start + g + n);
+        let lo = lo.clamp(cols.start, cols.end);
+        f(g, n, lo..hi.clamp(lo, cols.end));
     }
 }
 
@@ -306,7 +343,7 @@ struct RadialFill<P> {
 }
 impl<F: Real, P: ProfileFn> Fill<F> for RadialFill<P> {
     #[inline(always)]
-    fn fill<const LOG: bool>(&self, _: usize, q: ArrayView2<F>, _: &Panels<F>, k: ArrayView2<F>, _: usize, tile: &mut [F]) {
+    fn fill<const LOG: bool>(&self, _: usize, _: &Position, _: usize, _: usize, q: ArrayView2<F>, _: usize, k: ArrayView2<F>, tile: &mut [F]) {
         let mut out = tile_view(tile, q.nrows(), k.nrows());
         // Squared distances as the engine computes them: exact differences in low dimensions,
         // the product form through a matrix multiply in high ones.
@@ -333,13 +370,15 @@ fn tile_view<F>(tile: &mut [F], nq: usize, nk: usize) -> ArrayViewMut2<'_, F> {
 /// The rows of each sequence of `a` (B × T × n; transposed: of each sequence's transpose),
 /// packed once into the micro-kernel's panels for all the blocks that read them.
 fn pack<F: Real>(a: ArrayView3<F>, transposed: bool) -> Result<Vec<Panels<F>>> {
-    a.outer_iter()
-        .into_par_iter()
-        .map(|m| {
-            let m = if transposed { m.reversed_axes() } else { m };
-            Panels::references(m, &vec![F::zero(); m.ncols()])
-        })
-        .collect()
+    a.outer_iter().into_par_iter().map(|m| pack_one(m, transposed)).collect()
+}
+
+fn pack_one<F: Real>(m: ArrayView2<F>, transposed: bool) -> Result<Panels<F>> {
+    if transposed {
+        Panels::transposed(m)
+    } else {
+        Panels::references(m, &vec![F::zero(); m.ncols()])
+    }
 }
 
 /// `f` of every item (weighted by its number of pairs) on the current pool, in order, in
@@ -477,25 +516,20 @@ unsafe fn forward_block_avx2<F: Real, C: Fill<F>, const LOG: bool>(cx: &Fwd<'_, 
 fn forward_block_with<F: Real, C: Fill<F>, const LOG: bool, const FMA: bool>(cx: &Fwd<'_, '_, F, C>, blk: Block<F>) {
     let Block { b, t0, mut out, mut lse } = blk;
     let (q_all, k_all) = (cx.seq.q.index_axis(Axis(0), b), cx.seq.k.index_axis(Axis(0), b));
-    let (t, d, p) = (q_all.nrows(), q_all.ncols(), out.ncols());
+    let (t, p) = (q_all.nrows(), out.ncols());
     let (nq, t1) = (out.nrows(), t0 + out.nrows());
     let q = q_all.slice(s![t0..t1, ..]);
     let mut accs: Vec<Acc> = (0..nq).map(|_| Acc::new(p, None, LOG)).collect();
-    // The micro-kernel works on groups of rows: queries, tile and products padded with zero
-    // rows (a zero query row gives zero logits, and the padding rows of P stay zero).
-    let mut q_packed = Panels::queries(d);
-    q_packed.repack(q, &vec![F::zero(); d]);
-    let rows = q_packed.padded_rows();
-    let mut tile = vec![F::zero(); rows * BK];
+    let mut tile = vec![F::zero(); nq * BK];
     let ldv = cx.values.get(b).map_or(0, |v| v.padded_rows());
-    let mut pv = vec![F::zero(); rows * ldv];
+    let mut pv = vec![F::zero(); nq * ldv];
     let (lo, hi) = cx.pos.key_band(t0, t1, t);
     for s0 in block_starts(lo, hi, BK) {
         let s1 = (s0 + BK).min(t);
         if cx.pos.masked_out(b, t0, t1, s0, s1) {
             continue;
         }
-        cx.fill.fill::<LOG>(b, q, &q_packed, k_all.slice(s![s0..s1, ..]), s0, &mut tile);
+        cx.fill.fill::<LOG>(b, cx.pos, t, t0, q, s0, k_all.slice(s![s0..s1, ..]), &mut tile);
         cx.pos.apply::<F, LOG>(&mut tile_view(&mut tile, nq, s1 - s0), b, t0, s0);
         let mut any = false;
         for (acc, row) in accs.iter_mut().zip(tile.chunks_exact_mut(BK)) {
@@ -517,8 +551,7 @@ fn forward_block_with<F: Real, C: Fill<F>, const LOG: bool, const FMA: bool>(cx:
         }
         if any && p > 0 {
             // P·V of the block in F (the block's partial sums), added to the f64 sums.
-            let values = &cx.values[b];
-            row_products::<F, BK>(&tile, rows, values, 0..ldv / values.width(), s0..s1, &mut pv, ldv);
+            queries_times(&tile, cx.pos, t, t0..t1, s0..s1, &cx.values[b], &mut pv, ldv);
             // Over slices, so the widening adds vectorise (as an ndarray row walk they did not,
             // and cost a tenth of the forward pass).
             for (acc, row) in accs.iter_mut().zip(pv.chunks_exact(ldv)) {
@@ -550,11 +583,12 @@ enum Schedule {
     /// every thread busy.
     PerSequence,
     /// Key blocks in parallel for dK, dV (and the decay), then query blocks in parallel for
-    /// dQ: seven products per block pair, but parallel within one long sequence.
+    /// dQ: seven products per block pair (S and dP twice), but parallel within one long sequence.
     TwoPass,
 }
 
-/// Largest T·d whose per-sequence f64 dQ buffer (8 MB) the per-sequence schedule may hold per thread.
+/// Largest T·d whose per-sequence f64 dQ buffer (8 MB, and Qᵀ, dOᵀ, Kᵀ packed) the
+/// per-sequence schedule may hold per thread.
 const PER_SEQUENCE_MAX_TD: usize = 1 << 20;
 
 /// Gradients of a loss ℓ(out) through the dot-product forward pass, from ∂ℓ/∂out and the
@@ -609,18 +643,20 @@ fn backward_with<F: Real>(
             let total = items.len();
             mon.set_progress(0, total);
             let per_seq = run_chunked(items, mon, 0, total, |(bi, mut dq, mut dk, mut dv)| {
+                let tr = cx.transposed(bi, true)?;
                 let mut dq_acc = Array2::<f64>::zeros((t, d));
                 let gl: Vec<f64> = (0..t)
                     .step_by(BK)
                     .map(|s0| {
                         let s1 = (s0 + BK).min(t);
-                        key_block(&cx, bi, s0, dk.slice_mut(s![s0..s1, ..]), dv.slice_mut(s![s0..s1, ..]), Some(&mut dq_acc))
+                        key_block(&cx, bi, s0, dk.slice_mut(s![s0..s1, ..]), dv.slice_mut(s![s0..s1, ..]), &tr, Some(&mut dq_acc))
                     })
                     .collect();
                 write_scaled(&mut dq, &dq_acc, scale);
-                (bi, gl)
+                Ok((bi, gl))
             })?;
-            for (bi, gl) in per_seq {
+            for r in per_seq {
+                let (bi, gl) = r?;
                 partials.row_mut(bi).assign(&Array1::from(gl));
             }
         }
@@ -640,11 +676,16 @@ fn backward_with<F: Real>(
             let total = keys.len() + queries.len();
             let n_keys = keys.len();
             mon.set_progress(0, total);
-            let per_key = run_chunked(keys, mon, 0, total, |(bi, s0, dk, dv)| (bi, s0 / BK, key_block(&cx, bi, s0, dk, dv, None)))?;
+            // Qᵀ and dOᵀ for the key pass, then Kᵀ for the query pass: at most two packed
+            // copies of the inputs beyond K and V at a time.
+            let tr = (0..b).into_par_iter().map(|bi| cx.transposed(bi, false)).collect::<Result<Vec<_>>>()?;
+            let per_key = run_chunked(keys, mon, 0, total, |(bi, s0, dk, dv)| (bi, s0 / BK, key_block(&cx, bi, s0, dk, dv, &tr[bi], None)))?;
+            drop(tr);
             for (bi, j, gl) in per_key {
                 partials[(bi, j)] = gl;
             }
-            run_chunked(queries, mon, n_keys, total, |(bi, t0, dq)| query_block(&cx, bi, t0, dq))?;
+            let kt = pack(seq.k.view(), true)?;
+            run_chunked(queries, mon, n_keys, total, |(bi, t0, dq)| query_block(&cx, bi, t0, dq, &kt[bi]))?;
         }
     }
     if pos.decay.is_some() {
@@ -665,47 +706,38 @@ struct Bwd<'a, 'p, F> {
     values: &'a [Panels<F>],
 }
 
+impl<F: Real> Bwd<'_, '_, F> {
+    /// Qᵀ, dOᵀ (and with `with_keys`, Kᵀ) of sequence `b`, packed once for all its block pairs.
+    fn transposed(&self, b: usize, with_keys: bool) -> Result<Transposed<F>> {
+        let k = if with_keys { Some(pack_one(self.seq.k.index_axis(Axis(0), b), true)?) } else { None };
+        Ok(Transposed { q: pack_one(self.seq.q.index_axis(Axis(0), b), true)?, d_out: pack_one(self.d_out.index_axis(Axis(0), b), true)?, k })
+    }
+}
+
+/// One sequence's Qᵀ and dOᵀ (for dK = dSᵀQ, dV = PᵀdO) and, when dQ = dS·K is summed in the
+/// same pass, Kᵀ.
+struct Transposed<F> {
+    q: Panels<F>,
+    d_out: Panels<F>,
+    k: Option<Panels<F>>,
+}
+
 /// Scratch of one block pair.
 struct Scratch<F> {
-    /// P = exp(S − L), then reused (rows padded for the micro-kernel).
+    /// P = exp(S − L).
     p: Array2<F>,
     /// dP = dO Vᵀ, then dS = P ∘ (dP − D).
     ds: Array2<F>,
     /// Products before they are added to the f64 sums (rows of stride `ldp`).
     prod: Vec<F>,
     ldp: usize,
-    /// Pᵀ and dSᵀ, rows padded for the micro-kernel.
-    pt: Vec<F>,
-    dst: Vec<F>,
-    /// The query block's Q and dO, packed as rows (for S, dP) and transposed (for dK, dV);
-    /// the key block's K transposed (for dQ).
-    q: Panels<F>,
-    d_out: Panels<F>,
-    qt: Panels<F>,
-    d_out_t: Panels<F>,
-    kt: Panels<F>,
-    zeros: Vec<F>,
 }
 
 impl<F: Real> Scratch<F> {
     fn new(d: usize, p: usize) -> Self {
-        let rows = query_rows(BQ);
         // Product columns padded to whole panels (16 in f32, 8 in f64).
         let ldp = d.max(p).div_ceil(16) * 16;
-        Scratch {
-            p: Array2::zeros((rows, BK)),
-            ds: Array2::zeros((rows, BK)),
-            prod: vec![F::zero(); query_rows(BQ.max(BK)) * ldp],
-            ldp,
-            pt: vec![F::zero(); query_rows(BK) * BQ],
-            dst: vec![F::zero(); query_rows(BK) * BQ],
-            q: Panels::queries(d),
-            d_out: Panels::queries(p),
-            qt: Panels::reference_blocks(),
-            d_out_t: Panels::reference_blocks(),
-            kt: Panels::reference_blocks(),
-            zeros: vec![F::zero(); d.max(p).max(BQ).max(BK)],
-        }
+        Scratch { p: Array2::zeros((BQ, BK)), ds: Array2::zeros((BQ, BK)), prod: vec![F::zero(); BQ.max(BK) * ldp], ldp }
     }
 }
 
@@ -717,12 +749,9 @@ fn grad_tile<F: Real, const FMA: bool>(cx: &Bwd<'_, '_, F>, b: usize, t0: usize,
     if cx.pos.masked_out(b, t0, t1, s0, s1) {
         return None;
     }
-    let q = cx.seq.q.slice(s![b, t0..t1, ..]);
-    sc.q.repack(q, &sc.zeros[..q.ncols()]);
-    // Block starts are multiples of BK, itself a multiple of the panel width.
-    let w = cx.keys[b].width();
-    let panels = s0 / w..s1.div_ceil(w);
-    scaled_dots(&sc.q, &cx.keys[b], panels.clone(), cx.scale, sc.p.as_slice_mut().expect("owned tile"), BK);
+    let (t, d, pw) = (cx.seq.q.dim().1, cx.seq.q.dim().2, cx.seq.v.dim().2);
+    let q = cx.seq.q.index_axis(Axis(0), b).to_slice().expect("C-contiguous queries");
+    logits(&q[t0 * d..], &cx.keys[b], cx.scale, cx.pos, t, t0..t1, s0..s1, sc.p.as_slice_mut().expect("owned tile"));
     let mut p = sc.p.slice_mut(s![..nq, ..nk]);
     cx.pos.apply::<F, true>(&mut p, b, t0, s0);
     let mut any = false;
@@ -739,28 +768,32 @@ fn grad_tile<F: Real, const FMA: bool>(cx: &Bwd<'_, '_, F>, b: usize, t0: usize,
     if !any {
         return None;
     }
-    let pw = cx.seq.v.dim().2;
     if pw > 0 {
-        sc.d_out.repack(cx.d_out.slice(s![b, t0..t1, ..]), &sc.zeros[..pw]);
-        scaled_dots(&sc.d_out, &cx.values[b], panels, F::one(), sc.ds.as_slice_mut().expect("owned tile"), BK);
-    } else {
-        sc.ds.fill(F::zero());
+        let d_out = cx.d_out.index_axis(Axis(0), b).to_slice().expect("C-contiguous gradients");
+        logits(&d_out[t0 * pw..], &cx.values[b], F::one(), cx.pos, t, t0..t1, s0..s1, sc.ds.as_slice_mut().expect("owned tile"));
     }
-    let mut ds = sc.ds.slice_mut(s![..nq, ..nk]);
+    // dS within each row's band (dP was not computed outside it), zero elsewhere.
+    let (p, ds) = (sc.p.as_slice().expect("owned tile"), sc.ds.as_slice_mut().expect("owned tile"));
     // The decay's gradient is wanted at λ = 0 too (where the forward pass skips the factor).
     let lam = cx.pos.decay.is_some();
     let mut g = 0.0;
-    for (r, (mut dr, pr)) in ds.rows_mut().into_iter().zip(p.rows()).enumerate() {
-        let dt = F::of(cx.delta[(b, t0 + r)]);
-        let (dr, pr) = (dr.as_slice_mut().expect("contiguous rows"), pr.to_slice().expect("contiguous rows"));
-        for (x, &pp) in dr.iter_mut().zip(pr) {
-            *x = pp * (*x - dt);
+    for_groups(t0..t1, s0..s1, |a, e| cx.pos.key_band(a, e, t), |r0, n, band| {
+        let (lo, hi) = (band.start - s0, band.end - s0);
+        for r in r0..r0 + n {
+            let dt = F::of(cx.delta[(b, t0 + r)]);
+            let (dr, pr) = (&mut ds[r * BK..r * BK + nk], &p[r * BK..r * BK + nk]);
+            dr[..lo].fill(F::zero());
+            dr[hi..].fill(F::zero());
+            for (x, &pp) in dr[lo..hi].iter_mut().zip(&pr[lo..hi]) {
+                let dp = if pw > 0 { *x } else { F::zero() };
+                *x = pp * (dp - dt);
+            }
+            if lam {
+                let t = t0 + r;
+                g -= dr[lo..hi].iter().enumerate().map(|(c, x)| x.f64() * t.abs_diff(band.start + c) as f64).sum::<f64>();
+            }
         }
-        if lam {
-            let t = t0 + r;
-            g -= dr.iter().enumerate().map(|(c, x)| x.f64() * t.abs_diff(s0 + c) as f64).sum::<f64>();
-        }
-    }
+    });
     Some(g)
 }
 
@@ -771,19 +804,29 @@ fn add_into<F: Real>(mut acc: ndarray::ArrayViewMut2<f64>, prod: &[F], ldp: usiz
     }
 }
 
-/// `to` (row stride `ld`) ← the transpose of the first `nq` rows × `nk` columns of `from`.
-fn transpose_into<F: Real>(from: ArrayView2<F>, nq: usize, nk: usize, to: &mut [F], ld: usize) {
-    for (r, row) in from.rows().into_iter().take(nq).enumerate() {
-        for (c, &x) in row.iter().take(nk).enumerate() {
-            to[c * ld + r] = x;
-        }
-    }
+/// prod[r · ldp + j] = Σ_c T[r][c] · x_(j, c) (T·X) for the tile T (row stride `BK`) of the
+/// queries `queries` × keys `keys`, query group by query group over the keys of its band: T
+/// is zero outside it.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn queries_times<F: Real>(tile: &[F], pos: &Position, t: usize, queries: Range<usize>, keys: Range<usize>, x: &Panels<F>, prod: &mut [F], ldp: usize) {
+    let panels = 0..x.padded_rows() / x.width();
+    for_groups(queries, keys.clone(), |a, e| pos.key_band(a, e, t), |g, n, band| {
+        let a = &tile[g * BK + band.start - keys.start..];
+        products(a, Layout::Rows(BK), n, x, panels.clone(), band, F::one(), &mut prod[g * ldp..], ldp);
+    });
 }
 
-/// out ← A·X for the rows of `a` (row stride `LDA`; `rows` of them, see `query_rows`) and the
-/// panels of `x`, whose features are `0..k`.
-fn products<F: Real, const LDA: usize>(a: &[F], rows: usize, x: &Panels<F>, k: usize, out: &mut [F], ldp: usize) {
-    row_products::<F, LDA>(a, rows, x, 0..x.padded_rows() / x.width(), 0..k, out, ldp);
+/// prod[c · ldp + j] = Σ_r T[r][c] · x_(j, r) (Tᵀ·X, the tile read transposed in place), key
+/// group by key group over the queries of its band.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn keys_times<F: Real>(tile: &[F], pos: &Position, t: usize, queries: Range<usize>, keys: Range<usize>, x: &Panels<F>, prod: &mut [F], ldp: usize) {
+    let panels = 0..x.padded_rows() / x.width();
+    for_groups(keys, queries.clone(), |a, e| pos.query_band(a, e, t), |g, n, band| {
+        let a = &tile[(band.start - queries.start) * BK + g..];
+        products(a, Layout::Columns(BK), n, x, panels.clone(), band, F::one(), &mut prod[g * ldp..], ldp);
+    });
 }
 
 fn write_scaled<F: Real>(out: &mut ArrayViewMut2<F>, acc: &Array2<f64>, scale: f64) {
@@ -792,55 +835,52 @@ fn write_scaled<F: Real>(out: &mut ArrayViewMut2<F>, acc: &Array2<f64>, scale: f
 
 /// dK, dV of one key block, over the query blocks of its band in order; with `dq_acc`, also
 /// adds this block's share of dQ. Returns the block's share of the decay's gradient.
-fn key_block<F: Real>(cx: &Bwd<'_, '_, F>, b: usize, s0: usize, dk: ArrayViewMut2<F>, dv: ArrayViewMut2<F>, dq_acc: Option<&mut Array2<f64>>) -> f64 {
+fn key_block<F: Real>(
+    cx: &Bwd<'_, '_, F>, b: usize, s0: usize, dk: ArrayViewMut2<F>, dv: ArrayViewMut2<F>, tr: &Transposed<F>, dq_acc: Option<&mut Array2<f64>>,
+) -> f64 {
     #[cfg(target_arch = "x86_64")]
     {
         if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
             // SAFETY: the CPU supports the features the function is compiled for.
-            return unsafe { key_block_avx2(cx, b, s0, dk, dv, dq_acc) };
+            return unsafe { key_block_avx2(cx, b, s0, dk, dv, tr, dq_acc) };
         }
     }
-    key_block_with::<F, false>(cx, b, s0, dk, dv, dq_acc)
+    key_block_with::<F, false>(cx, b, s0, dk, dv, tr, dq_acc)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn key_block_avx2<F: Real>(cx: &Bwd<'_, '_, F>, b: usize, s0: usize, dk: ArrayViewMut2<F>, dv: ArrayViewMut2<F>, dq_acc: Option<&mut Array2<f64>>) -> f64 {
-    key_block_with::<F, true>(cx, b, s0, dk, dv, dq_acc)
+unsafe fn key_block_avx2<F: Real>(
+    cx: &Bwd<'_, '_, F>, b: usize, s0: usize, dk: ArrayViewMut2<F>, dv: ArrayViewMut2<F>, tr: &Transposed<F>, dq_acc: Option<&mut Array2<f64>>,
+) -> f64 {
+    key_block_with::<F, true>(cx, b, s0, dk, dv, tr, dq_acc)
 }
 
 #[inline(always)]
-fn key_block_with<F: Real, const FMA: bool>(cx: &Bwd<'_, '_, F>, b: usize, s0: usize, mut dk: ArrayViewMut2<F>, mut dv: ArrayViewMut2<F>, mut dq_acc: Option<&mut Array2<f64>>) -> f64 {
+fn key_block_with<F: Real, const FMA: bool>(
+    cx: &Bwd<'_, '_, F>, b: usize, s0: usize, mut dk: ArrayViewMut2<F>, mut dv: ArrayViewMut2<F>, tr: &Transposed<F>, mut dq_acc: Option<&mut Array2<f64>>,
+) -> f64 {
     let t = cx.seq.q.dim().1;
     let (d, p) = (dk.ncols(), dv.ncols());
     let s1 = s0 + dk.nrows();
     let nk = s1 - s0;
-    let mut sc = Scratch::new(cx.seq.q.dim().2, cx.seq.v.dim().2);
+    let mut sc = Scratch::new(d, p);
     let (mut dk_acc, mut dv_acc) = (Array2::<f64>::zeros((nk, d)), Array2::<f64>::zeros((nk, p)));
-    let k = cx.seq.k.slice(s![b, s0..s1, ..]);
-    if dq_acc.is_some() {
-        sc.kt.repack(k.t(), &sc.zeros[..nk]);
-    }
     let (lo, hi) = cx.pos.query_band(s0, s1, t);
     let mut g = 0.0;
     for t0 in block_starts(lo, hi, BQ) {
         let t1 = (t0 + BQ).min(t);
-        let nq = t1 - t0;
         let Some(gl) = grad_tile::<F, FMA>(cx, b, t0, t1, s0, s1, &mut sc) else { continue };
         g += gl;
-        let ldp = sc.ldp;
+        let (p_tile, ds_tile, ldp) = (sc.p.as_slice().expect("owned tile"), sc.ds.as_slice().expect("owned tile"), sc.ldp);
         if p > 0 {
-            transpose_into(sc.p.view(), nq, nk, &mut sc.pt, BQ);
-            sc.d_out_t.repack(cx.d_out.slice(s![b, t0..t1, ..]).t(), &sc.zeros[..nq]);
-            products::<F, BQ>(&sc.pt, query_rows(nk), &sc.d_out_t, nq, &mut sc.prod, ldp);
-            add_into(dv_acc.slice_mut(s![.., ..p]), &sc.prod, ldp);
+            keys_times(p_tile, cx.pos, t, t0..t1, s0..s1, &tr.d_out, &mut sc.prod, ldp);
+            add_into(dv_acc.view_mut(), &sc.prod, ldp);
         }
-        transpose_into(sc.ds.view(), nq, nk, &mut sc.dst, BQ);
-        sc.qt.repack(cx.seq.q.slice(s![b, t0..t1, ..]).t(), &sc.zeros[..nq]);
-        products::<F, BQ>(&sc.dst, query_rows(nk), &sc.qt, nq, &mut sc.prod, ldp);
+        keys_times(ds_tile, cx.pos, t, t0..t1, s0..s1, &tr.q, &mut sc.prod, ldp);
         add_into(dk_acc.view_mut(), &sc.prod, ldp);
         if let Some(dq) = dq_acc.as_deref_mut() {
-            products::<F, BK>(sc.ds.as_slice().expect("owned tile"), query_rows(nq), &sc.kt, nk, &mut sc.prod, ldp);
+            queries_times(ds_tile, cx.pos, t, t0..t1, s0..s1, tr.k.as_ref().expect("Kᵀ packed with dQ"), &mut sc.prod, ldp);
             add_into(dq.slice_mut(s![t0..t1, ..]), &sc.prod, ldp);
         }
     }
@@ -849,26 +889,26 @@ fn key_block_with<F: Real, const FMA: bool>(cx: &Bwd<'_, '_, F>, b: usize, s0: u
     g
 }
 
-/// dQ of one query block, over the key blocks of its band in order.
-fn query_block<F: Real>(cx: &Bwd<'_, '_, F>, b: usize, t0: usize, dq: ArrayViewMut2<F>) {
+/// dQ of one query block, over the key blocks of its band in order (`kt`: the sequence's Kᵀ).
+fn query_block<F: Real>(cx: &Bwd<'_, '_, F>, b: usize, t0: usize, dq: ArrayViewMut2<F>, kt: &Panels<F>) {
     #[cfg(target_arch = "x86_64")]
     {
         if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
             // SAFETY: the CPU supports the features the function is compiled for.
-            return unsafe { query_block_avx2(cx, b, t0, dq) };
+            return unsafe { query_block_avx2(cx, b, t0, dq, kt) };
         }
     }
-    query_block_with::<F, false>(cx, b, t0, dq)
+    query_block_with::<F, false>(cx, b, t0, dq, kt)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn query_block_avx2<F: Real>(cx: &Bwd<'_, '_, F>, b: usize, t0: usize, dq: ArrayViewMut2<F>) {
-    query_block_with::<F, true>(cx, b, t0, dq)
+unsafe fn query_block_avx2<F: Real>(cx: &Bwd<'_, '_, F>, b: usize, t0: usize, dq: ArrayViewMut2<F>, kt: &Panels<F>) {
+    query_block_with::<F, true>(cx, b, t0, dq, kt)
 }
 
 #[inline(always)]
-fn query_block_with<F: Real, const FMA: bool>(cx: &Bwd<'_, '_, F>, b: usize, t0: usize, mut dq: ArrayViewMut2<F>) {
+fn query_block_with<F: Real, const FMA: bool>(cx: &Bwd<'_, '_, F>, b: usize, t0: usize, mut dq: ArrayViewMut2<F>, kt: &Panels<F>) {
     let t = cx.seq.q.dim().1;
     let d = dq.ncols();
     let t1 = t0 + dq.nrows();
@@ -881,8 +921,7 @@ fn query_block_with<F: Real, const FMA: bool>(cx: &Bwd<'_, '_, F>, b: usize, t0:
         if grad_tile::<F, FMA>(cx, b, t0, t1, s0, s1, &mut sc).is_none() {
             continue;
         }
-        sc.kt.repack(cx.seq.k.slice(s![b, s0..s1, ..]).t(), &sc.zeros[..s1 - s0]);
-        products::<F, BK>(sc.ds.as_slice().expect("owned tile"), query_rows(nq), &sc.kt, s1 - s0, &mut sc.prod, sc.ldp);
+        queries_times(sc.ds.as_slice().expect("owned tile"), cx.pos, t, t0..t1, s0..s1, kt, &mut sc.prod, sc.ldp);
         add_into(acc.view_mut(), &sc.prod, sc.ldp);
     }
     write_scaled(&mut dq, &acc, cx.scale.f64());

@@ -327,6 +327,41 @@ mod tests {
         prepared_equals_raw::<f32>(1.0, 1e12);
     }
 
+    /// Few scattered queries against a prepared reference: `auto` takes the kept kd-tree when
+    /// it visits far fewer pairs than the brute force's blocks reach (the raw call builds no
+    /// tree for so few queries), and gives the tree path's sums bit for bit, which equal the
+    /// brute force's to rounding.
+    #[test]
+    fn prepared_tree_is_chosen_for_few_scattered_queries() {
+        let mut rng = StdRng::seed_from_u64(3);
+        let (n, m) = (200_000, 8);
+        let x = rand_mat::<f64>(&mut rng, n, 2, 1.0);
+        let v = rand_mat::<f64>(&mut rng, n, 1, 1.0);
+        let q = rand_mat::<f64>(&mut rng, m, 2, 1.0);
+        let r = Reference::new(x.clone(), Some(v.clone()), None, None).unwrap();
+        let pb = Problem { queries: q.view(), x: x.view(), values: Some(v.view()), weights: None };
+        let mon = Monitor::default();
+        let (profile, bw) = (Profile::Epanechnikov, Bandwidth::Scalar(0.005));
+        let chosen = |prep: Option<&Prepared<f64>>| super::super::cheaper_tree(&pb, profile, &bw, &mon, prep, &mut None).unwrap().is_some();
+        assert!(chosen(Some(&r.prepared)), "prepared: the tree");
+        assert!(!chosen(None), "raw: no tree built for {m} queries");
+        // A wide bandwidth reaches most samples: the vectorised tiles stay cheaper.
+        let wide = Bandwidth::Scalar(0.5);
+        assert!(super::super::cheaper_tree(&pb, profile, &wide, &mon, Some(&r.prepared), &mut None).unwrap().is_none());
+        let kernel = Kernel::Radial(profile);
+        let opts = |nbh| Options { neighborhood: nbh, ..Options::default() };
+        for threads in [1, 2] {
+            let auto = install(threads, || r.local_sums(q.view(), &kernel, &bw, &opts(Neighborhood::Auto))).unwrap().unwrap();
+            let tree = local_sums(&pb, &kernel, &bw, &opts(Neighborhood::Tree)).unwrap();
+            assert_identical(&auto, &tree, "auto = tree");
+            let brute = local_sums(&pb, &kernel, &bw, &opts(Neighborhood::Brute)).unwrap();
+            for i in 0..m {
+                assert!((auto.den[i] - brute.den[i]).abs() <= 1e-13 * brute.den[i], "den[{i}]");
+                assert!((auto.num[(i, 0)] - brute.num[(i, 0)]).abs() <= 1e-13 * brute.den[i], "num[{i}]");
+            }
+        }
+    }
+
     #[test]
     fn reference_refuses_bad_input_naming_it() {
         let x = Array2::<f64>::zeros((3, 2));

@@ -37,6 +37,7 @@
 mod accumulate;
 pub mod binned;
 mod expansion;
+mod hermite;
 mod lanes;
 mod reference;
 pub mod temporal;
@@ -206,6 +207,9 @@ fn sums_in_range<F: Real>(pb: &Problem<F>, kernel: &Kernel, bw: &Bandwidth<F>, o
         Kernel::Knn { k, profile } => knn_sums(pb, *k, *profile, opts, prep),
         Kernel::Dot { temperature } => brute::<F, DotExp>(pb, bw, opts, F::of(1.0 / temperature), prep),
         Kernel::Radial(profile) => {
+            if let Some(sums) = far_field_sums(pb, *profile, bw, opts, prep)? {
+                return Ok(sums);
+            }
             if let Some(e) = expansion(pb, *profile, bw, opts) {
                 let sums = e.sums(&opts.monitor)?;
                 if !opts.exclude_self {
@@ -829,10 +833,50 @@ fn expansion<F: Real>(pb: &Problem<F>, profile: Profile, bw: &Bandwidth<F>, opts
     }
     match opts.neighborhood {
         Neighborhood::Expansion => expansion::Expansion::new(pb, h, opts, false),
-        Neighborhood::Auto if n >= 64 && m >= 64 => expansion::Expansion::new(pb, h, opts, true),
+        Neighborhood::Auto if n >= 64 && m >= FEW_SERIES_QUERIES => expansion::Expansion::new(pb, h, opts, true),
         _ => None,
     }
 }
+
+/// Few queries of the Gaussian against a prepared reference whose tiles they would mostly
+/// all reach: the sums from the reference's far-field Hermite moments (`hermite`, built once
+/// per bandwidth), within the series expansion's error bound; queries for which that bound
+/// cannot be met are summed exactly. None where it does not apply.
+fn far_field_sums<F: Real>(pb: &Problem<F>, profile: Profile, bw: &Bandwidth<F>, opts: &Options, prep: Option<&Prepared<F>>) -> Result<Option<LocalSums<F>>> {
+    let (Some(prep), Bandwidth::Scalar(h)) = (prep, bw) else { return Ok(None) };
+    let (n, d) = pb.x.dim();
+    let m = pb.queries.nrows();
+    let applies = profile == Profile::Gaussian && d <= expansion::MAX_DIM && m > 0 && m < FEW_SERIES_QUERIES && n >= FAR_FIELD_MIN_PAIRS;
+    if !applies || opts.neighborhood != Neighborhood::Auto || opts.degree.is_some() || opts.exclude_self {
+        return Ok(None);
+    }
+    // Worth it when the brute force's blocks reach most of a large reference.
+    let tiles = prep.tiles(pb, bw, true, true, false, &opts.monitor)?;
+    if brute_work::<F, Radial<crate::kernel::Gaussian>>(pb.queries, tiles, bw, &opts.monitor)? < (m * FAR_FIELD_MIN_PAIRS) as f64 {
+        return Ok(None);
+    }
+    let Some(far) = prep.far_field(pb, *h, &opts.monitor)? else { return Ok(None) };
+    let (mut sums, missed) = far.sums(pb.queries, &opts.monitor)?;
+    if !missed.is_empty() {
+        // Queries far from every sample: summed exactly.
+        let q = pb.queries.select(ndarray::Axis(0), &missed);
+        let exact = brute::<F, Radial<crate::kernel::Gaussian>>(&Problem { queries: q.view(), ..*pb }, bw, opts, F::one(), Some(prep))?;
+        for (r, &i) in missed.iter().enumerate() {
+            sums.den[i] = exact.den[r];
+            sums.log_scale[i] = exact.log_scale[r];
+            sums.num.row_mut(i).assign(&exact.num.row(r));
+        }
+    }
+    Ok(Some(sums))
+}
+
+/// Below this many queries `auto` never takes the two-sided series (`expansion`), whose cost
+/// per query cluster is O(n).
+const FEW_SERIES_QUERIES: usize = 64;
+
+/// Pairs per query the brute force must reach before a far field is used (and the smallest
+/// reference that gets one).
+const FAR_FIELD_MIN_PAIRS: usize = 1 << 17;
 
 /// Largest share of a query's total weight its own term may carry for the leave-one-out sums
 /// to be taken from the full Gaussian series minus that term: the subtraction then loses at

@@ -180,3 +180,30 @@ def test_refit_and_new_bandwidth_bind_anew():
     assert not np.array_equal(a, b)
     est.fit(X[:500], V[:500, 0])
     np.testing.assert_array_equal(est.predict(Q), LocalMeanRegressor(bandwidth=0.6).fit(X[:500], V[:500, 0]).predict(Q))
+
+
+@pytest.mark.parametrize("dtype, rtol", [(np.float64, 1e-13), (np.float32, 1e-5)])
+def test_few_queries_on_a_large_model_take_the_kept_tree_and_far_field(dtype, rtol):
+    # Below 16 / 64 queries a prepared reference uses what the raw call would not build for so
+    # few: the kd-tree of a compact kernel (exact) and the Gaussian's far-field moments (within
+    # 1e-14 of the sum of kernel weights; queries far from every sample are summed exactly).
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(150_000, 2)).astype(dtype)
+    y = np.sin(X[:, 0]).astype(dtype)
+    Q = np.vstack([rng.normal(size=(7, 2)), [[40.0, -40.0]]]).astype(dtype)
+    for est, method in [
+        (LocalMeanRegressor(kernel="gaussian", bandwidth=0.3), "predict"),
+        (KernelDensity(kernel="gaussian", bandwidth=0.3), "score_samples"),
+        (LocalMeanRegressor(kernel="epanechnikov", bandwidth=0.02), "predict"),
+    ]:
+        est.fit(X, y) if method == "predict" else est.fit(X)
+        q = Q if est.kernel == "gaussian" else Q[:7]  # (no sample within the support of the far one)
+        got = getattr(est, method)(q)
+        raw = clone(est).fit(X, y) if method == "predict" else clone(est).fit(X)
+        raw._bound()._references = None
+        want = getattr(raw, method)(q)
+        assert np.all(np.isfinite(got))
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol if method == "predict" else 0)
+        with ThreadPoolExecutor(2) as pool:
+            for out in pool.map(lambda _: getattr(est, method)(q), range(4)):
+                np.testing.assert_array_equal(out, got)

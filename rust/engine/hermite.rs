@@ -58,8 +58,9 @@ pub(super) struct FarField {
     centre: Vec<f64>,
     radius: Vec<f64>,
     ln_mass: Vec<f64>,
-    /// Exponents of the multi-indices, by total degree (`upto[g]` of degree ≤ g).
-    exps: Vec<Vec<u32>>,
+    /// Exponents of the multi-indices by total degree, flat (`exps[α·d + k]`; `upto[g]` of
+    /// degree ≤ g).
+    exps: Vec<usize>,
     upto: Vec<usize>,
     /// Per cluster, per multi-index α, the moments of the weights then of each value column:
     /// `moments[(c·terms + α)·(1 + p) + col]`.
@@ -130,7 +131,7 @@ impl FarField {
             moments.extend(m);
             ln_mass.push(l);
         }
-        Some(FarField { d, p, inv_h, origin, centre: side.centre, radius: side.radius, ln_mass, exps: mi.exps[..terms].to_vec(), upto: mi.upto, moments, terms })
+        Some(FarField { d, p, inv_h, origin, centre: side.centre, radius: side.radius, ln_mass, exps: mi.exps[..terms].iter().flatten().map(|&e| e as usize).collect(), upto: mi.upto, moments, terms })
     }
 
     /// The sums of `queries` (in the units the far field was built in), and the queries whose
@@ -183,6 +184,7 @@ impl FarField {
         let ln_share = (0.5 * TOLERANCE).ln() + ln_low - (nc as f64).ln();
         let mut sums = vec![0.0; cols];
         let mut h: Vec<Vec<f64>> = vec![vec![0.0; MAX_DEGREE + 1]; d];
+        let mut acc = vec![0.0; cols];
         for c in 0..nc {
             let rho = self.radius[c];
             // The cluster's whole mass at its nearest possible distance.
@@ -208,16 +210,16 @@ impl FarField {
             }
             let f = scale.exp();
             let at = c * self.terms * cols;
-            let mut acc = vec![0.0; cols];
-            for a in 0..self.upto[g - 1] {
-                let e = &self.exps[a];
-                let ha = (0..d).fold(1.0, |s, k| s * h[k][e[k] as usize]);
-                let mo = &self.moments[at + a * cols..at + (a + 1) * cols];
+            acc.fill(0.0);
+            let count = self.upto[g - 1];
+            let mo = &self.moments[at..at + count * cols];
+            for (e, mo) in self.exps[..count * d].chunks_exact(d).zip(mo.chunks_exact(cols)) {
+                let ha = e.iter().zip(&h).fold(1.0, |s, (&e, hk)| s * hk[e]);
                 for (s, &v) in acc.iter_mut().zip(mo) {
                     *s += ha * v;
                 }
             }
-            for (s, a) in sums.iter_mut().zip(acc) {
+            for (s, &a) in sums.iter_mut().zip(&acc) {
                 *s += f * a;
             }
         }

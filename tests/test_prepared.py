@@ -186,7 +186,8 @@ def test_refit_and_new_bandwidth_bind_anew():
 def test_few_queries_on_a_large_model_take_the_kept_tree_and_far_field(dtype, rtol):
     # Below 16 / 64 queries a prepared reference uses what the raw call would not build for so
     # few: the kd-tree of a compact kernel (exact) and the Gaussian's far-field moments (within
-    # 1e-14 of the sum of kernel weights; queries far from every sample are summed exactly).
+    # 1e-14 of the sum of kernel weights; queries far from every sample are summed exactly:
+    # the last one here, whose local mean is undefined in float64 on either path).
     rng = np.random.default_rng(1)
     X = rng.normal(size=(150_000, 2)).astype(dtype)
     y = np.sin(X[:, 0]).astype(dtype)
@@ -202,7 +203,6 @@ def test_few_queries_on_a_large_model_take_the_kept_tree_and_far_field(dtype, rt
         raw = clone(est).fit(X, y) if method == "predict" else clone(est).fit(X)
         raw._bound()._references = None
         want = getattr(raw, method)(q)
-        assert np.all(np.isfinite(got))
         np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol if method == "predict" else 0)
         with ThreadPoolExecutor(2) as pool:
             for out in pool.map(lambda _: getattr(est, method)(q), range(4)):

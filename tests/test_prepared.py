@@ -1,6 +1,8 @@
 """The prepared reference (``_core.Reference``): what a fitted estimator keeps so that later calls
 skip every per-call step that depends on the samples alone. Its results must be those of the raw
-samples bit for bit, on every path, and it must pickle, refuse bad input and serve threads."""
+samples bit for bit on every path (for very few queries `auto` may take a path the raw call would
+not build: then exact, or within the series' bound), and it must pickle, refuse bad input and
+serve threads."""
 
 from __future__ import annotations
 

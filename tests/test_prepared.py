@@ -1,6 +1,8 @@
 """The prepared reference (``_core.Reference``): what a fitted estimator keeps so that later calls
 skip every per-call step that depends on the samples alone. Its results must be those of the raw
-samples bit for bit, on every path, and it must pickle, refuse bad input and serve threads."""
+samples bit for bit on every path (for very few queries `auto` may take a path the raw call would
+not build: then exact, or within the series' bound), and it must pickle, refuse bad input and
+serve threads."""
 
 from __future__ import annotations
 
@@ -180,3 +182,30 @@ def test_refit_and_new_bandwidth_bind_anew():
     assert not np.array_equal(a, b)
     est.fit(X[:500], V[:500, 0])
     np.testing.assert_array_equal(est.predict(Q), LocalMeanRegressor(bandwidth=0.6).fit(X[:500], V[:500, 0]).predict(Q))
+
+
+@pytest.mark.parametrize("dtype, rtol", [(np.float64, 1e-13), (np.float32, 1e-5)])
+def test_few_queries_on_a_large_model_take_the_kept_tree_and_far_field(dtype, rtol):
+    # Below 16 / 64 queries a prepared reference uses what the raw call would not build for so
+    # few: the kd-tree of a compact kernel (exact) and the Gaussian's far-field moments (within
+    # 1e-14 of the sum of kernel weights; queries far from every sample are summed exactly:
+    # the last one here, whose local mean is undefined in float64 on either path).
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(150_000, 2)).astype(dtype)
+    y = np.sin(X[:, 0]).astype(dtype)
+    Q = np.vstack([rng.normal(size=(7, 2)), [[40.0, -40.0]]]).astype(dtype)
+    for est, method in [
+        (LocalMeanRegressor(kernel="gaussian", bandwidth=0.3), "predict"),
+        (KernelDensity(kernel="gaussian", bandwidth=0.3), "score_samples"),
+        (LocalMeanRegressor(kernel="epanechnikov", bandwidth=0.02), "predict"),
+    ]:
+        est.fit(X, y) if method == "predict" else est.fit(X)
+        q = Q if est.kernel == "gaussian" else Q[:7]  # (no sample within the support of the far one)
+        got = getattr(est, method)(q)
+        raw = clone(est).fit(X, y) if method == "predict" else clone(est).fit(X)
+        raw._bound()._references = None
+        want = getattr(raw, method)(q)
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol if method == "predict" else 0)
+        with ThreadPoolExecutor(2) as pool:
+            for out in pool.map(lambda _: getattr(est, method)(q), range(4)):
+                np.testing.assert_array_equal(out, got)

@@ -49,7 +49,7 @@ pub(super) const MAX_DIM: usize = 2;
 /// per query (and to max |v| times that for sums of values): half for the reference clusters
 /// left out beyond a Gaussian tail bound, half for the series cut short on far pairs. Far
 /// below rounding's own 1e-12 at these sizes; the sums with moments stay exact to rounding.
-const TOLERANCE: f64 = 1e-14;
+pub(super) const TOLERANCE: f64 = 1e-14;
 
 /// Points per chunk of a monomial table (queries or references): the table (up to a few
 /// hundred monomials per point) stays in the core's cache, and clusters can be as large as
@@ -57,17 +57,17 @@ const TOLERANCE: f64 = 1e-14;
 const CHUNK: usize = 512;
 
 /// Multi-indices α of d variables ordered by total degree, each with a parent α − e_k.
-struct MultiIndex {
-    exps: Vec<Vec<u32>>,
+pub(super) struct MultiIndex {
+    pub exps: Vec<Vec<u32>>,
     parent: Vec<(usize, usize)>,
     /// Index of α + e_k at `child[α·d + k]` (`usize::MAX` past the largest degree).
     child: Vec<usize>,
     /// Number of multi-indices of total degree ≤ g, for g = 0, 1, …
-    upto: Vec<usize>,
+    pub upto: Vec<usize>,
 }
 
 impl MultiIndex {
-    fn new(d: usize, max_degree: usize) -> Self {
+    pub fn new(d: usize, max_degree: usize) -> Self {
         let (mut exps, mut parent, mut upto) = (vec![vec![0u32; d]], vec![(0, 0)], vec![1]);
         let mut child = vec![usize::MAX; d];
         let mut start = 0;
@@ -108,7 +108,7 @@ impl MultiIndex {
 
     /// Row α (stride `stride`) = z^α, or z^α/α! with `factorial`, for the first `count`
     /// multi-indices; `z[k]` holds variable k for `len` points.
-    fn monomials(&self, count: usize, z: &[&[f64]], len: usize, stride: usize, factorial: bool, out: &mut [f64]) {
+    pub fn monomials(&self, count: usize, z: &[&[f64]], len: usize, stride: usize, factorial: bool, out: &mut [f64]) {
         out[..len].fill(1.0);
         for a in 1..count {
             let (p, k) = self.parent[a];
@@ -147,14 +147,14 @@ fn n_terms_within(r: f64, ln_tol: f64) -> usize {
 
 /// Points cut into clusters, in scaled coordinates (bandwidth units).
 #[derive(Clone)]
-struct Side {
+pub(super) struct Side {
     n: usize,
-    order: Vec<usize>,
-    starts: Vec<usize>,
-    centre: Vec<f64>,
+    pub order: Vec<usize>,
+    pub starts: Vec<usize>,
+    pub centre: Vec<f64>,
     lo: Vec<f64>,
     hi: Vec<f64>,
-    radius: Vec<f64>,
+    pub radius: Vec<f64>,
     /// Offsets from the cluster centre, feature-major: `off[k * n + position]`.
     off: Vec<f64>,
 }
@@ -164,7 +164,7 @@ impl Side {
     /// in coordinates (x − origin)/h. Subtracting the origin first keeps offset data exact:
     /// (x − origin) is exact or nearly for points near it, where x/h alone would round at the
     /// scale of the offset. None if `mon` stopped meanwhile.
-    fn new<F: Real>(x: ndarray::ArrayView2<F>, origin: &[f64], inv_h: f64, max_radius: f64, mon: &Monitor) -> Option<Self> {
+    pub fn new<F: Real>(x: ndarray::ArrayView2<F>, origin: &[f64], inv_h: f64, max_radius: f64, mon: &Monitor) -> Option<Self> {
         let (n, d) = x.dim();
         let z = Array2::from_shape_fn((n, d), |(i, k)| (x[(i, k)].f64() - origin[k]) * inv_h);
         let (order, starts) = radius_leaves(z.view(), max_radius, usize::MAX, mon).ok()?;
@@ -192,7 +192,7 @@ impl Side {
         Some(Side { n, order, starts, centre, lo, hi, radius, off })
     }
 
-    fn len(&self) -> usize {
+    pub fn len(&self) -> usize {
         self.starts.len() - 1
     }
 
@@ -200,7 +200,7 @@ impl Side {
         self.starts[c + 1] - self.starts[c]
     }
 
-    fn offsets(&self, c: usize, d: usize) -> Vec<&[f64]> {
+    pub fn offsets(&self, c: usize, d: usize) -> Vec<&[f64]> {
         (0..d).map(|k| &self.off[k * self.n + self.starts[c]..k * self.n + self.starts[c + 1]]).collect()
     }
 
@@ -773,7 +773,7 @@ fn max_radius(side: &Side) -> f64 {
 }
 
 /// Number of multi-indices of total degree at most g in d variables, C(g + d, d).
-fn upto(d: usize, g: usize) -> usize {
+pub(super) fn upto(d: usize, g: usize) -> usize {
     (1..=d).fold(1usize, |c, j| c * (g + j) / j)
 }
 

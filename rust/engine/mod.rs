@@ -37,6 +37,7 @@
 mod accumulate;
 pub mod binned;
 mod expansion;
+mod hermite;
 mod lanes;
 mod reference;
 pub mod temporal;
@@ -53,7 +54,7 @@ use crate::rows::{Rows, Scratch};
 use crate::neighbors::{Algorithm, Index, KdTree, LEAF_SIZE};
 use crate::parallel::Monitor;
 use accumulate::{n_basis, per_query, stack_into, Acc};
-use tiles::{Blocks, Tiles, TILE, WIDE_VALUES};
+use tiles::{BlockCost, Blocks, Tiles, TILE, WIDE_VALUES};
 pub use kernel_matrix::kernel_matrix;
 pub(crate) use kernel_matrix::fill_kernel_matrix;
 pub use reference::Reference;
@@ -206,6 +207,9 @@ fn sums_in_range<F: Real>(pb: &Problem<F>, kernel: &Kernel, bw: &Bandwidth<F>, o
         Kernel::Knn { k, profile } => knn_sums(pb, *k, *profile, opts, prep),
         Kernel::Dot { temperature } => brute::<F, DotExp>(pb, bw, opts, F::of(1.0 / temperature), prep),
         Kernel::Radial(profile) => {
+            if let Some(sums) = far_field_sums(pb, *profile, bw, opts, prep)? {
+                return Ok(sums);
+            }
             if let Some(e) = expansion(pb, *profile, bw, opts) {
                 let sums = e.sums(&opts.monitor)?;
                 if !opts.exclude_self {
@@ -371,19 +375,18 @@ fn brute<F: Real, K: TileKernel>(pb: &Problem<F>, bw: &Bandwidth<F>, opts: &Opti
         }
     };
     let qblock = if gemm { QUERY_BLOCK_GEMM } else { QUERY_BLOCK };
-    let blocks = Blocks::new(pb.queries, qblock, spatial, &opts.monitor)?;
+    let pricing = TilePricing::<F, K> { tiles, bw, c, kernel: std::marker::PhantomData };
+    let blocks = Blocks::new(pb.queries, qblock, spatial, &opts.monitor, &pricing)?;
     let rows = (Rows::new("X_query", pb.queries)?, Rows::new("X", pb.x)?, Rows::new("X_query", blocks.queries.view())?);
     let m = pb.queries.nrows();
     let mut out = LocalSums::try_zeros(m, tiles.p, basis)?;
     opts.start_progress(m);
-    let parts: Vec<LocalSums<F>> = (0..m)
-        .step_by(qblock)
-        .collect::<Vec<_>>()
+    let parts: Vec<LocalSums<F>> = (0..blocks.len())
         .into_par_iter()
-        .map(|b0| {
+        .map(|b| {
             opts.monitor.check()?;
-            let part = Acc::finish(run_block::<F, K>(&Ctx { pb, tiles, blocks: &blocks, queries: rows.0, x: rows.1, blocked: rows.2, bw, opts, basis, c }, b0), tiles.p, basis);
-            opts.advance(qblock.min(m - b0));
+            let part = Acc::finish(run_block::<F, K>(&Ctx { pb, tiles, blocks: &blocks, queries: rows.0, x: rows.1, blocked: rows.2, bw, opts, basis, c }, b), tiles.p, basis);
+            opts.advance(blocks.range(b).len());
             part
         })
         .collect::<Result<_>>()?;
@@ -391,6 +394,48 @@ fn brute<F: Real, K: TileKernel>(pb: &Problem<F>, bw: &Bandwidth<F>, opts: &Opti
     opts.monitor.check()?;
     stack_into(&mut out, parts, blocks.order());
     Ok(out)
+}
+
+/// Work of one query block of the brute force, in pairs: its queries times the references in
+/// the tiles within reach of its box (with the most permissive running maximum, a kernel
+/// value of one), plus the per-block pass over every tile's box.
+struct TilePricing<'a, F, K> {
+    tiles: &'a Tiles<F>,
+    bw: &'a Bandwidth<F>,
+    c: F,
+    kernel: std::marker::PhantomData<K>,
+}
+
+/// Cost of one tile's box test in a query block (gap, reach, visit list), in pairs.
+const BOX_TEST_COST: f64 = 8.0;
+
+impl<F: Real, K: TileKernel> BlockCost<F> for TilePricing<'_, F, K> {
+    fn wide(&self, qbox: &[F]) -> bool {
+        // The block's own diagonal beyond the kernel's reach at the smallest bandwidth.
+        let d = qbox.len() / 2;
+        let diag2 = (0..d).fold(F::zero(), |s, k| s + (qbox[d + k] - qbox[k]) * (qbox[d + k] - qbox[k]));
+        let scale = match self.bw {
+            Bandwidth::Scalar(h) => F::one() / (*h * *h),
+            Bandwidth::PerQuery(h) => h.iter().fold(F::zero(), |s, &h| s.max(F::one() / (h * h))),
+            Bandwidth::PerReference(_) => self.tiles.largest_scale(),
+        };
+        beyond_reach::<F, K>(diag2 * scale, self.c, 0.0)
+    }
+
+    fn cost(&self, qbox: &[F], rows: &[usize]) -> f64 {
+        let scale = match self.bw {
+            Bandwidth::Scalar(h) => F::one() / (*h * *h),
+            Bandwidth::PerQuery(h) => rows.iter().fold(F::infinity(), |s, &g| s.min(F::one() / (h[g] * h[g]))),
+            Bandwidth::PerReference(_) => F::one(),
+        };
+        let t = self.tiles;
+        let n_tiles = t.n.div_ceil(TILE);
+        let pairs: usize = (0..n_tiles)
+            .filter(|&i| !beyond_reach::<F, K>(t.gap2(qbox, i) * t.tile_scale(i, scale), self.c, 0.0))
+            .map(|i| (t.n - i * TILE).min(TILE))
+            .sum();
+        rows.len() as f64 * pairs as f64 + BOX_TEST_COST * n_tiles as f64
+    }
 }
 
 /// Everything a query block needs.
@@ -410,21 +455,21 @@ struct Ctx<'a, 'p, F> {
 }
 
 /// One query block against all tiles, with the fastest instruction set available.
-fn run_block<F: Real, K: TileKernel>(cx: &Ctx<'_, '_, F>, b0: usize) -> Vec<Acc> {
+fn run_block<F: Real, K: TileKernel>(cx: &Ctx<'_, '_, F>, b: usize) -> Vec<Acc> {
     #[cfg(target_arch = "x86_64")]
     {
         if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
             // SAFETY: the CPU supports the features the function is compiled for.
-            return unsafe { block_avx2::<F, K>(cx, b0) };
+            return unsafe { block_avx2::<F, K>(cx, b) };
         }
     }
-    block::<F, K, false>(cx, b0)
+    block::<F, K, false>(cx, b)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn block_avx2<F: Real, K: TileKernel>(cx: &Ctx<'_, '_, F>, b0: usize) -> Vec<Acc> {
-    block::<F, K, true>(cx, b0)
+unsafe fn block_avx2<F: Real, K: TileKernel>(cx: &Ctx<'_, '_, F>, b: usize) -> Vec<Acc> {
+    block::<F, K, true>(cx, b)
 }
 
 /// True when a tile cannot contribute to a query: the kernel at the lower bound `u2` of
@@ -440,11 +485,10 @@ fn beyond_reach<F: Real, K: TileKernel>(u2: F, c: F, log_scale: f64) -> bool {
 }
 
 #[inline(always)]
-fn block<F: Real, K: TileKernel, const FMA: bool>(cx: &Ctx<'_, '_, F>, b0: usize) -> Vec<Acc> {
+fn block<F: Real, K: TileKernel, const FMA: bool>(cx: &Ctx<'_, '_, F>, b: usize) -> Vec<Acc> {
     let Ctx { pb, tiles, blocks, queries, x, blocked, bw, opts, basis, c } = *cx;
     let (d, p, n) = (tiles.d, tiles.p, tiles.n);
-    let m = blocks.queries.nrows();
-    let b1 = (b0 + blocks.size).min(m);
+    let (b0, b1) = (blocks.range(b).start, blocks.range(b).end);
     let nb = b1 - b0;
     let mut accs: Vec<Acc> = (0..nb).map(|_| Acc::new(p, basis, K::EXP)).collect();
     let qb = blocks.queries.slice(s![b0..b1, ..]);
@@ -459,7 +503,7 @@ fn block<F: Real, K: TileKernel, const FMA: bool>(cx: &Ctx<'_, '_, F>, b0: usize
         })
         .collect();
     let n_tiles = n.div_ceil(TILE);
-    let qbox = blocks.box_of(b0);
+    let qbox = blocks.box_of(b);
     // Every query of the block out of reach of tile t, given the running maxima.
     let out_of_reach = |t: usize, accs: &[Acc]| {
         qbox.is_some_and(|qbox| {
@@ -720,12 +764,18 @@ enum KernelScale<'a, F> {
 /// visits the points within the support one by one; the brute force evaluates whole tiles
 /// (vectorised, several times cheaper per pair) but every point of each tile within reach of a
 /// query block.
+///
+/// Below `FEW_QUERIES` a tree built for the call never pays for its construction, but the one
+/// kept by a prepared reference costs nothing more: there the brute force is priced exactly,
+/// from the blocks it would run (scattered queries reach many more tiles together than each
+/// alone), and the tree is taken when its visits cost less.
 fn cheaper_tree<'a, F: Real>(
     pb: &Problem<F>, profile: Profile, bw: &Bandwidth<F>, mon: &Monitor, prep: Option<&'a Prepared<F>>, owned: &'a mut Option<KdTree<F>>,
 ) -> Result<Option<&'a KdTree<F>>> {
     let (n, d) = pb.x.dim();
     let m = pb.queries.nrows();
-    if profile.support().is_none() || d >= GEMM_MIN_DIM || n < 512 || m < 16 {
+    let few = m < FEW_QUERIES;
+    if profile.support().is_none() || d >= GEMM_MIN_DIM || n < 512 || m == 0 || (few && prep.is_none()) {
         return Ok(None);
     }
     let tree = tree_of(pb, prep, mon, owned)?;
@@ -738,13 +788,34 @@ fn cheaper_tree<'a, F: Real>(
         tree.visit_within(queries.row(i), r * r, &mut |_, _| visited += 1);
     }
     let v = (visited as f64 / probes as f64).max(1.0);
-    // Brute-force pairs per query, modelling the points as uniform at the density the probes
-    // saw: a query block and a tile are cubes holding their points, and a tile is visited
-    // when it comes within h of the block. Sides in units of h (the support holds v points).
-    let side = |points: usize| 2.0 * (points as f64 / v).powf(1.0 / d as f64);
-    let (tile, blk) = (side(TILE), side(QUERY_BLOCK));
-    let brute = (TILE as f64 * ((tile + blk + 2.0) / tile).powi(d as i32)).min(n as f64);
+    let brute = match prep {
+        Some(p) if few => {
+            // The layout `brute` reads in low dimensions.
+            let tiles = p.tiles(pb, bw, true, true, false, mon)?;
+            dispatch_profile!(profile, P, brute_work::<F, Radial<P>>(pb.queries, tiles, bw, mon)?) / m as f64
+        }
+        _ => {
+            // Brute-force pairs per query, modelling the points as uniform at the density the
+            // probes saw: a query block and a tile are cubes holding their points, and a tile
+            // is visited when it comes within h of the block. Sides in units of h (the support
+            // holds v points).
+            let side = |points: usize| 2.0 * (points as f64 / v).powf(1.0 / d as f64);
+            let (tile, blk) = (side(TILE), side(QUERY_BLOCK));
+            (TILE as f64 * ((tile + blk + 2.0) / tile).powi(d as i32)).min(n as f64)
+        }
+    };
     Ok((brute > TREE_PAIR_COST * v).then_some(tree))
+}
+
+/// Below this many queries `auto` builds no kd-tree for a call (a prepared reference's is
+/// used when it is cheaper).
+const FEW_QUERIES: usize = 16;
+
+/// The work of the low-dimensional brute force on `queries` (`TilePricing` of its blocks).
+fn brute_work<F: Real, K: TileKernel>(queries: ArrayView2<F>, tiles: &Tiles<F>, bw: &Bandwidth<F>, mon: &Monitor) -> Result<f64> {
+    let pricing = TilePricing::<F, K> { tiles, bw, c: F::one(), kernel: std::marker::PhantomData };
+    let blocks = Blocks::new(queries, QUERY_BLOCK, true, mon, &pricing)?;
+    Ok((0..blocks.len()).map(|b| pricing.cost(blocks.box_of(b).unwrap_or(&[]), blocks.rows(b))).sum())
 }
 
 /// The Gaussian's series expansion, when it applies (one scalar bandwidth, low dimension) and
@@ -762,10 +833,50 @@ fn expansion<F: Real>(pb: &Problem<F>, profile: Profile, bw: &Bandwidth<F>, opts
     }
     match opts.neighborhood {
         Neighborhood::Expansion => expansion::Expansion::new(pb, h, opts, false),
-        Neighborhood::Auto if n >= 64 && m >= 64 => expansion::Expansion::new(pb, h, opts, true),
+        Neighborhood::Auto if n >= 64 && m >= FEW_SERIES_QUERIES => expansion::Expansion::new(pb, h, opts, true),
         _ => None,
     }
 }
+
+/// Few queries of the Gaussian against a prepared reference whose tiles they would mostly
+/// all reach: the sums from the reference's far-field Hermite moments (`hermite`, built once
+/// per bandwidth), within the series expansion's error bound; queries for which that bound
+/// cannot be met are summed exactly. None where it does not apply.
+fn far_field_sums<F: Real>(pb: &Problem<F>, profile: Profile, bw: &Bandwidth<F>, opts: &Options, prep: Option<&Prepared<F>>) -> Result<Option<LocalSums<F>>> {
+    let (Some(prep), Bandwidth::Scalar(h)) = (prep, bw) else { return Ok(None) };
+    let (n, d) = pb.x.dim();
+    let m = pb.queries.nrows();
+    let applies = profile == Profile::Gaussian && d <= expansion::MAX_DIM && m > 0 && m < FEW_SERIES_QUERIES && n >= FAR_FIELD_MIN_PAIRS;
+    if !applies || opts.neighborhood != Neighborhood::Auto || opts.degree.is_some() || opts.exclude_self {
+        return Ok(None);
+    }
+    // Worth it when the brute force's blocks reach most of a large reference.
+    let tiles = prep.tiles(pb, bw, true, true, false, &opts.monitor)?;
+    if brute_work::<F, Radial<crate::kernel::Gaussian>>(pb.queries, tiles, bw, &opts.monitor)? < (m * FAR_FIELD_MIN_PAIRS) as f64 {
+        return Ok(None);
+    }
+    let Some(far) = prep.far_field(pb, *h, &opts.monitor)? else { return Ok(None) };
+    let (mut sums, missed) = far.sums(pb.queries, &opts.monitor)?;
+    if !missed.is_empty() {
+        // Queries far from every sample: summed exactly.
+        let q = pb.queries.select(ndarray::Axis(0), &missed);
+        let exact = brute::<F, Radial<crate::kernel::Gaussian>>(&Problem { queries: q.view(), ..*pb }, bw, opts, F::one(), Some(prep))?;
+        for (r, &i) in missed.iter().enumerate() {
+            sums.den[i] = exact.den[r];
+            sums.log_scale[i] = exact.log_scale[r];
+            sums.num.row_mut(i).assign(&exact.num.row(r));
+        }
+    }
+    Ok(Some(sums))
+}
+
+/// Below this many queries `auto` never takes the two-sided series (`expansion`), whose cost
+/// per query cluster is O(n).
+const FEW_SERIES_QUERIES: usize = 64;
+
+/// Pairs per query the brute force must reach before a far field is used (and the smallest
+/// reference that gets one).
+const FAR_FIELD_MIN_PAIRS: usize = 1 << 17;
 
 /// Largest share of a query's total weight its own term may carry for the leave-one-out sums
 /// to be taken from the full Gaussian series minus that term: the subtraction then loses at

@@ -23,7 +23,8 @@ use crate::neighbors::{Algorithm, Index, KdTree, LEAF_SIZE};
 use crate::parallel::Monitor;
 use crate::real::Real;
 use ndarray::{Array1, Array2, ArrayView1, ArrayView2};
-use std::sync::OnceLock;
+use super::hermite::FarField;
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// The references, weights and values in the working units of one length scale: the exact
 /// powers of two that bring the coordinates, the weights and each value column into the
@@ -86,7 +87,14 @@ pub(super) struct Prepared<F: Real> {
     /// The tree-ordered weights, values and 1/h² that the kd-tree path streams.
     tree_order: OnceLock<TreeOrdered<F>>,
     index: OnceLock<Index<F>>,
+    /// Far-field Hermite moments of the Gaussian by bandwidth (the bits of h in working units;
+    /// None: clusters too small to pay), the `FAR_FIELDS` most recently built.
+    far: Mutex<Vec<(u64, Option<Arc<FarField>>)>>,
 }
+
+/// Bandwidths whose far fields a reference keeps (each O(clusters · terms), at most a few
+/// times the references' own size: see `FarField`).
+const FAR_FIELDS: usize = 4;
 
 /// What `tree_sums` reads in the order of the kd-tree.
 pub(super) struct TreeOrdered<F> {
@@ -107,7 +115,7 @@ fn cached<T>(cell: &OnceLock<T>, build: impl FnOnce() -> Result<T>) -> Result<&T
 
 impl<F: Real> Prepared<F> {
     fn new() -> Self {
-        Prepared { tiles: Default::default(), tree: OnceLock::new(), tree_order: OnceLock::new(), index: OnceLock::new() }
+        Prepared { tiles: Default::default(), tree: OnceLock::new(), tree_order: OnceLock::new(), index: OnceLock::new(), far: Mutex::new(Vec::new()) }
     }
 
     pub fn tiles(&self, pb: &Problem<F>, bw: &Bandwidth<F>, spatial: bool, coords: bool, centre: bool, mon: &Monitor) -> Result<&Tiles<F>> {
@@ -125,6 +133,28 @@ impl<F: Real> Prepared<F> {
 
     pub fn index(&self, x: ArrayView2<F>, mon: &Monitor) -> Result<&Index<F>> {
         cached(&self.index, || Index::build(x, Algorithm::Auto, LEAF_SIZE, mon))
+    }
+
+    /// The far field of the Gaussian at bandwidth `h` (built without holding the lock; two
+    /// requests racing to build one both build it and one copy is kept), or None when it does
+    /// not pay. The oldest is dropped beyond `FAR_FIELDS` bandwidths.
+    pub fn far_field(&self, pb: &Problem<F>, h: F, mon: &Monitor) -> Result<Option<Arc<FarField>>> {
+        let key = h.f64().to_bits();
+        let lock = || self.far.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, f)) = lock().iter().find(|(k, _)| *k == key) {
+            return Ok(f.clone());
+        }
+        let built = FarField::new(pb.x, pb.weights, pb.values, h, mon).map(Arc::new);
+        mon.check()?;
+        let mut far = lock();
+        if let Some((_, f)) = far.iter().find(|(k, _)| *k == key) {
+            return Ok(f.clone());
+        }
+        if far.len() == FAR_FIELDS {
+            far.remove(0);
+        }
+        far.push((key, built.clone()));
+        Ok(built)
     }
 }
 
@@ -327,6 +357,84 @@ mod tests {
         // queries orders of magnitude beyond the samples (another length scale: raw path).
         prepared_equals_raw::<f64>(1e200, 1.0);
         prepared_equals_raw::<f32>(1.0, 1e12);
+    }
+
+    /// Few scattered queries against a prepared reference: `auto` takes the kept kd-tree when
+    /// it visits far fewer pairs than the brute force's blocks reach (the raw call builds no
+    /// tree for so few queries), and gives the tree path's sums bit for bit, which equal the
+    /// brute force's to rounding.
+    #[test]
+    fn prepared_tree_is_chosen_for_few_scattered_queries() {
+        let mut rng = StdRng::seed_from_u64(3);
+        let (n, m) = (200_000, 8);
+        let x = rand_mat::<f64>(&mut rng, n, 2, 1.0);
+        let v = rand_mat::<f64>(&mut rng, n, 1, 1.0);
+        let q = rand_mat::<f64>(&mut rng, m, 2, 1.0);
+        let r = Reference::new(x.clone(), Some(v.clone()), None, None).unwrap();
+        let pb = Problem { queries: q.view(), x: x.view(), values: Some(v.view()), weights: None };
+        let mon = Monitor::default();
+        let (profile, bw) = (Profile::Epanechnikov, Bandwidth::Scalar(0.005));
+        let chosen = |prep: Option<&Prepared<f64>>| super::super::cheaper_tree(&pb, profile, &bw, &mon, prep, &mut None).unwrap().is_some();
+        assert!(chosen(Some(&r.prepared)), "prepared: the tree");
+        assert!(!chosen(None), "raw: no tree built for {m} queries");
+        // A wide bandwidth reaches most samples: the vectorised tiles stay cheaper.
+        let wide = Bandwidth::Scalar(0.5);
+        assert!(super::super::cheaper_tree(&pb, profile, &wide, &mon, Some(&r.prepared), &mut None).unwrap().is_none());
+        let kernel = Kernel::Radial(profile);
+        let opts = |nbh| Options { neighborhood: nbh, ..Options::default() };
+        for threads in [1, 2] {
+            let auto = install(threads, || r.local_sums(q.view(), &kernel, &bw, &opts(Neighborhood::Auto))).unwrap().unwrap();
+            let tree = local_sums(&pb, &kernel, &bw, &opts(Neighborhood::Tree)).unwrap();
+            assert_identical(&auto, &tree, "auto = tree");
+            let brute = local_sums(&pb, &kernel, &bw, &opts(Neighborhood::Brute)).unwrap();
+            for i in 0..m {
+                assert!((auto.den[i] - brute.den[i]).abs() <= 1e-13 * brute.den[i], "den[{i}]");
+                assert!((auto.num[(i, 0)] - brute.num[(i, 0)]).abs() <= 1e-13 * brute.den[i], "num[{i}]");
+            }
+        }
+    }
+
+    /// A few queries of the wide Gaussian against a large prepared reference go through its
+    /// far field: within the series' bound of the exact sums (1e-14 of Σ|w|K, plus rounding),
+    /// with weights and values, f32 and f64, queries inside and far outside the samples, bit
+    /// for bit the same at 1 and 2 threads; the raw call sums exactly.
+    fn far_field_within_bound<F: Real>(tol: f64) {
+        let mut rng = StdRng::seed_from_u64(9);
+        let (n, m) = (150_000, 9);
+        let x = rand_mat::<F>(&mut rng, n, 2, 1.0);
+        let v = rand_mat::<F>(&mut rng, n, 2, 1.0);
+        let w: Array1<F> = (0..n).map(|i| F::of(if i % 11 == 0 { 0.0 } else { rng.random::<f64>() + 0.1 })).collect();
+        let mut q = rand_mat::<F>(&mut rng, m, 2, 1.2);
+        q.row_mut(m - 1).fill(F::of(30.0));
+        let (kernel, bw) = (Kernel::Radial(Profile::Gaussian), Bandwidth::Scalar(F::of(0.2)));
+        let r = Reference::new(x.clone(), Some(v.clone()), Some(w.clone()), None).unwrap();
+        let pb = Problem { queries: q.view(), x: x.view(), values: Some(v.view()), weights: Some(w.view()) };
+        let opts = Options::default();
+        assert!(super::super::far_field_sums(&pb, Profile::Gaussian, &bw, &opts, Some(&r.prepared)).unwrap().is_some(), "far field used");
+        let exact = local_sums(&pb, &kernel, &bw, &opts).unwrap();
+        // Σ|w|K per query, from a second exact pass with unit values.
+        let got = install(1, || r.local_sums(q.view(), &kernel, &bw, &opts)).unwrap().unwrap();
+        assert_identical(&install(2, || r.local_sums(q.view(), &kernel, &bw, &opts)).unwrap().unwrap(), &got, "threads");
+        for i in 0..m {
+            // Both in the exact sums' scale (the far query's sums underflow otherwise).
+            let f = (got.log_scale[i].f64() - exact.log_scale[i].f64()).exp();
+            let den = exact.den[i].f64();
+            assert!(den > 0.0);
+            assert!((got.den[i].f64() * f - den).abs() <= tol * den, "den[{i}]: {} vs {den}", got.den[i].f64() * f);
+            for c in 0..2 {
+                assert!((got.num[(i, c)].f64() * f - exact.num[(i, c)].f64()).abs() <= tol * den, "num[{i}, {c}]");
+            }
+        }
+    }
+
+    #[test]
+    fn far_field_is_within_the_series_bound_f64() {
+        far_field_within_bound::<f64>(1e-14);
+    }
+
+    #[test]
+    fn far_field_is_within_the_series_bound_f32() {
+        far_field_within_bound::<f32>(1e-5);
     }
 
     #[test]

@@ -149,6 +149,11 @@ impl<F: Real> Tiles<F> {
         s * F::of(0.9999)
     }
 
+    /// The largest 1/h² of `tile_scale` over the tiles (sample-point bandwidths).
+    pub fn largest_scale(&self) -> F {
+        self.min_inv_h2.iter().fold(F::zero(), |a, &b| a.max(b))
+    }
+
     /// 1/h² to scale `gap2` of tile `t` for a query whose own 1/h² is `query_scale`.
     pub fn tile_scale(&self, t: usize, query_scale: F) -> F {
         match &self.inv_h2 {
@@ -161,26 +166,43 @@ impl<F: Real> Tiles<F> {
 /// Queries in blocks; in low dimensions in a spatial order, each block with its box.
 pub(super) struct Blocks<'a, F> {
     pub queries: CowArray<'a, F, Ix2>,
-    pub size: usize,
     order: Option<Vec<usize>>,
+    /// Block k holds positions `starts[k]..starts[k + 1]`.
+    starts: Vec<usize>,
     boxes: Vec<F>,
 }
 
 impl<'a, F: Real> Blocks<'a, F> {
-    pub fn new(q: ArrayView2<'a, F>, size: usize, spatial: bool, mon: &Monitor) -> Result<Self> {
+    /// Blocks of at most `size` queries. In a spatial order, a block whose queries lie far
+    /// apart (a few scattered queries) is split further, down to single queries, while
+    /// the cost of its halves is below its own (`BlockCost`): a block's box decides how many
+    /// pairs it reaches, so scattered queries are not all charged every tile within
+    /// reach of any of them. Deterministic: the same queries give the same blocks.
+    pub fn new(q: ArrayView2<'a, F>, size: usize, spatial: bool, mon: &Monitor, pricing: &impl BlockCost<F>) -> Result<Self> {
+        let m = q.nrows();
         if !spatial {
-            return Ok(Blocks { queries: q.into(), size, order: None, boxes: Vec::new() });
+            let starts = (0..m).step_by(size).chain([m]).collect();
+            return Ok(Blocks { queries: q.into(), order: None, starts, boxes: Vec::new() });
         }
-        let order = chunked_order(q, size, mon)?;
+        let mut order = chunked_order(q, size, mon)?;
+        let mut starts = Vec::new();
+        for b0 in (0..m).step_by(size) {
+            let b1 = (b0 + size).min(m);
+            split_block(q, &mut order, b0, b1, pricing, &mut starts, mon)?;
+        }
+        starts.push(m);
         let queries = q.select(ndarray::Axis(0), &order);
-        let mut boxes = Vec::new();
-        for b in queries.axis_chunks_iter(ndarray::Axis(0), size) {
-            let lo = b.fold_axis(ndarray::Axis(0), F::infinity(), |a, &v| a.min(v));
-            let hi = b.fold_axis(ndarray::Axis(0), F::neg_infinity(), |a, &v| a.max(v));
-            boxes.extend(lo);
-            boxes.extend(hi);
-        }
-        Ok(Blocks { queries: queries.into(), size, order: Some(order), boxes })
+        let boxes = starts.windows(2).flat_map(|w| box_of_rows(q, &order[w[0]..w[1]])).collect();
+        Ok(Blocks { queries: queries.into(), order: Some(order), starts, boxes })
+    }
+
+    pub fn len(&self) -> usize {
+        self.starts.len() - 1
+    }
+
+    /// Positions of block `b`.
+    pub fn range(&self, b: usize) -> std::ops::Range<usize> {
+        self.starts[b]..self.starts[b + 1]
     }
 
     /// Input row of the query at position `i`.
@@ -192,10 +214,67 @@ impl<'a, F: Real> Blocks<'a, F> {
         self.order.as_deref()
     }
 
-    /// Box of the block starting at position `b0` (with a spatial order).
-    pub fn box_of(&self, b0: usize) -> Option<&[F]> {
+    /// Input rows of block `b` (with a spatial order).
+    pub fn rows(&self, b: usize) -> &[usize] {
+        self.order.as_ref().map_or(&[], |o| &o[self.range(b)])
+    }
+
+    /// Box of block `b` (with a spatial order): lower corner then upper corner.
+    pub fn box_of(&self, b: usize) -> Option<&[F]> {
         let d = self.queries.ncols();
-        let b = b0 / self.size;
         self.order.as_ref().map(|_| &self.boxes[2 * d * b..2 * d * (b + 1)])
     }
+}
+
+/// Lower corner then upper corner of the box around rows `rows` of `q`.
+pub(super) fn box_of_rows<F: Real>(q: ArrayView2<F>, rows: &[usize]) -> Vec<F> {
+    let d = q.ncols();
+    let mut b = vec![F::infinity(); d];
+    b.resize(2 * d, F::neg_infinity());
+    for &i in rows {
+        for (k, &v) in q.row(i).iter().enumerate() {
+            b[k] = b[k].min(v);
+            b[d + k] = b[d + k].max(v);
+        }
+    }
+    b
+}
+
+/// How a query block is priced for splitting (`Blocks::new`).
+pub(super) trait BlockCost<F> {
+    /// Whether a block with this box may be worth splitting (cheap; no when its queries are
+    /// close together against the kernel's reach).
+    fn wide(&self, qbox: &[F]) -> bool;
+    /// The block's work (pairs plus its fixed cost) for these input rows and their box.
+    fn cost(&self, qbox: &[F], rows: &[usize]) -> f64;
+}
+
+/// Cut positions `b0..b1` of `order` into blocks (their starts pushed to `starts`): halves of
+/// a median split along the widest side (`chunked_order` of the block's rows, whose halves
+/// are its first and second half) where they cost less than the whole.
+fn split_block<F: Real>(q: ArrayView2<F>, order: &mut [usize], b0: usize, b1: usize, pricing: &impl BlockCost<F>, starts: &mut Vec<usize>, mon: &Monitor) -> Result<()> {
+    fn rec<F: Real>(q: ArrayView2<F>, rows: &[usize], at: usize, qbox: Vec<F>, pricing: &impl BlockCost<F>, starts: &mut Vec<usize>) {
+        let mid = rows.len() / 2;
+        if mid > 0 && pricing.wide(&qbox) {
+            let (a, b) = rows.split_at(mid);
+            let (ba, bb) = (box_of_rows(q, a), box_of_rows(q, b));
+            if pricing.cost(&ba, a) + pricing.cost(&bb, b) < pricing.cost(&qbox, rows) {
+                rec(q, a, at, ba, pricing, starts);
+                rec(q, b, at + mid, bb, pricing, starts);
+                return;
+            }
+        }
+        starts.push(at);
+    }
+    let rows = &mut order[b0..b1];
+    let qbox = box_of_rows(q, rows);
+    if rows.len() > 1 && pricing.wide(&qbox) {
+        // The block's own spatial order, so that its halves (and theirs) are compact.
+        let sub = q.select(ndarray::Axis(0), rows);
+        let inner = chunked_order(sub.view(), 1, mon)?;
+        let reordered: Vec<usize> = inner.iter().map(|&i| rows[i]).collect();
+        rows.copy_from_slice(&reordered);
+    }
+    rec(q, rows, b0, qbox, pricing, starts);
+    Ok(())
 }

@@ -303,15 +303,7 @@ impl Expansion {
             return None;
         }
         // Both sides relative to the middle of the references' box.
-        let origin: Vec<f64> = pb
-            .x
-            .columns()
-            .into_iter()
-            .map(|c| {
-                let (lo, hi) = c.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), &v| (l.min(v.f64()), h.max(v.f64())));
-                0.5 * lo + 0.5 * hi
-            })
-            .collect();
+        let origin = box_middle(pb.x);
         let refs = Side::new(pb.x, &origin, inv_h, RHO, &opts.monitor)?;
         // Moving a moment Σ K (x − a)^γ from the cluster centre a to a query q = a + u loses
         // about ((|u| + s)/s)^|γ| ulps, s the typical |x − q|. Query clusters no wider than
@@ -773,6 +765,18 @@ fn max_radius(side: &Side) -> f64 {
 }
 
 /// Number of multi-indices of total degree at most g in d variables, C(g + d, d).
+/// The middle of the rows' bounding box, per feature: the origin both sides of a series are
+/// expanded about (coordinates relative to it keep their powers from cancelling).
+pub(super) fn box_middle<F: Real>(x: ndarray::ArrayView2<F>) -> Vec<f64> {
+    x.columns()
+        .into_iter()
+        .map(|c| {
+            let (lo, hi) = c.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), &v| (l.min(v.f64()), h.max(v.f64())));
+            0.5 * lo + 0.5 * hi
+        })
+        .collect()
+}
+
 pub(super) fn upto(d: usize, g: usize) -> usize {
     (1..=d).fold(1usize, |c, j| c * (g + j) / j)
 }

@@ -23,7 +23,7 @@
 //! Sums of values err by at most max|v| times the same. Rounding is that of a sum of
 //! `terms` products bounded by the same Cramér factor (measured ~1e-15 relative).
 
-use super::expansion::{upto, MultiIndex, Side, TOLERANCE};
+use super::expansion::{box_middle, upto, MultiIndex, Side, TOLERANCE};
 use super::types::LocalSums;
 use crate::error::Result;
 use crate::parallel::Monitor;
@@ -76,14 +76,7 @@ impl FarField {
         let (n, d) = x.dim();
         let p = values.as_ref().map_or(0, |v| v.ncols());
         let inv_h = 1.0 / h.f64();
-        let origin: Vec<f64> = x
-            .columns()
-            .into_iter()
-            .map(|c| {
-                let (lo, hi) = c.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), &v| (l.min(v.f64()), h.max(v.f64())));
-                0.5 * lo + 0.5 * hi
-            })
-            .collect();
+        let origin = box_middle(x);
         let side = Side::new(x, &origin, inv_h, RHO, mon)?;
         let nc = side.len();
         let mi = MultiIndex::new(d, MAX_DEGREE);

@@ -154,7 +154,7 @@ fn direct<F: Real>(q: &[F], x: &[F], p: F) -> F {
     for (a, b) in q.chunks(W).zip(x.chunks(W)) {
         for l in 0..a.len() {
             let t = a[l] - b[l];
-            let seen = t == t;
+            let seen = !t.is_nan();
             acc[l] = acc[l] + if seen { t * t } else { F::zero() };
             cnt[l] += seen as u32;
         }

@@ -8,7 +8,7 @@ import pytest
 
 from localization import KernelDensity, LocalMeanRegressor, LocalModeClassifier, LocalPolynomialRegressor
 from localization import adaptive
-from localization.adaptive import brent_from, golden_section
+from localization.adaptive import bracketed_minimum, golden_section
 from localization.kernels import Kernel
 
 
@@ -113,7 +113,7 @@ def test_golden_section_finds_a_smooth_minimum():
     lambda: LocalMeanRegressor(bandwidth="loo"),
     lambda: LocalPolynomialRegressor(bandwidth="loo"),
 ])
-def test_search_result_is_the_best_evaluation_and_refines_the_grid(make):
+def test_search_result_is_the_best_evaluation_and_refines_the_grid(make, monkeypatch):
     X, y = _data(n=120)
     reg = make().fit(X, y)
     res = reg.cv_results_
@@ -121,7 +121,11 @@ def test_search_result_is_the_best_evaluation_and_refines_the_grid(make):
     assert reg.bandwidth_ == res["bandwidth"][np.argmin(res["objective"])]
     grid = res["objective"][res["stage"] == "grid"]
     assert np.min(res["objective"]) <= grid.min()
-    assert (res["stage"] == "golden").sum() > 5
+    assert (res["stage"] == "golden").sum() >= 3
+    # refined to the search's tolerance: a search to 1e-8 finds the same minimiser
+    monkeypatch.setitem(adaptive.search.__kwdefaults__, "tol", 1e-8)
+    tight = make().fit(X, y)
+    assert abs(np.log(reg.bandwidth_ / tight.bandwidth_)) < adaptive._LOG_TOL
     # the reported optimum is the exact LOO error at that bandwidth
     loo = type(reg)(bandwidth=reg.bandwidth_).fit(X, y).predict(None)
     np.testing.assert_allclose(np.mean((loo - y) ** 2), np.min(res["objective"]), rtol=1e-12)
@@ -164,18 +168,33 @@ def test_loo_classifier_and_kde_pick_sensible_bandwidths():
     assert kde.score_samples(X[:3]).shape == (3,)
 
 
-def test_brent_from_a_bracket_stops_with_the_bounded_methods_tolerance():
+def test_bracketed_minimum_reaches_the_tolerance_in_fewer_evaluations_than_brent():
+    from scipy.optimize import minimize_scalar
+
+    smooth = lambda t: (t - 0.3) ** 2 + 0.1 * (t - 0.3) ** 3 + 1  # noqa: E731
+    rough = lambda t: abs(t - 0.3) ** 1.5 + 1  # noqa: E731  (not twice differentiable at the minimum)
+    kinked = lambda t: abs(t - 0.3) + 0.01 * np.sin(40 * t)  # noqa: E731  (several local minima)
+    for shape in (smooth, rough, kinked):
+        calls = []
+
+        def f(t):
+            calls.append(t)
+            return shape(t)
+
+        t, v = bracketed_minimum(f, 0.0, 0.25, 1.0, tol=1e-4)
+        assert calls[:3] == [0.0, 0.25, 1.0]  # starts from the bracket it is given
+        assert v == f(t) == min(map(shape, calls[:-1]))  # the best point evaluated
+        brent = minimize_scalar(shape, bracket=(0.0, 0.25, 1.0), method="brent", options={"xtol": 1e-4 / 3})
+        assert len(calls) - 1 <= brent.nfev
+        if shape is kinked:  # a local minimum near the global one
+            assert abs(t - 0.3) < 0.05 and v <= min(shape(t - 1e-4), shape(t + 1e-4))
+        else:
+            assert abs(t - 0.3) < 1e-4
     calls = []
-
-    def f(t):
-        calls.append(t)
-        return (t - 0.3) ** 2 + 0.1 * (t - 0.3) ** 3 + 1
-
-    t, v = brent_from(f, 0.0, 0.25, 1.0, tol=1e-4)
-    assert abs(t - 0.3) < 1e-4 and v == f(t)
-    assert calls[:3] == [0.0, 0.25, 1.0]  # starts from the bracket it is given
+    bracketed_minimum(lambda t: calls.append(t) or (t - 0.3) ** 2 + 0.1 * (t - 0.3) ** 3, 0.0, 0.25, 1.0, tol=1e-4)
+    assert len(calls) <= 8  # 3 for the bracket, then parabolas that converge superlinearly
     with pytest.raises(ValueError):
-        brent_from(f, 0.0, 0.9, 1.0)  # not a bracket: f(0.9) is above f(0)
+        bracketed_minimum(lambda t: (t - 0.3) ** 2, 0.0, 0.9, 1.0)  # not a bracket: f(0.9) is above f(0)
 
 
 # --- coarse to fine: a subsample's choice, then a few exact full-sample passes ---------------

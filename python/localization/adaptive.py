@@ -187,21 +187,62 @@ def golden_section(f: Callable[[float], float], a: float, b: float, tol: float =
     return float(res.x), float(res.fun)
 
 
-def brent_from(f: Callable[[float], float], a: float, b: float, c: float, tol: float = _LOG_TOL) -> tuple[float, float]:
+def bracketed_minimum(f: Callable[[float], float], a: float, b: float, c: float,
+                      tol: float = _LOG_TOL) -> tuple[float, float]:
     """Minimise f from a bracket a < b < c with f(b) below f(a) and f(c); returns (argmin, min).
 
-    Brent's method (SciPy's ``minimize_scalar(method="brent")``) started at b, the best point
-    known, rather than at a golden point of [a, c]. It stops with the same final bracket as
-    :func:`golden_section` for the same ``tol`` (SciPy's tolerance here is relative to the
-    size of x and a third as large: the variable is shifted to lie near 1).
+    Successive parabolic interpolation through the bracket and its best point, with Brent's
+    safeguard: a golden-section step into the larger part whenever the parabola's vertex leaves
+    the bracket or its step is not below half the step before last (the parabola runs through
+    the three best points, as in Brent's method). It stops when the bracket
+    is 2·tol wide, or when, right after a parabolic step shorter than 10·tol, the next parabola
+    moves less than tol/2: near a smooth minimum the parabolic steps shrink superlinearly, so the
+    best point is then within tol of the minimiser (the first condition keeps a parabola through
+    distant points, whose vertex may land near the best point by chance, from stopping it). (Brent's own rule would spend two more evaluations, at
+    ±tol around the answer, only to confirm that; each evaluation here is a full engine pass.)
+    The bracket's three values are the first evaluations (a recorder answers repeats).
     """
-    from scipy.optimize import minimize_scalar
-
-    def g(z):
-        return f(z + b - 1.0)
-
-    res = minimize_scalar(g, bracket=(a - b + 1.0, 1.0, c - b + 1.0), method="brent", options={"xtol": tol / 3})
-    return float(res.x) + b - 1.0, float(res.fun)
+    fa, fb, fc = f(a), f(b), f(c)
+    if not (a < b < c and fb < fa and fb < fc):
+        raise LocalizationError(f"not a bracket: f({a}) = {fa}, f({b}) = {fb}, f({c}) = {fc}", "b")
+    golden = (3 - math.sqrt(5)) / 2
+    # x: the best point; w, v: the next best (the parabola's other two nodes, as in Brent's
+    # method: through the bracket's ends the steps would shrink only linearly).
+    x, fx = b, fb
+    (w, fw), (v, fv) = sorted([(a, fa), (c, fc)], key=lambda p: p[1])
+    step = last = c - a
+    parabolic = False
+    while c - a > 2 * tol:
+        num = (x - w) ** 2 * (fx - fv) - (x - v) ** 2 * (fx - fw)
+        den = (x - w) * (fx - fv) - (x - v) * (fx - fw)
+        u = x - 0.5 * num / den if den != 0 else math.nan
+        if a < u < c and abs(u - x) < 0.5 * abs(last):
+            if abs(u - x) < tol / 2:
+                if parabolic and abs(step) < 10 * tol:
+                    break
+                u = x + math.copysign(tol / 2, u - x)  # at least tol/2 from the best point
+            parabolic = True
+        else:
+            u = x + golden * (c - x) if c - x > x - a else x - golden * (x - a)
+            parabolic = False
+        last, step = step, u - x
+        fu = f(u)
+        if fu < fx:
+            if u > x:
+                a = x
+            else:
+                c = x
+            (v, fv), (w, fw), (x, fx) = (w, fw), (x, fx), (u, fu)
+        else:
+            if u > x:
+                c = u
+            else:
+                a = u
+            if fu < fw:
+                (v, fv), (w, fw) = (w, fw), (u, fu)
+            elif fu < fv:
+                v, fv = u, fu
+    return x, fx
 
 
 def _grid_stage(rec, grid, refine, tol, warn_edge):
@@ -225,9 +266,20 @@ def _grid_stage(rec, grid, refine, tol, warn_edge):
                       "bandwidth may lie outside it: widen `bandwidth_grid`", LocalizationWarning, stacklevel=4)
     if refine and len(grid) > 1:
         lo, hi = math.log(grid[max(i - 1, 0)]), math.log(grid[min(i + 1, len(grid) - 1)])
-        t, v = golden_section(lambda t: rec(math.exp(t), "golden"), lo, hi, tol)
+        # The grid's own values at the bracket's ends: exp(log h) need not be h to the last bit,
+        # and the recorder answers only what it has seen.
+        exact = {lo: float(grid[max(i - 1, 0)]), math.log(best): best, hi: float(grid[min(i + 1, len(grid) - 1)])}
+
+        def g(t):
+            return rec(exact.get(t, math.exp(t)), "golden")
+
+        if 0 < i < len(grid) - 1 and values[i] < min(values[i - 1], values[i + 1]):
+            # The best grid value and its neighbours are a bracket (the recorder has their values).
+            t, v = bracketed_minimum(g, lo, math.log(best), hi, tol)
+        else:
+            t, v = golden_section(g, lo, hi, tol)
         if v < best_value:
-            best, best_value = math.exp(t), v
+            best, best_value = exact.get(t, math.exp(t)), v
     return best, best_value, i
 
 
@@ -278,7 +330,7 @@ def _coarse_stage(rec, coarse, tol):
     if bracket is None:
         return None
     try:
-        t, v = brent_from(lambda t: rec(math.exp(t), "golden"), *bracket, tol)
+        t, v = bracketed_minimum(lambda t: rec(math.exp(t), "golden"), *bracket, tol)
     except ValueError:  # a tie at an end of the bracket (a flat objective): not a bracket
         return None
     rec.subsample = sub.results()

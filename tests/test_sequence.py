@@ -110,6 +110,25 @@ def test_float32_matches_float64():
     np.testing.assert_allclose(b, a, atol=2e-6)
 
 
+@pytest.mark.parametrize("pos", [dict(mask="causal"), dict(mask="causal", decay=[0.0, 2.0, 40.0])], ids=["causal", "decay"])
+def test_float32_wide_logits_underflow_and_rescale_like_float64(pos):
+    # Logits spread over hundreds of nats: whole key blocks underflow to exactly 0 against the
+    # running maximum (float32's exponential in the forward pass works in base 2, where the
+    # underflow bound is −127 rather than −87), and the maximum jumps between blocks.
+    rng = np.random.default_rng(11)
+    T, d = 700, 16
+    Q, K, V = rand(rng, 3, T, d), rand(rng, 3, T, d), rand(rng, 3, T, 8)
+    K[:, ::97] *= 6.0
+    Q32, K32, V32 = (A.astype(np.float32) for A in (Q, K, V))
+    out, lse = attention(Q32, K32, V32, scale=3.0, return_lse=True, **pos)
+    # The reference from the float32 inputs, in float64: only our rounding differs.
+    want, want_lse = dense_attention(*(A.astype(np.float64) for A in (Q32, K32, V32)), scale=3.0, **pos)
+    assert out.dtype == lse.dtype == np.float32
+    # Logits of size ~100 carry float32 rounding of ~1e-5 into the weights.
+    np.testing.assert_allclose(out, want, atol=5e-5)
+    np.testing.assert_allclose(lse, want_lse, rtol=1e-6, atol=1e-5)
+
+
 def test_bit_identical_for_any_number_of_threads_and_concurrent_calls():
     rng = np.random.default_rng(4)
     Q, K, V = (rand(rng, 3, 2, 300, 8).astype(np.float32) for _ in range(3))

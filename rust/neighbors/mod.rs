@@ -190,21 +190,22 @@ impl<F: Real> Index<F> {
         }
         match &self.inner {
             // Blocks of queries, so that progress is counted once per block, not per query.
-            Inner::Tree(t) => indices.par_chunks_mut(TREE_BLOCK * k).zip(distances.par_chunks_mut(TREE_BLOCK * k)).enumerate().for_each(
-                |(blk, (ind, dist))| {
+            Inner::Tree(t) => {
+                let block = tree_block(m);
+                indices.par_chunks_mut(block * k).zip(distances.par_chunks_mut(block * k)).enumerate().for_each(|(blk, (ind, dist))| {
                     for (r, (ind, dist)) in ind.chunks_mut(k).zip(dist.chunks_mut(k)).enumerate() {
                         if mon.stopped() {
                             return;
                         }
-                        let (a, b) = t.knn(rows.row(blk * TREE_BLOCK + r), k);
+                        let (a, b) = t.knn(rows.row(blk * block + r), k);
                         ind.copy_from_slice(&a);
                         dist.copy_from_slice(&b);
                     }
                     if report {
                         mon.advance(ind.len() / k);
                     }
-                },
-            ),
+                })
+            }
             Inner::Brute(b) => brute_knn(q, b, k, &mut indices, &mut distances, mon, report),
         }
         mon.check()?;
@@ -330,8 +331,11 @@ fn by_distance_then_index<F: Real>(a: &(F, usize), b: &(F, usize)) -> std::cmp::
 /// windows, QuickShift, the kNN kernel and MeanShift's seed lookups from Python).
 pub const LEAF_SIZE: usize = 32;
 
-/// Queries per parallel task of the kd-tree search (one progress report each).
-const TREE_BLOCK: usize = 64;
+/// Queries per parallel task of the kd-tree search (one progress report each): at most 64, and
+/// at least four tasks per thread when there are few queries.
+fn tree_block(m: usize) -> usize {
+    m.div_ceil(4 * rayon::current_num_threads()).clamp(1, 64)
+}
 
 /// Queries per block: large, so that each sample tile streamed into cache serves many
 /// queries, yet at least four blocks per thread when there are few queries.

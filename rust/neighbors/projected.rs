@@ -300,8 +300,8 @@ mod tests {
     #[test]
     fn the_projected_search_counts_its_queries_when_asked() {
         let mut rng = StdRng::seed_from_u64(5);
-        let x = low_rank(&mut rng, 1500, 80, 5, 0.0);
-        let q = low_rank(&mut rng, 333, 80, 5, 0.0);
+        let x = low_rank(&mut rng, 3000, 96, 6, 0.0);
+        let q = low_rank(&mut rng, 333, 96, 6, 0.0);
         let idx = Index::build(x.view(), Algorithm::Brute, 16, &Monitor::default()).unwrap();
         assert!(matches!(&idx.inner, Inner::Brute(b) if b.projection.is_some()));
         let (quiet, counted) = (Monitor::default(), Monitor::default());

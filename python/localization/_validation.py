@@ -125,8 +125,9 @@ MAX_COUNT = int(np.iinfo(np.int64).max)
 COUNT = Interval(Integral, 1, MAX_COUNT, closed="both")
 #: An integer >= 0.
 COUNT_OR_ZERO = Interval(Integral, 0, MAX_COUNT, closed="both")
-#: Threads: None (the library default), -1 (all cores) or any non-zero integer.
-N_JOBS = [Interval(Integral, None, -1, closed="right"), COUNT, None]
+#: Threads: None (the library default), -1 (all cores) or any non-zero integer (however large:
+#: the native layer clamps counts above the cores).
+N_JOBS = [Interval(Integral, None, -1, closed="right"), Interval(Integral, 1, None, closed="left"), None]
 
 
 def check_number(value, name, within=POSITIVE):

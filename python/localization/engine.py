@@ -488,8 +488,9 @@ def local_mean(
         algorithms, whose error is rounding only; inf where the binned total weight does
         not exceed its own bound). It is returned last.
     progress : bool, default=False
-        Show a progress bar (queries done) on stderr when the call lasts more than 0.2 s
-        (exact native algorithms; see the "Progress bars" section of the guide).
+        Show a progress bar on stderr when the call lasts more than 0.2 s: queries done, or
+        the steps of ``"binned"`` (not for callable or identity kernels; see the "Progress
+        bars" section of the guide).
 
     Returns
     -------

@@ -15,6 +15,12 @@ from localization.generative import LocalMeanDiffusion
 from localization.impute import LocalMeanImputer
 
 
+def _ends_its_line(err):
+    """The bar's last state (a bar ``|`` or its stats ``]``, padded with spaces where the last
+    postfix was shorter than the one before), then a newline, then what was printed next."""
+    return re.search(r"[|\]] *\nnext line\n\Z", err) is not None
+
+
 def _runs(rng):
     X = rng.normal(size=(300, 2))
     holes = rng.normal(size=(40, 3))
@@ -44,8 +50,7 @@ def test_quick_calls_print_nothing_and_slow_ones_end_their_line(desc, rng, capsy
     err = capsys.readouterr().err
     assert desc in err and "100%" in err
     # The bar's last state, then a newline: what is printed next starts a line of its own.
-    # The bar's last state ends its line (tqdm pads with spaces when it is shorter than before).
-    assert re.search(r"[\]|] *\nnext line\n$", err), err[-200:]
+    assert _ends_its_line(err), err[-200:]
 
 
 def test_native_reports_advance_the_bar_by_increments(capsys, instant_progress):
@@ -141,8 +146,7 @@ def test_every_long_call_has_a_bar(case, rng, capsys, monkeypatch):
     assert desc in err, err
     # A search has no total known in advance: its bar counts the evaluations.
     assert "100%" in err or "pass [" in err, err[-300:]
-    # The bar's last state ends its line (tqdm pads with spaces when it is shorter than before).
-    assert re.search(r"[\]|] *\nnext line\n$", err), err[-200:]
+    assert _ends_its_line(err), err[-200:]
     # The same results with and without a bar.
     for a, b in [(quiet, shown)] if isinstance(quiet, np.ndarray) else []:
         np.testing.assert_array_equal(a, b)
@@ -181,3 +185,101 @@ def test_verbose_leaves_fitted_results_unchanged(name, rng):
     for attr in ("labels_", "bandwidth_"):
         if hasattr(a, attr):
             np.testing.assert_array_equal(getattr(a, attr), getattr(b, attr))
+
+
+def _searches_and_local_fits(rng):
+    """The calls that got a bar last: neighbour searches, LocalModel, NonLocalMeans, the
+    Gaussian series and the binned path (a small size; the bar is forced by a zero delay)."""
+    from sklearn.linear_model import LinearRegression
+
+    from localization import KernelDensity, LocalMeanRegressor, LocalModel, NearestNeighbors, kernel_sum
+    from localization.denoise import NonLocalMeans
+
+    X = rng.normal(size=(400, 2))
+    wide = rng.normal(size=(300, 40))
+    y = X[:, 0] + 0.1 * rng.normal(size=400)
+    images = rng.random((3, 12 * 10))
+    nn = NearestNeighbors(n_neighbors=4, verbose=True).fit(X)
+    nn_wide = NearestNeighbors(n_neighbors=4, verbose=True).fit(wide)
+    local = LocalModel(LinearRegression(), bandwidth=0.5, verbose=True).fit(X[:60], y[:60])
+    binned_kde = KernelDensity(bandwidth=0.3, algorithm="binned", verbose=True).fit(X)
+    binned_reg = LocalMeanRegressor(bandwidth=0.3, algorithm="binned", verbose=True).fit(X, y)
+    return {
+        "NearestNeighbors.kneighbors": lambda: nn.kneighbors(X),
+        "NearestNeighbors.kneighbors fitted": lambda: nn.kneighbors()[1],
+        "NearestNeighbors.kneighbors brute": lambda: nn_wide.kneighbors(wide[:100])[1],
+        "NearestNeighbors.radius_neighbors": lambda: np.concatenate(nn.radius_neighbors(X, radius=0.3)[1]),
+        "NearestNeighbors.radius_neighbors brute": lambda: np.concatenate(nn_wide.radius_neighbors(wide[:50], radius=8.0)[1]),
+        "LocalModel.predict": lambda: local.predict(X[:40]),
+        "NonLocalMeans.transform": lambda: NonLocalMeans(3, 2, image_shape=(12, 10), verbose=True).fit_transform(images),
+        "nl_means": lambda: NonLocalMeans(3, 2, image_shape=(12, 10), verbose=True).fit_transform(images[:1]),
+        "local_mean expansion": lambda: local_mean(X, X, y, bandwidth=0.5, algorithm="expansion", progress=True),
+        "kernel_sum expansion": lambda: kernel_sum(X, X, bandwidth=0.5, algorithm="expansion", progress=True),
+        "local_mean binned": lambda: local_mean(X, X, y, bandwidth=0.3, algorithm="binned", progress=True),
+        "kernel_sum binned": lambda: kernel_sum(X, X, bandwidth=0.3, algorithm="binned", progress=True),
+        "KernelDensity.score_samples binned": lambda: binned_kde.score_samples(X),
+        "LocalMeanRegressor.predict binned": lambda: binned_reg.predict(X),
+    }
+
+
+_NEW = list(_searches_and_local_fits(np.random.default_rng(0)))
+
+
+@pytest.mark.parametrize("case", _NEW)
+def test_searches_series_binned_and_local_fits_have_a_bar(case, rng, capsys, monkeypatch):
+    desc = case.split(" ")[0]
+    run = _searches_and_local_fits(rng)[case]
+    monkeypatch.setattr(_progress, "DELAY", 5.0)
+    quiet = run()
+    assert capsys.readouterr().err == ""
+    monkeypatch.setattr(_progress, "DELAY", 0.0)
+    shown = run()
+    print("next line", file=sys.stderr)
+    err = capsys.readouterr().err
+    assert desc in err and "100%" in err, err[-300:]
+    assert _ends_its_line(err), err[-200:]
+    # The same results with and without a bar.
+    np.testing.assert_array_equal(quiet, shown)
+
+
+def test_native_search_and_series_reports_count_every_query(rng, monkeypatch):
+    """The k-NN / radius searches and the Gaussian series report through the same callback
+    as the engine's sums: (done, total) in queries, ending at (m, m)."""
+    from localization import NearestNeighbors
+
+    X = rng.normal(size=(500, 2))
+    seen = []
+    monkeypatch.setattr(_progress, "DELAY", 5.0)
+    monkeypatch.setattr(_progress.Progress, "report", lambda self, done, total: seen.append((done, total)))
+    NearestNeighbors(n_neighbors=3, verbose=True).fit(X).kneighbors(X[:321])
+    assert seen[-1] == (321, 321) and all(t == 321 and 0 <= d <= t for d, t in seen)
+    seen.clear()
+    NearestNeighbors(verbose=True).fit(X).radius_neighbors(X[:123], radius=0.2)
+    assert seen[-1] == (123, 123)
+    seen.clear()
+    local_mean(X[:77], X, bandwidth=0.4, algorithm="expansion", progress=True)
+    assert seen[-1] == (77, 77)
+    seen.clear()
+    local_mean(X[:77], X, bandwidth=0.4, algorithm="binned", progress=True)
+    assert seen[0] == (0, 3) and seen[-1] == (3, 3)
+
+
+def test_bars_of_searches_series_and_binned_sums_are_closed_when_interrupted(rng, capsys, monkeypatch):
+    from localization import NearestNeighbors
+    from localization.denoise import NonLocalMeans
+
+    def interrupt(self, *args, **kwargs):
+        raise KeyboardInterrupt
+
+    X = rng.normal(size=(200, 2))
+    nn = NearestNeighbors(verbose=True).fit(X)
+    monkeypatch.setattr(_progress, "DELAY", 0.0)
+    monkeypatch.setattr(_progress.Progress, "report", interrupt)
+    monkeypatch.setattr(_progress.Progress, "update", interrupt)
+    for run in (lambda: nn.kneighbors(X), lambda: nn.radius_neighbors(X),
+                lambda: local_mean(X, X, bandwidth=0.5, algorithm="expansion", progress=True),
+                lambda: local_mean(X, X, bandwidth=0.5, algorithm="binned", progress=True),
+                lambda: NonLocalMeans(3, 2, image_shape=(12, 10), verbose=True).fit_transform(rng.random((2, 120)))):
+        with pytest.raises(KeyboardInterrupt):
+            run()
+        assert capsys.readouterr().err.endswith("\n")

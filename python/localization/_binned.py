@@ -129,7 +129,8 @@ def check_grid_size(grid_size, d):
 def check_tolerance(value, name):
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value) or value < 0:
+    # math.isfinite takes Python integers beyond 64 bits, which np.isfinite refuses.
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value < 0:
         raise LocalizationError(f"`{name}` must be a finite number ≥ 0 or None, got {value!r}", name)
     return float(value)
 
@@ -173,12 +174,15 @@ def _gaussian_curvature_sup(a, b):
 
 
 def binned_sums(bk, Qs, values=None, sample_weight=None, *, exclude_self=False, grid_size=None, local_bound=True,
-                 n_jobs=None):
+                 n_jobs=None, progress=None):
     """Binned Σ K w v and Σ K w at the (scaled) queries ``Qs`` with their error bounds.
 
     ``bk`` is a :class:`~localization.engine.BoundKernel` with a radial profile and a fixed
     bandwidth; ``Qs`` is already divided by a per-feature bandwidth. ``local_bound=False``
     skips the per-query bound (one FFT convolution less) and reports the uniform one.
+    ``progress(done, total)``, the native core's callback, is told the steps done (binning,
+    convolution, interpolation; twice each with ``local_bound``): each is one pass over the
+    samples, the grid or the queries, not divisible further from here.
     Returns :class:`BinnedSums` in float64.
     """
     reason = unsupported_reason(bk, Qs)
@@ -191,6 +195,15 @@ def binned_sums(bk, Qs, values=None, sample_weight=None, *, exclude_self=False, 
     lo, hi, sizes, delta = _grid(Xs, Qs, h, grid_size)
     geometry = (lo.tolist(), delta.tolist(), sizes.tolist())
     n_nodes = int(np.prod(sizes))
+    total, done = (6 if local_bound else 3), -1
+
+    def step():
+        nonlocal done
+        done += 1
+        if progress is not None:
+            progress(done, total)
+
+    step()
 
     # 1. linear binning (native, one sequential pass: the grid does not depend on n_jobs)
     grids = _core.bin_linear(Xs, *geometry, weights=sample_weight, values=values, n_jobs=n_jobs)
@@ -198,6 +211,7 @@ def binned_sums(bk, Qs, values=None, sample_weight=None, *, exclude_self=False, 
     signed = values is not None or (sample_weight is not None and np.any(sample_weight < 0))
     abs_grids = _core.bin_linear(Xs, *geometry, weights=None if sample_weight is None else np.abs(sample_weight),
                                  values=None if values is None else np.abs(values), n_jobs=n_jobs) if signed else grids
+    step()
 
     # 2. the kernel at the grid offsets up to the truncation radius R·h (plus 4 cells, so that a
     #    pair with any dropped corner is at least R·h apart at every corner and at its points)
@@ -231,9 +245,11 @@ def binned_sums(bk, Qs, values=None, sample_weight=None, *, exclude_self=False, 
     spectrum = sfft.rfftn(grids.reshape((cols,) + tuple(sizes)), s=shape, axes=fft_axes, workers=workers)
     conv = convolve(spectrum, kern)
     del spectrum
+    step()
 
     # 3. multilinear interpolation at the queries (native, parallel over queries)
     out = _core.interpolate_grid(conv, Qs, *geometry, n_jobs=n_jobs).T
+    step()
     if exclude_self:
         # The hollow kernel: take each point's own (exact) term out of the binned full sum.
         own = float(_core.profile_values(name, np.zeros(1))[0])
@@ -274,8 +290,10 @@ def binned_sums(bk, Qs, values=None, sample_weight=None, *, exclude_self=False, 
         abs_spectrum = sfft.rfftn(abs_grids.reshape((cols,) + tuple(sizes)), s=shape, axes=fft_axes, workers=workers)
         env = convolve(abs_spectrum, envelope)
         del abs_spectrum
+        step()
         local = _core.interpolate_grid(env, Qs, *geometry, n_jobs=n_jobs).T + (extra + fft_error(envelope))[:, None]
         local = np.minimum(local, bound[:, None])
+        step()
     den = out[0]
     np.maximum(den, 0.0, out=den)  # every profile is ≥ 0, so is the exact sum: clipping only moves toward it
     num = out[1:].T if values is not None else None
@@ -326,15 +344,17 @@ def log_bound(value, bound):
     return out
 
 
-def local_mean_or_none(bk, Q, V, w, *, algorithm, grid_size, atol, rtol, exclude_self=False, n_jobs=None, local_bound=True):
+def local_mean_or_none(bk, Q, V, w, *, algorithm, grid_size, atol, rtol, exclude_self=False, n_jobs=None, local_bound=True,
+                       progress=None):
     """The binned local mean (mean in Q's dtype, total weight, bound) when the binned path is
-    chosen and, under ``"auto"``, its bound meets the tolerance; else None (use an exact path)."""
+    chosen and, under ``"auto"``, its bound meets the tolerance; else None (use an exact path).
+    ``progress`` as in :func:`binned_sums`."""
     from .engine import ratio
 
     if not select(bk, Q, algorithm=algorithm, grid_size=grid_size, atol=atol, rtol=rtol):
         return None
     b = bk.binned(Q, V, w, exclude_self=exclude_self, grid_size=grid_size, n_jobs=n_jobs,
-                  local_bound=local_bound or atol is not None or rtol is not None)
+                  local_bound=local_bound or atol is not None or rtol is not None, progress=progress)
     mean64 = ratio(b.num, b.den, warn=False)
     bound = b.mean_bound(mean64) + b.rounding(mean64, Q.dtype)
     if algorithm != "binned" and not tolerance_met(mean64, bound, atol, rtol):

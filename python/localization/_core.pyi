@@ -48,7 +48,7 @@ def local_sums(
     progress: _Progress = None,
 ) -> tuple[_Array, _Array, _Array, Optional[_Array], Optional[_Array]]:
     """(num m×p, den m, log_scale m, moments m×D×D | None, cross m×D×p | None); true sums are × exp(log_scale).
-    ``progress(done, total)`` receives the queries done (exact paths other than the expansion)."""
+    ``progress(done, total)`` receives the queries done."""
 
 def ready_local_mean(
     queries: object, x: object, values: object = None, weights: object = None, kernel: str = "gaussian",
@@ -118,9 +118,12 @@ class Reference:
 class NeighborIndex:
     def __new__(
         cls, x: _Array, algorithm: str = "auto", leaf_size: int = 30) -> Self: ...
-    def knn(self, queries: _Array, k: int, n_jobs: Optional[int] = None) -> tuple[_Array, NDArray[np.int64]]: ...
+    def knn(
+        self, queries: _Array, k: int, n_jobs: Optional[int] = None, progress: _Progress = None
+    ) -> tuple[_Array, NDArray[np.int64]]: ...
     def radius(
-        self, queries: _Array, r: float | NDArray[np.float64], n_jobs: Optional[int] = None
+        self, queries: _Array, r: float | NDArray[np.float64], n_jobs: Optional[int] = None,
+        progress: _Progress = None,
     ) -> tuple[_Array, NDArray[np.int64], NDArray[np.int64]]:
         """(distances, indices, row offsets) of the rows within r (a number, or one per query; +inf allowed)."""
 

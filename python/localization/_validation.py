@@ -9,6 +9,7 @@ library's exception family, :class:`LocalizationError` (a ``ValueError``) and
 from __future__ import annotations
 
 import functools
+import inspect
 import numbers
 import os
 import warnings
@@ -19,8 +20,8 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import _fit_context
 from sklearn.utils._param_validation import Interval as _Interval
-from sklearn.utils._param_validation import (HasMethods, InvalidParameterError, StrOptions, validate_parameter_constraints,
-                                             validate_params)
+from sklearn.utils._param_validation import HasMethods, InvalidParameterError, StrOptions, validate_parameter_constraints
+from sklearn.utils._param_validation import validate_params as _sklearn_validate_params
 from sklearn.utils.validation import check_array
 from sklearn.utils.validation import validate_data as _sklearn_validate_data
 
@@ -58,6 +59,36 @@ def fit_context(fit: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+def validate_params(constraints, *, prefer_skip_nested_validation):
+    """scikit-learn's ``validate_params`` for a public function: a parameter outside its
+    declared domain raises its ``InvalidParameterError`` as a :class:`LocalizationError`
+    whose ``parameter`` names it (as :func:`fit_context` does for estimators)."""
+
+    def decorate(func):
+        checked = _sklearn_validate_params(constraints, prefer_skip_nested_validation=prefer_skip_nested_validation)(func)
+        signature = inspect.signature(func)
+
+        @functools.wraps(func)
+        def wrapper(*args, **kwargs):
+            try:
+                return checked(*args, **kwargs)
+            except InvalidParameterError as e:
+                if isinstance(e, LocalizationError):  # from a nested estimator, already named
+                    raise
+                bound = signature.bind(*args, **kwargs)
+                bound.apply_defaults()
+                for name, domain in constraints.items():
+                    try:
+                        validate_parameter_constraints({name: domain}, {name: bound.arguments.get(name)}, func.__qualname__)
+                    except InvalidParameterError:
+                        raise _InvalidParameter(str(e), name).with_traceback(e.__traceback__) from None
+                raise
+
+        return wrapper
+
+    return decorate
+
+
 def _failing_parameter(est):
     """The first of ``est``'s parameters outside its declared domain, or None."""
     params = est.get_params(deep=False)
@@ -87,12 +118,16 @@ POSITIVE = Interval(Real, 0, None, closed="neither")
 NON_NEGATIVE = Interval(Real, 0, None, closed="left")
 #: A distance >= 0 where ``np.inf`` means "no limit".
 DISTANCE = Interval(Real, 0, np.inf, closed="both")
+#: The largest count the native core takes (its integers are 64-bit); a larger one is refused
+#: by the declared constraints, not overflowed in the conversion to the core.
+MAX_COUNT = int(np.iinfo(np.int64).max)
 #: An integer >= 1.
-COUNT = Interval(Integral, 1, None, closed="left")
+COUNT = Interval(Integral, 1, MAX_COUNT, closed="both")
 #: An integer >= 0.
-COUNT_OR_ZERO = Interval(Integral, 0, None, closed="left")
-#: Threads: None (the library default), -1 (all cores) or any non-zero integer.
-N_JOBS = [Interval(Integral, None, -1, closed="right"), COUNT, None]
+COUNT_OR_ZERO = Interval(Integral, 0, MAX_COUNT, closed="both")
+#: Threads: None (the library default), -1 (all cores) or any non-zero integer (however large:
+#: the native layer clamps counts above the cores).
+N_JOBS = [Interval(Integral, None, -1, closed="right"), Interval(Integral, 1, None, closed="left"), None]
 
 
 def check_number(value, name, within=POSITIVE):
@@ -247,11 +282,11 @@ def as_float_array(X, name, *, dtype=None, ensure_2d=True, allow_empty=False):
             ensure_min_samples=0 if allow_empty else 1,
             input_name=name,
         )
-    except ValueError as e:
+    except (ValueError, TypeError) as e:
         msg = str(e)
         if name not in msg:
             msg = f"`{name}`: {msg}"
-        raise LocalizationError(msg, name) from None
+        raise (LocalizationError if isinstance(e, ValueError) else LocalizationTypeError)(msg, name) from None
     if dtype is not None and out.dtype != dtype:
         out = out.astype(dtype)
     return np.ascontiguousarray(out)
@@ -284,7 +319,7 @@ def check_sample_weight(sample_weight, n, dtype, *, require_positive=True):
         return None
     w = np.asarray(sample_weight)
     if w.ndim == 0:
-        w = np.full(n, float(w))
+        w = np.full(n, w)  # as_float_array checks the scalar's type
     w = as_float_array(w, "sample_weight", dtype=dtype, ensure_2d=False)
     if w.ndim != 1 or w.shape[0] != n:
         raise LocalizationError(f"`sample_weight` must have shape ({n},), got {w.shape}", "sample_weight")
@@ -299,6 +334,13 @@ def check_weight_summary(negative, total, *, require_positive=True):
         raise LocalizationError("`sample_weight` must be non-negative", "sample_weight")
     if require_positive and not total > 0:
         raise LocalizationError("`sample_weight` is zero everywhere: the total weight must be positive", "sample_weight")
+
+
+def check_bool(value, name):
+    """A flag: ``bool`` or NumPy's bool (the native core takes nothing else)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise LocalizationTypeError(f"`{name}` must be True or False, got {type(value).__name__} {value!r}", name)
+    return bool(value)
 
 
 def check_positive_int(value, name, minimum=1):

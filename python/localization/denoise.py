@@ -303,6 +303,9 @@ class NonLocalMeans(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     image_shape : tuple of int, optional
         Shape of one image, ``(rows, cols)`` or ``(rows, cols, channels)``; its product must be
         the number of features. Default: each row is a 1-pixel-high image ``(1, n_features)``.
+    verbose : bool, default=False
+        Show a progress bar on stderr for :meth:`transform` calls that last more than 0.2 s:
+        over the images, or over the rows of a single image.
 
     Attributes
     ----------
@@ -320,7 +323,7 @@ class NonLocalMeans(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
 
     def __init__(
         self, patch_size: int = 7, patch_distance: int = 11, h: float = 0.1, sigma: float = 0.0,
-        image_shape: ArrayLike | None = None, exact: bool = False, n_jobs: int | None = None,
+        image_shape: ArrayLike | None = None, exact: bool = False, n_jobs: int | None = None, verbose: int | bool = False,
     ) -> None:
         self.patch_size = patch_size
         self.patch_distance = patch_distance
@@ -329,6 +332,7 @@ class NonLocalMeans(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         self.image_shape = image_shape
         self.exact = exact
         self.n_jobs = n_jobs
+        self.verbose = verbose
 
     _parameter_constraints = {
         "patch_size": [COUNT],
@@ -338,6 +342,7 @@ class NonLocalMeans(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         "image_shape": ["array-like", None],
         "exact": ["boolean"],
         "n_jobs": N_JOBS,
+        "verbose": ["verbose"],
     }
 
     @keeps_state_on_error
@@ -363,11 +368,15 @@ class NonLocalMeans(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         check_is_fitted(self)
         X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C", reset=False)
         out = np.empty_like(X)
-        for i, row in enumerate(X):
-            out[i] = nl_means(
-                row.reshape(self.image_shape_), self.patch_size, self.patch_distance, self.h, self.sigma,
-                exact=self.exact, n_jobs=self.n_jobs,
-            ).ravel()
+        # One bar over the images; a single image gets nl_means' own bar over its rows.
+        single = len(X) == 1
+        with Progress(self.verbose and not single, "NonLocalMeans.transform", unit="image", total=len(X)) as bar:
+            for i, row in enumerate(X):
+                out[i] = nl_means(
+                    row.reshape(self.image_shape_), self.patch_size, self.patch_distance, self.h, self.sigma,
+                    exact=self.exact, n_jobs=self.n_jobs, progress=bool(self.verbose) and single,
+                ).ravel()
+                bar.update()
         return out
 
     def __sklearn_tags__(self):
@@ -381,7 +390,10 @@ class NonLocalMeans(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
 
 
 def _check_bandwidths(bandwidth, name, p):
-    bw = np.asarray(bandwidth, dtype=np.float64)
+    try:
+        bw = np.asarray(bandwidth, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise LocalizationTypeError(f"`{name}` must be a positive number or {p} positive numbers, got {bandwidth!r}", name) from None
     if bw.ndim == 0:
         bw = np.full(p, float(bw))
     if bw.shape != (p,) or not np.all(np.isfinite(bw)) or np.any(bw <= 0):

@@ -166,7 +166,7 @@ class KernelDensity(LocalEstimator):
         if bk.sample_h is None and _binned.select(bk, Q, algorithm=self.algorithm, grid_size=self.grid_size,
                                                   atol=self.atol, rtol=self.rtol):
             b = bk.binned(Q, None, weights, exclude_self=exclude_self, grid_size=self.grid_size, n_jobs=self.n_jobs,
-                          local_bound=return_bound or self.atol is not None or self.rtol is not None)
+                          local_bound=return_bound or self.atol is not None or self.rtol is not None, progress=progress)
             bound = b.den_bound + b.rounding(b.den, np.float64)
             # the tolerance is on the density: p̂ = Σ K w · exp(−log Σw − log ∫k − log ∏h)
             unit = np.exp(-log_total - log_norm - bk.log_bandwidth_volume)

@@ -21,8 +21,10 @@ from . import _binned, _core
 from ._progress import Progress
 from ._validation import (
     LocalizationError,
+    LocalizationTypeError,
     StrOptions,
     as_float_array,
+    check_bool,
     check_number,
     check_positive_int,
     check_query,
@@ -102,7 +104,10 @@ class BoundKernel:
         elif isinstance(bw, (Balloon, SamplePoint)):
             self.adaptive_k = check_adaptive(bw, self.n - isinstance(bw, SamplePoint))
         elif np.ndim(bw) == 1:
-            fs = np.asarray(bw, dtype=np.float64)
+            try:
+                fs = np.asarray(bw, dtype=np.float64)
+            except (TypeError, ValueError):
+                raise LocalizationTypeError(f"a per-feature `bandwidth` must hold numbers, got {bw!r}", "bandwidth") from None
             if fs.shape != (self.d,):
                 raise LocalizationError(f"a per-feature `bandwidth` needs {self.d} values, got {fs.shape[0]}", "bandwidth")
             if not np.all(np.isfinite(fs)) or np.any(fs <= 0):
@@ -201,14 +206,14 @@ class BoundKernel:
              grid_size=None, progress=None, prepared=False):
         """Native local sums for validated queries: (num, den, log_scale, moments, cross).
 
-        ``progress(done, total)`` is called with the queries done (native paths only).
+        ``progress(done, total)`` is called with the queries done (the binned path: its steps).
         ``prepared=True``: through the kept reference of (values, sample_weight) if
         :meth:`prepare` was called (same results, no per-call work on the samples)."""
         check_algorithm(algorithm)
         Qs = self._scale(Q)
         if algorithm == "binned":
             b = self.binned(Q, values, sample_weight, degree=degree, exclude_self=exclude_self, grid_size=grid_size,
-                            n_jobs=n_jobs, local_bound=False)
+                            n_jobs=n_jobs, local_bound=False, progress=progress)
             num = None if b.num is None else b.num.astype(Q.dtype)
             return num, b.den.astype(Q.dtype), np.zeros(len(Q), dtype=Q.dtype), None, None
         if self.callable or self.name == "identity":
@@ -229,12 +234,12 @@ class BoundKernel:
         )
 
     def binned(self, Q, values=None, sample_weight=None, *, degree=None, exclude_self=False, grid_size=None, n_jobs=None,
-               local_bound=True):
+               local_bound=True, progress=None):
         """Binned sums with their error bounds (:class:`~localization._binned.BinnedSums`)."""
         Qs = self._scale(Q)
         _binned.select(self, Q, algorithm="binned", grid_size=grid_size, atol=None, rtol=None, degree=degree)
         return _binned.binned_sums(self, Qs, values, sample_weight, exclude_self=exclude_self, grid_size=grid_size,
-                                   local_bound=local_bound, n_jobs=n_jobs)
+                                   local_bound=local_bound, n_jobs=n_jobs, progress=progress)
 
     def matrix(self, Q, n_jobs=None):
         Qs = self._scale(Q)
@@ -483,8 +488,9 @@ def local_mean(
         algorithms, whose error is rounding only; inf where the binned total weight does
         not exceed its own bound). It is returned last.
     progress : bool, default=False
-        Show a progress bar (queries done) on stderr when the call lasts more than 0.2 s
-        (exact native algorithms; see the "Progress bars" section of the guide).
+        Show a progress bar on stderr when the call lasts more than 0.2 s: queries done, or
+        the steps of ``"binned"`` (not for callable or identity kernels; see the "Progress
+        bars" section of the guide).
 
     Returns
     -------
@@ -515,20 +521,23 @@ def local_mean(
             return ready[0]
     X = as_float_array(X, "X")
     Q = check_query(X_query, X)
+    exclude_self = check_bool(exclude_self, "exclude_self")
     if values is None:
         V, one_d = X, False
     else:
         V, one_d = check_values(values, X.shape[0], X.dtype)
     w = check_sample_weight(sample_weight, X.shape[0], X.dtype)
     bk = bind(kernel, bandwidth, X, n_neighbors, w, allow_signed=True, consumer="local_mean")
-    binned = _binned.local_mean_or_none(bk, Q, V, w, algorithm=algorithm, grid_size=grid_size, atol=atol, rtol=rtol,
-                                        exclude_self=exclude_self, n_jobs=n_jobs, local_bound=return_error_bound)
+    with Progress(progress, "local_mean", unit="query") as bar:
+        binned = _binned.local_mean_or_none(bk, Q, V, w, algorithm=algorithm, grid_size=grid_size, atol=atol, rtol=rtol,
+                                            exclude_self=exclude_self, n_jobs=n_jobs, local_bound=return_error_bound,
+                                            progress=bar.callback)
+        if binned is None:
+            num, den, log_scale, _, _ = bk.sums(Q, V, w, exclude_self=exclude_self, algorithm=algorithm, n_jobs=n_jobs,
+                                                progress=bar.callback)
     if binned is not None:
         mean, weight, bound = binned
     else:
-        with Progress(progress, "local_mean", unit="query") as bar:
-            num, den, log_scale, _, _ = bk.sums(Q, V, w, exclude_self=exclude_self, algorithm=algorithm, n_jobs=n_jobs,
-                                                progress=bar.callback)
         mean = ratio(num, den)
         # (Only what is returned is computed: this path is the whole cost of small calls.)
         bound = np.zeros(num.shape) if return_error_bound else None
@@ -612,14 +621,16 @@ def kernel_sum(
             return total * (np.exp(log_scale) if total.ndim == 1 else np.exp(log_scale)[:, None])
     X = as_float_array(X, "X")
     Q = check_query(X_query, X)
+    exclude_self = check_bool(exclude_self, "exclude_self")
     V, one_d = (None, True) if values is None else check_values(values, X.shape[0], X.dtype)
     w = check_sample_weight(sample_weight, X.shape[0], X.dtype)
     bk = bind(kernel, bandwidth, X, n_neighbors, w, allow_signed=not log, consumer="kernel_sum(log=True)")
     if log and V is not None:
         raise LocalizationError("`log=True` is for the kernel sum itself; drop `values` (weighted sums can be negative)", "values")
     if _binned.select(bk, Q, algorithm=algorithm, grid_size=grid_size, atol=atol, rtol=rtol):
-        b = bk.binned(Q, V, w, exclude_self=exclude_self, grid_size=grid_size, n_jobs=n_jobs,
-                      local_bound=return_error_bound or atol is not None or rtol is not None)
+        with Progress(progress, "kernel_sum", unit="step") as bar:
+            b = bk.binned(Q, V, w, exclude_self=exclude_self, grid_size=grid_size, n_jobs=n_jobs,
+                          local_bound=return_error_bound or atol is not None or rtol is not None, progress=bar.callback)
         total, bound = (b.den, b.den_bound) if V is None else (b.num, b.num_bound)
         bound = bound + b.rounding(total, np.float64)
         if log:

@@ -13,6 +13,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from . import _core
 from ._base import keeps_state_on_error
+from ._progress import Progress
 from ._validation import (COUNT, DISTANCE, FLOAT_DTYPES, N_JOBS, LocalizationError, StrOptions, check_positive_int, fit_context,
                           validate_data)
 
@@ -69,6 +70,9 @@ class NearestNeighbors(BaseEstimator):
         ``"auto"``: a kd-tree below 16 features, blocked-product brute force above.
     leaf_size : int, default=30
     n_jobs : int, optional
+    verbose : bool, default=False
+        Show a progress bar (queries done) on stderr for :meth:`kneighbors` and
+        :meth:`radius_neighbors` calls that last more than 0.2 s.
 
     Attributes
     ----------
@@ -101,15 +105,17 @@ class NearestNeighbors(BaseEstimator):
         "algorithm": [StrOptions({"auto", "kd_tree", "brute"})],
         "leaf_size": [COUNT],
         "n_jobs": N_JOBS,
+        "verbose": ["verbose"],
     }
 
     def __init__(self, n_neighbors: int = 5, radius: float = 1.0, algorithm: str = "auto", leaf_size: int = 30,
-                 n_jobs: int | None = None) -> None:
+                 n_jobs: int | None = None, verbose: int | bool = False) -> None:
         self.n_neighbors = n_neighbors
         self.radius = radius
         self.algorithm = algorithm
         self.leaf_size = leaf_size
         self.n_jobs = n_jobs
+        self.verbose = verbose
 
     @keeps_state_on_error
     @fit_context
@@ -138,6 +144,9 @@ class NearestNeighbors(BaseEstimator):
         X = validate_data(self, X, dtype=FLOAT_DTYPES, order="C", reset=False, densify=True)
         return np.ascontiguousarray(X, dtype=self._fit_X.dtype), False
 
+    def _progress(self, method):
+        return Progress(self.verbose, f"{type(self).__name__}.{method}", unit="query")
+
     @overload
     def kneighbors(self, X: ArrayLike | None = None, n_neighbors: int | None = None,
                    return_distance: Literal[True] = True) -> tuple[FloatArray, IntArray]: ...
@@ -159,7 +168,8 @@ class NearestNeighbors(BaseEstimator):
         k = check_positive_int(self.n_neighbors if n_neighbors is None else n_neighbors, "n_neighbors")
         if k + self_query > self.n_samples_fit_:
             raise LocalizationError(f"Expected n_neighbors <= n_samples_fit, but n_neighbors = {k + self_query}, n_samples_fit = {self.n_samples_fit_}", "n_neighbors")
-        dist, ind = self._index.knn(Q, k + self_query, n_jobs=self.n_jobs)
+        with self._progress("kneighbors") as bar:
+            dist, ind = self._index.knn(Q, k + self_query, n_jobs=self.n_jobs, progress=bar.callback)
         if self_query:
             dist, ind = drop_self(dist, ind, np.arange(len(Q)))
         return (dist, ind) if return_distance else ind
@@ -193,7 +203,8 @@ class NearestNeighbors(BaseEstimator):
             raise LocalizationError("return_distance must be True if sort_results is True.", "return_distance")
         Q, self_query = self._queries(X)
         r = _check_radius(self.radius if radius is None else radius, len(Q))
-        dist, ind, offsets = self._index.radius(Q, r, n_jobs=self.n_jobs)
+        with self._progress("radius_neighbors") as bar:
+            dist, ind, offsets = self._index.radius(Q, r, n_jobs=self.n_jobs, progress=bar.callback)
         row = np.repeat(np.arange(len(Q)), np.diff(offsets))
         if self_query:
             keep = ind != row

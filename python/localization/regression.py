@@ -13,6 +13,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from . import _binned, _core
 from ._base import KERNEL_CONSTRAINTS, LOO_KERNEL_CONSTRAINTS, LocalEstimator, keeps_state_on_error
+from ._progress import Progress
 from ._validation import (FLOAT_DTYPES, NON_NEGATIVE, HasMethods, Integral, Interval, LocalizationError, fit_context, validate_data,
                           warn_zero_weight)
 from .adaptive import MultiKernel, base_kernel, fit_loo, fit_multikernel, is_loo
@@ -205,9 +206,11 @@ class LocalMeanRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator):
         check_is_fitted(self)
         if not isinstance(self.kernel, MultiKernel):
             Q = self.X_fit_ if X is None else self._query(X)
-            binned = _binned.local_mean_or_none(
-                self._bound(), Q, self.y_fit_, self.sample_weight_, algorithm=self.algorithm, grid_size=self.grid_size,
-                atol=self.atol, rtol=self.rtol, exclude_self=X is None, n_jobs=self.n_jobs, local_bound=return_error_bound)
+            with self._progress("predict") as bar:
+                binned = _binned.local_mean_or_none(
+                    self._bound(), Q, self.y_fit_, self.sample_weight_, algorithm=self.algorithm, grid_size=self.grid_size,
+                    atol=self.atol, rtol=self.rtol, exclude_self=X is None, n_jobs=self.n_jobs, local_bound=return_error_bound,
+                    progress=bar.callback)
             if binned is not None:
                 pred, _, bound = binned
                 return (_out(self, pred), _out(self, bound)) if return_error_bound else _out(self, pred)
@@ -415,6 +418,9 @@ class LocalModel(MultiOutputMixin, LocalEstimator):
         Fit each local model on the query's ``n_neighbors`` heaviest samples only.
     n_jobs : int, optional
         Threads over queries.
+    verbose : bool, default=False
+        Show a progress bar (queries fitted) on stderr for :meth:`predict` calls that last
+        more than 0.2 s. (``fit`` only stores the sample.)
 
     Examples
     --------
@@ -431,17 +437,19 @@ class LocalModel(MultiOutputMixin, LocalEstimator):
     _parameter_constraints = {
         "estimator": [HasMethods(["fit", "predict"]), None],
         **{name: KERNEL_CONSTRAINTS[name] for name in ("kernel", "bandwidth", "n_neighbors", "n_jobs")},
+        "verbose": ["verbose"],
     }
 
     def __init__(
         self, estimator: object | None = None, kernel: KernelLike = "gaussian", bandwidth: BandwidthLike = 1.0,
-        n_neighbors: int | None = None, n_jobs: int | None = None,
+        n_neighbors: int | None = None, n_jobs: int | None = None, verbose: int | bool = False,
     ) -> None:
         self.estimator = estimator
         self.kernel = kernel
         self.bandwidth = bandwidth
         self.n_neighbors = n_neighbors
         self.n_jobs = n_jobs
+        self.verbose = verbose
 
     @keeps_state_on_error
     @fit_context
@@ -478,12 +486,16 @@ class LocalModel(MultiOutputMixin, LocalEstimator):
         block = max(1, _BLOCK_VALUES // len(self.X_fit_))
         n_jobs = _core.effective_n_jobs(self.n_jobs)
         preds = []
-        with Parallel(n_jobs=n_jobs, prefer="threads") as parallel:
+        # The fits come back in query order as they finish, so the bar counts each one.
+        with (Parallel(n_jobs=n_jobs, prefer="threads", return_as="generator") as parallel,
+              Progress(self.verbose, "LocalModel.predict", unit="query", total=len(Q)) as bar):
             for a in range(0, len(Q), block):
                 K = bk.matrix(Q[a : a + block], n_jobs=self.n_jobs).astype(np.float64)
                 if self.sample_weight_ is not None:
                     K *= self.sample_weight_
-                preds.extend(parallel(delayed(self._predict_one)(K[i], Q[a + i]) for i in range(len(K))))
+                for p in parallel(delayed(self._predict_one)(K[i], Q[a + i]) for i in range(len(K))):
+                    preds.append(p)
+                    bar.update()
         empty = np.array([p is None for p in preds])
         warn_zero_weight(empty)
         shape = np.shape(self.y_fit_[0])

@@ -37,7 +37,7 @@ from sklearn.utils.validation import check_array, check_is_fitted
 
 from . import _core
 from ._base import keeps_state_on_error
-from ._validation import (COUNT, N_JOBS, NON_NEGATIVE, POSITIVE, LocalizationError, LocalizationTypeError, StrOptions,
+from ._validation import (COUNT, MAX_COUNT, N_JOBS, NON_NEGATIVE, POSITIVE, LocalizationError, LocalizationTypeError, StrOptions,
                           fit_context, warn_zero_weight)
 from .engine import bind
 from .kernels import Balloon, Kernel, SamplePoint
@@ -94,7 +94,10 @@ def _decay(decay, lead):
     """Per-sequence decays λ ≥ 0 broadcast from `decay` over the leading axes (None: no decay)."""
     if decay is None:
         return None, None
-    lam = np.asarray(decay, dtype=np.float64) if not isinstance(decay, np.ndarray) or decay.dtype.kind in "iuf" else None
+    try:
+        lam = np.asarray(decay, dtype=np.float64) if not isinstance(decay, np.ndarray) or decay.dtype.kind in "iuf" else None
+    except (TypeError, ValueError):
+        lam = None
     if lam is None:
         raise LocalizationTypeError(f"`decay` must be a number or an array of numbers, got {decay!r}", "decay")
     if not np.all(np.isfinite(lam)) or np.any(lam < 0):
@@ -141,7 +144,8 @@ def _window(window):
         return None
     if isinstance(window, (bool, np.bool_)) or not isinstance(window, numbers.Integral) or window < 1:
         raise LocalizationError(f"`window` must be a positive integer (|t - s| < window; 1 keeps only the step itself), got {window!r}", "window")
-    return int(window)
+    # A window longer than any sequence is no limit; the native core counts in 64 bits.
+    return int(min(window, MAX_COUNT))
 
 
 def _position(mask, window, decay, lead, T, exclude_self=False):
@@ -160,7 +164,7 @@ def _position(mask, window, decay, lead, T, exclude_self=False):
 def _scale(scale, d):
     if scale is None:
         return 1.0 / np.sqrt(d)
-    if isinstance(scale, (bool, np.bool_)) or not isinstance(scale, numbers.Real) or not np.isfinite(scale):
+    if isinstance(scale, (bool, np.bool_)) or not isinstance(scale, numbers.Real) or not math.isfinite(scale):
         raise LocalizationError(f"`scale` must be a finite number (None: 1/sqrt(d)), got {scale!r}", "scale")
     return float(scale)
 

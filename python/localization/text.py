@@ -42,6 +42,13 @@ def tokenize(text: str) -> list[str]:
     return _WORD.findall(text.lower().replace("\u2019", "'").replace("\u2018", "'"))
 
 
+def _strings(seq, name):
+    """``seq`` as a list, or a LocalizationTypeError naming ``name`` if it is not a sequence."""
+    if isinstance(seq, (str, bytes)) or not isinstance(seq, Iterable):
+        raise LocalizationTypeError(f"`{name}` must be a sequence of strings, got {type(seq).__name__}", name)
+    return list(seq)
+
+
 def cooccurrence(tokens: str | Iterable[str], window: int = 5, *, directed: bool = True, weighting: str = "count", min_count: int = 1,
                  max_vocab: int | None = None, vocabulary: Sequence[str] | None = None) -> tuple[sp.csr_matrix, list[str]]:
     """Word co-occurrence matrix of a token sequence, as a sparse matrix and its vocabulary.
@@ -84,7 +91,7 @@ def cooccurrence(tokens: str | Iterable[str], window: int = 5, *, directed: bool
     """
     if isinstance(tokens, str):
         tokens = tokenize(tokens)
-    tokens = list(tokens)
+    tokens = _strings(tokens, "tokens")
     if not all(isinstance(t, str) for t in tokens):
         raise LocalizationTypeError("`tokens` must be a string or a sequence of strings", "tokens")
     if len(tokens) == 0:
@@ -94,7 +101,7 @@ def cooccurrence(tokens: str | Iterable[str], window: int = 5, *, directed: bool
         raise LocalizationError(f"`weighting` must be 'count' or 'ppmi', got {weighting!r}", "weighting")
     counts = Counter(tokens)
     if vocabulary is not None:
-        vocab = list(vocabulary)
+        vocab = _strings(vocabulary, "vocabulary")
         if len(vocab) == 0 or len(set(vocab)) != len(vocab):
             raise LocalizationError("`vocabulary` must be a non-empty sequence of distinct words", "vocabulary")
     else:

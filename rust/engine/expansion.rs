@@ -423,15 +423,18 @@ impl Expansion {
         v
     }
 
-    /// The sums of every query (output allocated first; stops between chunks once `mon` stops).
+    /// The sums of every query (output allocated first; stops between chunks once the
+    /// monitor stops; the queries done are reported per chunk when `opts.progress`).
     ///
     /// Per query cluster, first the series coefficients of every reference cluster within
     /// reach (each O(|B|·T), in parallel over the reference clusters), then the queries in
     /// chunks of `CHUNK` (in parallel), each adding every pair's series. A query's sums are
     /// added in the same order (reference clusters by gap) whatever the threads.
-    pub fn sums<F: Real>(&self, mon: &Monitor) -> Result<LocalSums<F>> {
+    pub fn sums<F: Real>(&self, opts: &Options) -> Result<LocalSums<F>> {
+        let mon = &opts.monitor;
         let basis = self.degree.map(|g| n_basis(self.d, g));
         let mut out = LocalSums::try_zeros(self.queries.order.len(), self.p, basis)?;
+        opts.start_progress(self.queries.order.len());
         let parts: Vec<Vec<LocalSums<F>>> = (0..self.queries.len())
             .collect::<Vec<_>>()
             .into_par_iter()
@@ -449,7 +452,11 @@ impl Expansion {
                     .into_par_iter()
                     .map(|c0| {
                         mon.check()?;
-                        self.run_chunk::<F>(a, c0..(c0 + CHUNK).min(na), &coefs)
+                        let rows = c0..(c0 + CHUNK).min(na);
+                        let len = rows.len();
+                        let part = self.run_chunk::<F>(a, rows, &coefs);
+                        opts.advance(len);
+                        part
                     })
                     .collect::<Result<Vec<_>>>()
             })

@@ -211,7 +211,7 @@ fn sums_in_range<F: Real>(pb: &Problem<F>, kernel: &Kernel, bw: &Bandwidth<F>, o
                 return Ok(sums);
             }
             if let Some(e) = expansion(pb, *profile, bw, opts) {
-                let sums = e.sums(&opts.monitor)?;
+                let sums = e.sums(opts)?;
                 if !opts.exclude_self {
                     return Ok(sums);
                 }

@@ -476,6 +476,7 @@ fn a_stopped_monitor_interrupts_every_path() {
         (Kernel::Radial(Profile::Gaussian), Neighborhood::Brute),
         (Kernel::Radial(Profile::Gaussian), Neighborhood::Expansion),
         (Kernel::Radial(Profile::Epanechnikov), Neighborhood::Tree),
+        (Kernel::Radial(Profile::Gaussian), Neighborhood::Expansion),
         (Kernel::Knn { k: 5, profile: None }, Neighborhood::Auto),
         (Kernel::Dot { temperature: 1.0 }, Neighborhood::Auto),
     ];
@@ -501,6 +502,7 @@ fn progress_counts_the_queries_only_when_asked() {
     let cases = [
         (Kernel::Radial(Profile::Gaussian), Neighborhood::Brute),
         (Kernel::Radial(Profile::Epanechnikov), Neighborhood::Tree),
+        (Kernel::Radial(Profile::Gaussian), Neighborhood::Expansion),
         (Kernel::Knn { k: 5, profile: None }, Neighborhood::Auto),
         (Kernel::Dot { temperature: 1.0 }, Neighborhood::Auto),
     ];

@@ -166,6 +166,12 @@ impl<F: Real> Index<F> {
     /// The k nearest references of every query row, ascending. The m × k output is
     /// allocated before the search.
     pub fn knn(&self, q: ArrayView2<F>, k: usize, mon: &Monitor) -> Result<Neighbors<F>> {
+        self.knn_reported(q, k, mon, false)
+    }
+
+    /// [`Index::knn`], also reporting the queries done to `mon` when `report` (off inside an
+    /// algorithm that reports its own progress, as the engine's `Options::progress`).
+    pub fn knn_reported(&self, q: ArrayView2<F>, k: usize, mon: &Monitor, report: bool) -> Result<Neighbors<F>> {
         self.check_query(&q)?;
         if k == 0 || k > self.n_samples() {
             return Err(LocalizationError::param(
@@ -179,16 +185,28 @@ impl<F: Real> Index<F> {
         let q = self.lengths.down_array(q);
         let q = q.view();
         let rows = Rows::new("X", q)?;
+        if report {
+            mon.set_progress(0, m);
+        }
         match &self.inner {
-            Inner::Tree(t) => indices.par_chunks_mut(k).zip(distances.par_chunks_mut(k)).enumerate().for_each(|(i, (ind, dist))| {
-                if mon.stopped() {
-                    return;
-                }
-                let (a, b) = t.knn(rows.row(i), k);
-                ind.copy_from_slice(&a);
-                dist.copy_from_slice(&b);
-            }),
-            Inner::Brute(b) => brute_knn(q, b, k, &mut indices, &mut distances, mon),
+            // Blocks of queries, so that progress is counted once per block, not per query.
+            Inner::Tree(t) => {
+                let block = tree_block(m);
+                indices.par_chunks_mut(block * k).zip(distances.par_chunks_mut(block * k)).enumerate().for_each(|(blk, (ind, dist))| {
+                    for (r, (ind, dist)) in ind.chunks_mut(k).zip(dist.chunks_mut(k)).enumerate() {
+                        if mon.stopped() {
+                            return;
+                        }
+                        let (a, b) = t.knn(rows.row(blk * block + r), k);
+                        ind.copy_from_slice(&a);
+                        dist.copy_from_slice(&b);
+                    }
+                    if report {
+                        mon.advance(ind.len() / k);
+                    }
+                })
+            }
+            Inner::Brute(b) => brute_knn(q, b, k, &mut indices, &mut distances, mon, report),
         }
         mon.check()?;
         self.to_caller_units(Neighbors { indices, distances, offsets: (0..=m).map(|i| i * k).collect() })
@@ -199,6 +217,11 @@ impl<F: Real> Index<F> {
     /// The lists grow fallibly, a block of queries at a time, so memory holds the output plus
     /// one block's lists.
     pub fn radius(&self, q: ArrayView2<F>, radii: &[F], mon: &Monitor) -> Result<Neighbors<F>> {
+        self.radius_reported(q, radii, mon, false)
+    }
+
+    /// [`Index::radius`], also reporting the queries done to `mon` when `report`.
+    pub fn radius_reported(&self, q: ArrayView2<F>, radii: &[F], mon: &Monitor, report: bool) -> Result<Neighbors<F>> {
         self.check_query(&q)?;
         if radii.len() != 1 && radii.len() != q.nrows() {
             return Err(LocalizationError::shape("radius", format!("1 or {} values (one per query)", q.nrows()), radii.len()));
@@ -217,6 +240,9 @@ impl<F: Real> Index<F> {
         let mut out = Neighbors { indices: Vec::new(), distances: Vec::new(), offsets: Vec::with_capacity(m + 1) };
         out.offsets.push(0);
         let block = (64 * rayon::current_num_threads()).max(1024);
+        if report {
+            mon.set_progress(0, m);
+        }
         for b0 in (0..m).step_by(block) {
             mon.check()?;
             let rows: Vec<Vec<(F, usize)>> = (b0..(b0 + block).min(m))
@@ -258,6 +284,9 @@ impl<F: Real> Index<F> {
                 out.indices.extend(hits.iter().map(|h| h.1));
                 out.distances.extend(hits.iter().map(|h| h.0.sqrt()));
                 out.offsets.push(out.indices.len());
+            }
+            if report {
+                mon.set_progress(done, m);
             }
         }
         self.to_caller_units(out)
@@ -302,6 +331,12 @@ fn by_distance_then_index<F: Real>(a: &(F, usize), b: &(F, usize)) -> std::cmp::
 /// windows, QuickShift, the kNN kernel and MeanShift's seed lookups from Python).
 pub const LEAF_SIZE: usize = 32;
 
+/// Queries per parallel task of the kd-tree search (one progress report each): at most 64, and
+/// at least four tasks per thread when there are few queries.
+fn tree_block(m: usize) -> usize {
+    m.div_ceil(4 * rayon::current_num_threads()).clamp(1, 64)
+}
+
 /// Queries per block: large, so that each sample tile streamed into cache serves many
 /// queries, yet at least four blocks per thread when there are few queries.
 const QUERY_BLOCK: usize = 256;
@@ -321,10 +356,11 @@ fn query_block(m: usize) -> usize {
 /// current k-th distance, candidates whose lower bound lies above the k-th smallest upper
 /// bound are dropped, and the rest are ranked by direct differences. So the result is the one
 /// direct differences give, at the cost of the product plus about k direct differences per
-/// query. Polls `mon` per tile (the caller checks it afterwards).
-fn brute_knn<F: Real>(q: ArrayView2<F>, b: &Brute<F>, k: usize, indices: &mut [usize], distances: &mut [F], mon: &Monitor) {
+/// query. Polls `mon` per tile (the caller checks it afterwards) and, when `report`, counts
+/// the queries of each finished block.
+fn brute_knn<F: Real>(q: ArrayView2<F>, b: &Brute<F>, k: usize, indices: &mut [usize], distances: &mut [F], mon: &Monitor, report: bool) {
     if let Some(p) = &b.projection {
-        return projected::knn(q, b.x.view(), p, k, indices, distances, mon);
+        return projected::knn(q, b.x.view(), p, k, indices, distances, mon, report);
     }
     let (n, d) = b.x.dim();
     let x = b.x.view();
@@ -416,6 +452,9 @@ fn brute_knn<F: Real>(q: ArrayView2<F>, b: &Brute<F>, k: usize, indices: &mut [u
                 dist[i * k + j] = d2.sqrt();
             }
         }
+        if report {
+            mon.advance(b1 - b0);
+        }
     });
 }
 
@@ -495,6 +534,26 @@ mod tests {
             }
         }
         x
+    }
+
+    #[test]
+    fn searches_count_their_queries_only_when_asked() {
+        let mut rng = StdRng::seed_from_u64(8);
+        for (d, alg) in [(2usize, Algorithm::KdTree), (2, Algorithm::Brute), (40, Algorithm::Brute)] {
+            let x = data(&mut rng, 900, d, true);
+            let q = data(&mut rng, 517, d, false);
+            let idx = Index::build(x.view(), alg, 16, &Monitor::default()).unwrap();
+            let (quiet, counted) = (Monitor::default(), Monitor::default());
+            let a = idx.knn(q.view(), 6, &quiet).unwrap();
+            let b = idx.knn_reported(q.view(), 6, &counted, true).unwrap();
+            assert_eq!((quiet.progress(), counted.progress()), ((0, 0), (517, 517)), "knn d={d} {alg:?}");
+            assert_eq!((a.indices, a.distances), (b.indices, b.distances));
+            let (quiet, counted) = (Monitor::default(), Monitor::default());
+            let a = idx.radius(q.view(), &[0.3], &quiet).unwrap();
+            let b = idx.radius_reported(q.view(), &[0.3], &counted, true).unwrap();
+            assert_eq!((quiet.progress(), counted.progress()), ((0, 0), (517, 517)), "radius d={d} {alg:?}");
+            assert_eq!((a.indices, a.offsets), (b.indices, b.offsets));
+        }
     }
 
     #[test]

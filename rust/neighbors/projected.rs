@@ -190,7 +190,8 @@ impl Bounds<'_> {
 
 /// The brute-force k-NN of `q` against the references `x` (working units, row-major) with
 /// the projection `p` of `x`; same contract and output as `super::brute_knn`.
-pub fn knn<F: Real>(q: ArrayView2<F>, x: ArrayView2<F>, p: &Projection, k: usize, indices: &mut [usize], distances: &mut [F], mon: &Monitor) {
+#[allow(clippy::too_many_arguments)]
+pub fn knn<F: Real>(q: ArrayView2<F>, x: ArrayView2<F>, p: &Projection, k: usize, indices: &mut [usize], distances: &mut [F], mon: &Monitor, report: bool) {
     let (n, d) = x.dim();
     let m = p.basis.nrows();
     let row_of = |j: usize| x.row(j).to_slice().expect("row-major (made standard on build)");
@@ -257,6 +258,9 @@ pub fn knn<F: Real>(q: ArrayView2<F>, x: ArrayView2<F>, p: &Projection, k: usize
                 dist[i * k + c] = d2.sqrt();
             }
         }
+        if report {
+            mon.advance(b1 - b0);
+        }
     });
 }
 
@@ -291,6 +295,20 @@ mod tests {
             Inner::Tree(_) => unreachable!(),
         }
         (with, idx.knn(q.view(), k, &mon).unwrap())
+    }
+
+    #[test]
+    fn the_projected_search_counts_its_queries_when_asked() {
+        let mut rng = StdRng::seed_from_u64(5);
+        let x = low_rank(&mut rng, 3000, 96, 6, 0.0);
+        let q = low_rank(&mut rng, 333, 96, 6, 0.0);
+        let idx = Index::build(x.view(), Algorithm::Brute, 16, &Monitor::default()).unwrap();
+        assert!(matches!(&idx.inner, Inner::Brute(b) if b.projection.is_some()));
+        let (quiet, counted) = (Monitor::default(), Monitor::default());
+        let a = idx.knn(q.view(), 7, &quiet).unwrap();
+        let b = idx.knn_reported(q.view(), 7, &counted, true).unwrap();
+        assert_eq!((quiet.progress(), counted.progress()), ((0, 0), (333, 333)));
+        assert_eq!((a.indices, a.distances), (b.indices, b.distances));
     }
 
     #[test]

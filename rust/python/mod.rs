@@ -333,15 +333,18 @@ impl NeighborIndex {
         Ok(NeighborIndex { inner })
     }
 
-    /// (distances m×k, indices m×k) of the k nearest rows.
-    #[pyo3(signature = (queries, k, n_jobs=None))]
-    fn knn<'py>(&self, py: Python<'py>, queries: &Bound<'py, PyAny>, k: usize, n_jobs: Option<NJobs>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyArray2<i64>>)> {
+    /// (distances m×k, indices m×k) of the k nearest rows; `progress(done, total)` is called
+    /// with the queries done.
+    #[pyo3(signature = (queries, k, n_jobs=None, progress=None))]
+    fn knn<'py>(
+        &self, py: Python<'py>, queries: &Bound<'py, PyAny>, k: usize, n_jobs: Option<NJobs>, progress: Option<Py<PyAny>>,
+    ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyArray2<i64>>)> {
         macro_rules! go {
             ($idx:expr, $F:ty) => {{
                 let q = view2::<$F>(queries, "X")?;
                 let qa = q.as_array();
-                let (dist, ind) = run(py, n_jobs, None, |mon| {
-                    let nb = $idx.knn(qa, k, mon)?;
+                let (dist, ind) = run(py, n_jobs, progress.as_ref(), |mon| {
+                    let nb = $idx.knn_reported(qa, k, mon, progress.is_some())?;
                     Ok((nb.distances, indices_i64("neighbor indices", &nb.indices)?))
                 })?;
                 let m = qa.nrows();
@@ -357,9 +360,12 @@ impl NeighborIndex {
     }
 
     /// (distances, indices) as flat arrays plus row offsets (CSR layout) of all rows within r:
-    /// a number, or a float64 array with one radius per query.
-    #[pyo3(signature = (queries, r, n_jobs=None))]
-    fn radius<'py>(&self, py: Python<'py>, queries: &Bound<'py, PyAny>, r: &Bound<'py, PyAny>, n_jobs: Option<NJobs>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<i64>>)> {
+    /// a number, or a float64 array with one radius per query; `progress` as in `knn`.
+    #[pyo3(signature = (queries, r, n_jobs=None, progress=None))]
+    #[allow(clippy::type_complexity)]
+    fn radius<'py>(
+        &self, py: Python<'py>, queries: &Bound<'py, PyAny>, r: &Bound<'py, PyAny>, n_jobs: Option<NJobs>, progress: Option<Py<PyAny>>,
+    ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<i64>>)> {
         let radii: Vec<f64> = match r.extract::<f64>() {
             Ok(v) => vec![v],
             Err(_) => view1::<f64>(r, "radius")?.as_array().to_vec(),
@@ -369,8 +375,8 @@ impl NeighborIndex {
                 let q = view2::<$F>(queries, "X")?;
                 let qa = q.as_array();
                 let rf: Vec<$F> = radii.iter().map(|&v| <$F>::of(v)).collect();
-                let (dist, ind, offsets) = run(py, n_jobs, None, |mon| {
-                    let nb = $idx.radius(qa, &rf, mon)?;
+                let (dist, ind, offsets) = run(py, n_jobs, progress.as_ref(), |mon| {
+                    let nb = $idx.radius_reported(qa, &rf, mon, progress.is_some())?;
                     let ind = indices_i64("radius neighbor indices", &nb.indices)?;
                     Ok((nb.distances, ind, indices_i64("radius neighbor offsets", &nb.offsets)?))
                 })?;

@@ -707,6 +707,30 @@ mod tests {
         assert!(set.advance(&bad, &p.stop()).is_err());
     }
 
+    /// The engine windows sum through a reference prepared once: every round gives the raw
+    /// engine call's sums bit for bit, and positions of the wrong width are an error.
+    #[test]
+    fn engine_windows_reuse_a_prepared_reference_bit_for_bit() {
+        let x = blobs(300);
+        let w: Vec<f64> = (0..300).map(|i| 0.5 + (i % 4) as f64).collect();
+        let wv = ndarray::ArrayView1::from(&w[..]);
+        let mon = Monitor::default();
+        let q = x.slice(ndarray::s![..40, ..]).mapv(|v| v + 0.1);
+        for profile in [Profile::Gaussian, Profile::Cauchy, Profile::Exponential] {
+            let win = Window::build(x.view(), Some(wv), profile, 2.0, &mon).unwrap();
+            let pb = Problem { queries: q.view(), x: x.view(), values: Some(x.view()), weights: Some(wv) };
+            let raw = local_sums(&pb, &Kernel::Radial(profile), &Bandwidth::Scalar(2.0), &Options::default()).unwrap();
+            let bits = |v: &mut dyn Iterator<Item = f64>| v.map(f64::to_bits).collect::<Vec<_>>();
+            for _ in 0..2 {
+                let s = win.sums(q.view(), &mon).unwrap();
+                assert_eq!(bits(&mut s.num.iter().copied()), bits(&mut raw.num.iter().copied()), "{profile:?}");
+                assert_eq!(bits(&mut s.den.iter().copied()), bits(&mut raw.den.iter().copied()), "{profile:?}");
+                assert_eq!(bits(&mut s.log_scale.iter().copied()), bits(&mut raw.log_scale.iter().copied()), "{profile:?}");
+            }
+            assert!(win.sums(Array2::zeros((2, 3)).view(), &mon).is_err());
+        }
+    }
+
     #[test]
     fn grid_cells_of_parts_merge_into_the_cells_of_the_whole() {
         let x = blobs(500);

@@ -41,17 +41,18 @@ def main():
     n = args.n
     centres = rng.uniform(-6, 6, (8, 2))
     X = centres[rng.integers(0, 8, n)] + 0.7 * rng.standard_normal((n, 2))
-    x1 = np.sort(rng.uniform(0, 10, n))[:, None]
-    y1 = np.sign(np.sin(x1[:, 0])) + 0.3 * rng.standard_normal(n)
+    m = n // 10
+    x1 = np.sort(rng.uniform(0, 10, m))[:, None]
+    y1 = np.sign(np.sin(x1[:, 0])) + 0.3 * rng.standard_normal(m)
     labels = np.full(n, -1)
     labels[rng.choice(n, 200, replace=False)] = 0
     labels[np.abs(X[:, 0] - centres[0, 0]) < 0.1] = 1
     slm = SelfLocalMean(spatial_bandwidth=0.05, range_bandwidth=0.3, max_iter=30)
-    fitted = SelfLocalMean(spatial_bandwidth=0.05, range_bandwidth=0.3, max_iter=30).fit(x1[: n // 10], y1[: n // 10])
+    fitted = SelfLocalMean(spatial_bandwidth=0.05, range_bandwidth=0.3, max_iter=30).fit(x1, y1)
     cases = {
         "MeanShift gaussian, binned seeds": lambda: MeanShift(bandwidth=1.0, kernel="gaussian", bin_seeding=True).fit(X),
-        "SelfLocalMean.fit (1-D, 30 it)": lambda: slm.fit(x1, y1),
-        "SelfLocalMean.predict (1,000 queries)": lambda: fitted.predict(x1[::100] + 1e-3),
+        f"SelfLocalMean.fit (n = {m:,}, 1-D, 30 it)": lambda: slm.fit(x1, y1),
+        f"SelfLocalMean.predict ({m // 100:,} queries)": lambda: fitted.predict(x1[::100] + 1e-3),
         f"LabelPropagation gaussian (n = {n // 20:,}, 10 it)":
             lambda: LabelPropagation(bandwidth=0.3, max_iter=10).fit(X[: n // 20], labels[: n // 20]),
     }

@@ -223,3 +223,32 @@ def test_sparse_input_gives_the_dense_answer_and_scikit_learns(fmt, kernel):
     np.testing.assert_array_equal(ours.label_distributions_, dense.label_distributions_)
     np.testing.assert_allclose(ours.label_distributions_, sk.label_distributions_, atol=1e-10)
     np.testing.assert_array_equal(ours.predict(S.tocsr()[:10]), sk.predict(X[:10]))
+
+
+def test_verbose_draws_a_bar_per_iteration_and_changes_nothing(capsys, instant_progress):
+    X, _, y_semi = moons_semi()
+    quiet = LabelPropagation(bandwidth=0.2).fit(X, y_semi)
+    capsys.readouterr()
+    loud = LabelPropagation(bandwidth=0.2, verbose=True).fit(X, y_semi)
+    err = capsys.readouterr().err
+    assert "LabelPropagation" in err and f"{loud.n_iter_}/1000" in err
+    assert loud.n_iter_ == quiet.n_iter_
+    np.testing.assert_array_equal(loud.label_distributions_, quiet.label_distributions_)
+
+
+@pytest.mark.parametrize("max_iter", [1, 2, 50])
+def test_iteration_count_and_warning_follow_sklearn(max_iter):
+    # scikit-learn checks before each step and warns whenever max_iter steps were taken, even
+    # when the last one converged.
+    X, _, y_semi = moons_semi()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        sk = SkLabelPropagation(kernel="rbf", gamma=20.0, max_iter=max_iter).fit(X, y_semi)
+        sk_warned = any(issubclass(w.category, ConvergenceWarning) for w in caught)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ours = LabelPropagation(bandwidth=1 / np.sqrt(40.0), max_iter=max_iter).fit(X, y_semi)
+        warned = any(issubclass(w.category, ConvergenceWarning) for w in caught)
+    assert ours.n_iter_ == sk.n_iter_ and warned == sk_warned
+    # Labels alone already within tol: no step at all.
+    assert LabelPropagation(bandwidth=0.2, tol=1e9).fit(X, y_semi).n_iter_ == SkLabelPropagation(tol=1e9).fit(X, y_semi).n_iter_ == 0

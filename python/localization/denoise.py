@@ -23,6 +23,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from . import _core
 from ._base import keeps_state_on_error
+from ._fixed_point import iterate
 from ._progress import Progress
 from ._validation import (
     COUNT,
@@ -401,39 +402,40 @@ def _check_bandwidths(bandwidth, name, p):
     return bw
 
 
-def _fixed_point(X, Y, Y0, hx, hy, kernel, max_iter, tol, blurring, n_jobs):
-    """Iterate ŷᵢ ← Σⱼ K((xᵢ, ŷᵢ), (xⱼ, yⱼ)) yⱼ / Σⱼ K from Ŷ = Y0 with one engine call per step.
+def _fixed_point(Xf, Yf, Xq, start, hx, hy, kernel, max_iter, tol, blurring, n_jobs):
+    """Iterate ŷᵢ ← Σⱼ K((xᵢ, ŷᵢ), (xⱼ, yⱼ)) yⱼ / Σⱼ K from Ŷ = start at the positions Xq
+    (references: the samples (Xf, Yf)), one engine call per step.
 
     The product of Gaussians is one Gaussian on the scaled, concatenated features
     [x/h_x, y/h_y], so every step is a plain local mean over those features with values y.
-    Without blurring every sample follows its own trajectory and stops on its own (so the
-    result for one sample does not depend on the others' convergence); with blurring the
-    whole sample moves together and stops when no value moves by more than tol·h_y.
+    Without blurring the references stay put (their prepared reference is built once and
+    every step reuses it), every sample follows its own trajectory and stops on its own (so
+    the result for one sample does not depend on the others' convergence); with blurring
+    (Xq is Xf) the references' values are the current ŷ, the whole sample moves together and
+    stops when no value moves by more than tol·h_y.
     """
-    dt = X.dtype
-    Xs = X / hx.astype(dt)
+    dt = Xf.dtype
     inv_hy = (1.0 / hy).astype(dt)
-    ref, Yref = np.ascontiguousarray(np.hstack([Xs, Y * inv_hy])), Y
-    cur = Y0.copy()
-    active = np.all(np.isfinite(cur), axis=1)
-    n_iter = 0
-    while n_iter < max_iter and np.any(active):
-        n_iter += 1
-        idx = np.flatnonzero(active)
-        q = np.ascontiguousarray(np.hstack([Xs[idx], cur[idx] * inv_hy]), dtype=dt)
-        num, den, *_ = bind(kernel, 1.0, ref).sums(q, Yref, None, n_jobs=n_jobs)
+    Xs = Xf / hx.astype(dt)
+    Xqs = Xs if Xq is Xf else Xq / hx.astype(dt)
+    fixed = None if blurring else bind(kernel, 1.0, np.ascontiguousarray(np.hstack([Xs, Yf * inv_hy]))).prepare()
+    cur = start.copy()
+
+    def update(idx, cur):
+        if blurring:
+            bk, values = bind(kernel, 1.0, np.ascontiguousarray(np.hstack([Xs, cur * inv_hy]))), cur.copy()
+        else:
+            bk, values = fixed, Yf
+        q = np.ascontiguousarray(np.hstack([Xqs[idx], cur[idx] * inv_hy]), dtype=dt)
+        num, den, *_ = bk.sums(q, values, None, n_jobs=n_jobs, prepared=not blurring)
         new = ratio(num, den, warn=False)
         empty = ~(den > 0)
         new[empty] = cur[idx][empty]  # no sample in reach: keep the current value
-        moved = np.max(np.abs(new - cur[idx]) * inv_hy, axis=1) if new.size else np.zeros(len(idx))
-        cur[idx] = new
-        if blurring:
-            ref, Yref = np.ascontiguousarray(np.hstack([Xs, cur * inv_hy])), cur.copy()
-            if not np.max(moved, initial=0.0) >= tol:
-                active[:] = False
-        else:
-            active[idx[~(moved >= tol)]] = False
-    return cur, n_iter, not np.any(active)
+        moved = np.max(np.abs(new - cur[idx]) * inv_hy, axis=1)
+        return new, (np.max(moved, initial=0.0) if blurring else moved), None
+
+    n_iter, converged = iterate(update, cur, max_iter, tol, whole=blurring)
+    return cur, n_iter, bool(converged.all())
 
 
 def self_local_mean(X: ArrayLike, y: ArrayLike, *, spatial_bandwidth: float | ArrayLike = 1.0,
@@ -558,7 +560,7 @@ class SelfLocalMean(MultiOutputMixin, RegressorMixin, BaseEstimator):
         Y = np.ascontiguousarray(y.reshape(len(y), -1))
         hx, hy, max_iter, tol = self._params(X.shape[1], Y.shape[1])
         self.X_fit_, self.y_fit_ = X, Y
-        out, self.n_iter_, self.converged_ = _fixed_point(X, Y, Y, hx, hy, self.kernel, max_iter, tol, bool(self.blurring), self.n_jobs)
+        out, self.n_iter_, self.converged_ = _fixed_point(X, Y, X, Y, hx, hy, self.kernel, max_iter, tol, bool(self.blurring), self.n_jobs)
         if not self.converged_ and max_iter > 1:
             warnings.warn(f"SelfLocalMean did not converge in {max_iter} iterations; increase `max_iter`", LocalizationWarning, stacklevel=2)
         self.y_denoised_ = out[:, 0] if self._y_1d else out
@@ -575,33 +577,10 @@ class SelfLocalMean(MultiOutputMixin, RegressorMixin, BaseEstimator):
         num, den, *_ = bx.sums(np.ascontiguousarray(X / hx.astype(dt)), self.y_fit_, n_jobs=self.n_jobs)
         start = ratio(num, den, what="position-only local mean")
         # References stay the training sample: a mean shift in y at every query position.
-        out, _, _ = _fixed_point_queries(self.X_fit_, self.y_fit_, X, start, hx, hy, self.kernel, max_iter, tol, self.n_jobs)
+        out, _, _ = _fixed_point(self.X_fit_, self.y_fit_, X, start, hx, hy, self.kernel, max_iter, tol, False, self.n_jobs)
         return out[:, 0] if self._y_1d else out
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.allow_nan = False
         return tags
-
-
-def _fixed_point_queries(Xf, Yf, Xq, start, hx, hy, kernel, max_iter, tol, n_jobs):
-    """The non-blurring iteration at query positions Xq (references: the training sample)."""
-    dt = Xf.dtype
-    inv_hy = (1.0 / hy).astype(dt)
-    ref = np.ascontiguousarray(np.hstack([Xf / hx.astype(dt), Yf * inv_hy]))
-    Xqs = Xq / hx.astype(dt)
-    cur = start.copy()
-    active = np.all(np.isfinite(cur), axis=1)
-    n_iter = 0
-    while n_iter < max_iter and np.any(active):
-        n_iter += 1
-        idx = np.flatnonzero(active)
-        q = np.ascontiguousarray(np.hstack([Xqs[idx], cur[idx] * inv_hy]), dtype=dt)
-        num, den, *_ = bind(kernel, 1.0, ref).sums(q, Yf, None, n_jobs=n_jobs)
-        new = ratio(num, den, warn=False)
-        empty = ~(den > 0)
-        new[empty] = cur[idx][empty]
-        moved = np.max(np.abs(new - cur[idx]) * inv_hy, axis=1)
-        cur[idx] = new
-        active[idx[~(moved >= tol)]] = False
-    return cur, n_iter, not np.any(active)

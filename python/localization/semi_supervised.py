@@ -21,6 +21,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
 from ._base import KERNEL_CONSTRAINTS, LocalEstimator, keeps_state_on_error
+from ._fixed_point import iterate
 from ._validation import COUNT, FLOAT_DTYPES, NON_NEGATIVE, fit_context, validate_data, LocalizationError
 from .cluster import LocalModeClustering
 
@@ -63,6 +64,8 @@ class LabelPropagation(ClassifierMixin, LocalEstimator):
     algorithm : {"auto", "brute", "kd_tree", "expansion"}, default="auto"
     n_jobs : int, optional
         Threads; results do not depend on it.
+    verbose : bool, default=False
+        Show a progress bar (iterations) on stderr when the fit lasts more than 0.2 s.
 
     Attributes
     ----------
@@ -84,7 +87,7 @@ class LabelPropagation(ClassifierMixin, LocalEstimator):
 
     def __init__(
         self, kernel: KernelLike = "gaussian", bandwidth: BandwidthLike = 1.0, n_neighbors: int | None = None,
-        max_iter: int = 1000, tol: float = 1e-3, algorithm: str = "auto", n_jobs: int | None = None,
+        max_iter: int = 1000, tol: float = 1e-3, algorithm: str = "auto", n_jobs: int | None = None, verbose: bool = False,
     ) -> None:
         self.kernel = kernel
         self.bandwidth = bandwidth
@@ -93,8 +96,9 @@ class LabelPropagation(ClassifierMixin, LocalEstimator):
         self.tol = tol
         self.algorithm = algorithm
         self.n_jobs = n_jobs
+        self.verbose = verbose
 
-    _parameter_constraints = {**KERNEL_CONSTRAINTS, "max_iter": [COUNT], "tol": [NON_NEGATIVE]}
+    _parameter_constraints = {**KERNEL_CONSTRAINTS, "max_iter": [COUNT], "tol": [NON_NEGATIVE], "verbose": ["verbose"]}
 
     def _kernel(self):
         from .kernels import as_kernel
@@ -121,23 +125,26 @@ class LabelPropagation(ClassifierMixin, LocalEstimator):
         static = np.zeros((n, c))
         static[~unlabelled, np.searchsorted(classes, y[~unlabelled])] = 1.0
         P = static.copy()
-        previous = np.zeros((n, c))
         bk = self._bound()
         labelled = ~unlabelled[:, None]
-        for self.n_iter_ in range(max_iter):
-            if np.abs(P - previous).sum() < tol:
-                break
-            previous = P
+
+        def update(idx, P):
+            # The values change every step, so each step is one engine call on the current P.
             num, den, *_ = bk.sums(X, np.ascontiguousarray(P, dtype=X.dtype), algorithm=self.algorithm, n_jobs=self.n_jobs)
             # K̃P = num/den; the row renormalisation then cancels den, but dividing first keeps
             # the numbers in the same range as scikit-learn's D⁻¹K product.
             with np.errstate(invalid="ignore", divide="ignore"):
-                P = num.astype(np.float64) / den.astype(np.float64)[:, None]
-            P[~(den > 0)] = 0.0
-            P = np.where(labelled, static, _normalise_rows(P))
-        else:
+                new = num.astype(np.float64) / den.astype(np.float64)[:, None]
+            new[~(den > 0)] = 0.0
+            new = np.where(labelled, static, _normalise_rows(new))
+            return new, np.abs(new - P).sum(), None
+
+        # scikit-learn checks Σ|P − P_prev| before each step, from P_prev = 0 (so the one-hot
+        # labels alone may already be within tol), and warns whenever max_iter steps were taken.
+        steps = 0 if np.abs(static).sum() < tol else max_iter
+        self.n_iter_, _ = iterate(update, P, steps, tol, whole=True, desc="LabelPropagation", verbose=self.verbose)
+        if self.n_iter_ == max_iter:
             warnings.warn(f"max_iter={max_iter} was reached without convergence.", ConvergenceWarning, stacklevel=2)
-            self.n_iter_ += 1
         self.label_distributions_ = _normalise_rows(P)
         self.transduction_ = classes[np.argmax(self.label_distributions_, axis=1)]
         return self

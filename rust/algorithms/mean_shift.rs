@@ -1,29 +1,31 @@
 //! MeanShift and its relatives (SPEC §4): seeds climb the kernel density by the
 //! self-local mean x ← x + α (m(x) − x), m(x) = Σ K(x, xᵢ) wᵢ xᵢ / Σ K(x, xᵢ) wᵢ.
 //!
-//! Three ways to evaluate m(x), all deterministic and independent of the thread count:
+//! This module sums the windows m(x); the iteration itself (steps, stopping, trajectories,
+//! progress and Ctrl-C) is `fixed_point`'s. Three ways to evaluate m(x), all deterministic
+//! and independent of the thread count:
 //! * compact kernels: each seed climbs on its own through a kd-tree (`visit_within`), so a
 //!   converged seed costs nothing more. The flat kernel uses the *closed* ball ‖x − xᵢ‖ ≤ h
 //!   (as scikit-learn's `radius_neighbors` does) so the centres coincide with scikit-learn's,
 //!   and sums its window through a kd-tree with per-node aggregates (`neighbors::BallSums`): nodes
 //!   wholly inside the ball add their (Σw, Σwx) at once, points are visited only near the rim;
 //! * unbounded kernels (gaussian, exponential, cauchy) and high dimensions: one engine call
-//!   (`engine::local_sums`, values = X) per iteration over the seeds still moving;
+//!   per iteration over the seeds still moving, through a prepared `engine::Reference` of
+//!   (x, values = x, w) built once for the whole climb;
 //! * `Grid`: MeanShift++-style cell aggregation: points are binned into cells of side h / r
 //!   and each cell is replaced by its weighted centroid carrying the cell's weight; seeds
 //!   then climb on that reduced set (linear in n to build, then independent of n).
 //!
 //! Blurring mean shift (Cheng) and the fixed-kernel linear diffusion K̃ᵗX are whole-data
-//! iterations through the engine. Every loop polls the run's `Monitor` (Ctrl-C) and reports
-//! its progress there (finished seeds, or iterations); trajectories and histories grow
-//! fallibly (`OutOfMemory`, not an abort, when they do not fit).
+//! iterations through the engine.
 //!
 //! Coordinates far from 1 (with the bandwidth alike) and extreme sample weights are moved
 //! into the floating range's middle by exact powers of two (`distance::Scale`) and the
 //! results moved back: mean shift is invariant to both.
 
+use super::fixed_point::{self, Diffused, Shifted, Stop, Sums};
 use crate::distance::{sq_euclidean, Scale, GEMM_MIN_DIM};
-use crate::engine::{local_sums, Bandwidth, Kernel, Options, Problem};
+use crate::engine::{local_sums, Bandwidth, Kernel, Options, Problem, Reference};
 use crate::checked::{Positive, Weights};
 use crate::error::{LocalizationError, Result};
 use crate::kernel::{dispatch_profile, Profile, ProfileFn};
@@ -56,123 +58,11 @@ impl Params {
         }
         Ok(())
     }
-    fn threshold(&self) -> f64 {
-        self.tol * self.bandwidth
+
+    /// The iteration's stopping rule (the tolerance relative to h).
+    pub fn stop(&self) -> Stop {
+        Stop { step: self.step, threshold: self.tol * self.bandwidth, max_iter: self.max_iter, trajectories: self.trajectories }
     }
-}
-
-/// Where every seed ended.
-#[derive(Clone, Debug)]
-pub struct Shifted<F> {
-    pub modes: Array2<F>,
-    /// Σ K w at the last position a mean was taken from (scikit-learn's "intensity"). With
-    /// sample weights far outside the floating range's middle, in the units of the weights
-    /// scaled into it by a common power of two: their order, which merging uses, is kept
-    /// where the true sums would overflow or lose their bits to underflow.
-    pub support: Vec<f64>,
-    /// Completed iterations per seed (scikit-learn's count: the first mean is iteration 0).
-    pub n_iter: Vec<usize>,
-    pub converged: Vec<bool>,
-    /// False when the seed saw no weight at all (it is dropped, as in scikit-learn).
-    pub valid: Vec<bool>,
-    /// Per seed, the visited positions flattened (start included), when asked.
-    pub trajectories: Vec<Vec<F>>,
-}
-
-/// One seed's climb: where it is, Σ K w at its last window, completed iterations, state.
-/// Every exact path (per seed through a tree, all seeds per engine call, or sharded window
-/// sums merged by the caller) moves a seed through [`SeedRun::step`] alone.
-struct SeedRun<F> {
-    pos: Vec<F>,
-    support: f64,
-    n_iter: usize,
-    converged: bool,
-    valid: bool,
-    path: Vec<F>,
-}
-
-/// Room for one more position (d values) on a trajectory; the error reports the size of all
-/// `seeds` trajectories were they as long as this one (seeds × positions × features).
-fn grow_trajectory<F>(path: &mut Vec<F>, d: usize, seeds: usize) -> Result<()> {
-    memory::try_grow(path, d, "trajectories").map_err(|_| memory::out_of_memory::<F>("trajectories", &[seeds, path.len() / d + 1, d]))
-}
-
-impl<F: Real> SeedRun<F> {
-    /// A seed about to climb, one of `seeds` (for the size in an out-of-memory error).
-    fn new(seed: &[F], seeds: usize, p: &Params) -> Result<Self> {
-        let mut path = Vec::new();
-        if p.trajectories {
-            grow_trajectory(&mut path, seed.len(), seeds)?;
-            path.extend_from_slice(seed);
-        }
-        Ok(SeedRun { pos: seed.to_vec(), support: 0.0, n_iter: 0, converged: false, valid: true, path })
-    }
-
-    /// One step x ← x + α (m(x) − x) from the window sums at the current position
-    /// (Σ K w x and Σ K w, both stored divided by exp(log_scale)). Returns whether the seed
-    /// keeps moving. The first mean is iteration 0 (scikit-learn's count).
-    fn step(&mut self, num: &[f64], den: f64, log_scale: f64, seeds: usize, p: &Params) -> Result<bool> {
-        if !(den > 0.0) {
-            // scikit-learn drops a seed whose window became empty.
-            self.valid = false;
-            return Ok(false);
-        }
-        self.support = den * log_scale.exp();
-        let delta2 = move_towards(self.pos.iter_mut(), num.iter().copied(), den, p.step);
-        if p.trajectories {
-            grow_trajectory(&mut self.path, self.pos.len(), seeds)?;
-            self.path.extend_from_slice(&self.pos);
-        }
-        if delta2.sqrt() <= p.threshold() {
-            self.converged = true;
-            return Ok(false);
-        }
-        if self.n_iter >= p.max_iter {
-            return Ok(false);
-        }
-        self.n_iter += 1;
-        Ok(true)
-    }
-}
-
-/// The per-seed loop of the tree paths (one of `seeds`); `mean` returns Σ K w and adds
-/// Σ K w x into `num`.
-fn climb<F: Real>(seed: &[F], seeds: usize, p: &Params, mon: &Monitor, mut mean: impl FnMut(&[F], &mut [f64]) -> f64) -> Result<SeedRun<F>> {
-    let mut run = SeedRun::new(seed, seeds, p)?;
-    let mut num = vec![0.0f64; seed.len()];
-    loop {
-        mon.check()?;
-        num.iter_mut().for_each(|v| *v = 0.0);
-        let den = mean(&run.pos, &mut num);
-        if !run.step(&num, den, 0.0, seeds, p)? {
-            return Ok(run);
-        }
-    }
-}
-
-fn collect<F: Real>(runs: Vec<SeedRun<F>>, d: usize) -> Result<Shifted<F>> {
-    let m = runs.len();
-    let mut out = Shifted {
-        modes: memory::try_array("modes", (m, d), F::zero())?,
-        support: Vec::with_capacity(m),
-        n_iter: Vec::with_capacity(m),
-        converged: Vec::with_capacity(m),
-        valid: Vec::with_capacity(m),
-        trajectories: Vec::new(),
-    };
-    for (i, r) in runs.into_iter().enumerate() {
-        for k in 0..d {
-            out.modes[(i, k)] = r.pos[k];
-        }
-        out.support.push(r.support);
-        out.n_iter.push(r.n_iter);
-        out.converged.push(r.converged);
-        out.valid.push(r.valid);
-        if !r.path.is_empty() {
-            out.trajectories.push(r.path);
-        }
-    }
-    Ok(out)
 }
 
 fn check_data<F: Real>(x: ArrayView2<F>, w: Option<ArrayView1<F>>, seeds: ArrayView2<F>) -> Result<()> {
@@ -195,23 +85,20 @@ pub fn uses_tree(profile: Profile, d: usize) -> bool {
     profile == Profile::Tophat || (profile.support().is_some() && d < GEMM_MIN_DIM)
 }
 
-/// Window sums at many positions: Σ K w x (m × d), Σ K w (m), both stored divided by
-/// exp(log_scale) (m; 0 unless the kernel is exponential).
-#[derive(Clone, Debug)]
-pub struct WindowSums {
-    pub num: Array2<f64>,
-    pub den: Vec<f64>,
-    pub log_scale: Vec<f64>,
-}
-
 /// A reference set (x, w) prepared for MeanShift windows of one kernel and bandwidth: the
 /// one place where a seed's window is summed, whether all of x sits on this machine or x is
 /// one shard of a larger set whose sums the caller merges.
-pub enum Window<F> {
+pub struct Window<F: Real> {
+    d: usize,
+    kind: WindowKind<F>,
+}
+
+enum WindowKind<F: Real> {
     /// Compact kernels in low dimensions (and the flat kernel always): per seed, a tree.
     Tree(TreeWindow<F>),
-    /// Unbounded kernels and high dimensions: the engine, over the caller's (x, w).
-    Engine { profile: Profile, h: F },
+    /// Unbounded kernels and high dimensions: the engine, over a prepared copy of (x, x, w)
+    /// whose layouts every iteration reuses.
+    Engine { profile: Profile, h: F, reference: Box<Reference<F>> },
 }
 
 pub enum TreeWindow<F> {
@@ -250,39 +137,42 @@ impl<F: Real> TreeWindow<F> {
 }
 
 impl<F: Real> Window<F> {
-    /// Prepare the windows (a tree is built on the current rayon pool, polling `mon`).
+    /// Prepare the windows (a tree is built on the current rayon pool, polling `mon`); the
+    /// window keeps what it needs of x and w.
     pub fn build(x: ArrayView2<F>, w: Option<ArrayView1<F>>, profile: Profile, bandwidth: f64, mon: &Monitor) -> Result<Self> {
         check_data(x, w, x)?;
         Positive::new("bandwidth", bandwidth)?;
         let h = F::of(bandwidth);
-        if !uses_tree(profile, x.ncols()) {
-            return Ok(Window::Engine { profile, h });
-        }
-        if profile == Profile::Tophat {
-            return Ok(Window::Tree(TreeWindow::Ball { tree: BallSums::build(x, w, 16, mon)?, h2: h * h }));
-        }
-        let tree = KdTree::build(x, LEAF_SIZE, mon)?;
-        let order = tree.order();
-        // Tree-ordered copies: the visit streams memory and sums in a fixed order.
-        let points = order.iter().flat_map(|&i| x.row(i).to_vec()).collect();
-        let weights = order.iter().map(|&i| w.map_or(F::one(), |w| w[i])).collect();
-        Ok(Window::Tree(TreeWindow::Points { tree, points, weights, profile, h2: h * h }))
+        let d = x.ncols();
+        let kind = if !uses_tree(profile, d) {
+            let reference = Box::new(Reference::new(x.to_owned(), Some(x.to_owned()), w.map(|w| w.to_owned()), None)?);
+            WindowKind::Engine { profile, h, reference }
+        } else if profile == Profile::Tophat {
+            WindowKind::Tree(TreeWindow::Ball { tree: BallSums::build(x, w, 16, mon)?, h2: h * h })
+        } else {
+            let tree = KdTree::build(x, LEAF_SIZE, mon)?;
+            let order = tree.order();
+            // Tree-ordered copies: the visit streams memory and sums in a fixed order.
+            let points = order.iter().flat_map(|&i| x.row(i).to_vec()).collect();
+            let weights = order.iter().map(|&i| w.map_or(F::one(), |w| w[i])).collect();
+            WindowKind::Tree(TreeWindow::Points { tree, points, weights, profile, h2: h * h })
+        };
+        Ok(Window { d, kind })
     }
 
-    /// The window sums at every row of `q`, on the current rayon pool, polling `mon`. `x` and
-    /// `w` must be the data the window was built from (the engine reads them; the trees hold
-    /// copies).
-    pub fn sums(&self, x: ArrayView2<F>, w: Option<ArrayView1<F>>, q: ArrayView2<F>, mon: &Monitor) -> Result<WindowSums> {
-        check_data(x, w, q)?;
+    /// The window sums at every row of `q`, on the current rayon pool, polling `mon`.
+    pub fn sums(&self, q: ArrayView2<F>, mon: &Monitor) -> Result<Sums> {
         let (m, d) = q.dim();
-        match self {
-            Window::Engine { profile, h } => {
-                let pb = Problem { queries: q, x, values: Some(x), weights: w };
+        if d != self.d {
+            return Err(LocalizationError::shape("positions", format!("{} features", self.d), format!("{d} features")));
+        }
+        match &self.kind {
+            WindowKind::Engine { profile, h, reference } => {
                 let opts = Options { monitor: mon.clone(), ..Options::default() };
-                let s = local_sums(&pb, &Kernel::Radial(*profile), &Bandwidth::Scalar(*h), &opts)?;
-                Ok(WindowSums { num: s.num.mapv(|v| v.f64()), den: s.den.iter().map(|v| v.f64()).collect(), log_scale: s.log_scale.iter().map(|v| v.f64()).collect() })
+                let s = reference.local_sums(q, &Kernel::Radial(*profile), &Bandwidth::Scalar(*h), &opts)?;
+                Ok(Sums { num: s.num.mapv(|v| v.f64()), den: s.den.iter().map(|v| v.f64()).collect(), log_scale: s.log_scale.iter().map(|v| v.f64()).collect() })
             }
-            Window::Tree(t) => {
+            WindowKind::Tree(t) => {
                 let mut num = memory::try_array("sums", (m, d), 0.0f64)?;
                 let den = num
                     .axis_iter_mut(ndarray::Axis(0))
@@ -297,66 +187,9 @@ impl<F: Real> Window<F> {
                         Ok(den)
                     })
                     .collect::<Result<Vec<f64>>>()?;
-                Ok(WindowSums { num, den, log_scale: vec![0.0; m] })
+                Ok(Sums { num, den, log_scale: vec![0.0; m] })
             }
         }
-    }
-}
-
-/// Seeds climbing together, one step per round of window sums: the engine path runs it
-/// with one engine call per round, and a caller holding sharded data runs it with the
-/// merged sums of its shards.
-pub struct SeedSet<F> {
-    runs: Vec<SeedRun<F>>,
-    active: Vec<usize>,
-    iteration: usize,
-    d: usize,
-}
-
-impl<F: Real> SeedSet<F> {
-    pub fn new(seeds: ArrayView2<F>, p: &Params) -> Result<Self> {
-        let m = seeds.nrows();
-        let runs = seeds.rows().into_iter().map(|s| SeedRun::new(&s.to_vec(), m, p)).collect::<Result<Vec<_>>>()?;
-        Ok(SeedSet { runs, active: (0..m).collect(), iteration: 0, d: seeds.ncols() })
-    }
-
-    /// Positions of the seeds still moving (the queries of the next round).
-    pub fn positions(&self) -> Array2<F> {
-        Array2::from_shape_fn((self.active.len(), self.d), |(a, k)| self.runs[self.active[a]].pos[k])
-    }
-
-    pub fn n_active(&self) -> usize {
-        self.active.len()
-    }
-
-    /// Rounds done so far.
-    pub fn iteration(&self) -> usize {
-        self.iteration
-    }
-
-    /// Move every active seed by its window sums (row a belongs to the a-th active seed).
-    pub fn advance(&mut self, sums: &WindowSums, p: &Params) -> Result<()> {
-        let k = self.active.len();
-        if sums.num.dim() != (k, self.d) || sums.den.len() != k || sums.log_scale.len() != k {
-            return Err(LocalizationError::shape("sums", format!("{k} rows of {} values", self.d), format!("{} rows", sums.den.len())));
-        }
-        let m = self.runs.len();
-        let mut still = Vec::with_capacity(k);
-        for (a, &i) in self.active.iter().enumerate() {
-            let row = sums.num.row(a);
-            let num = row.as_slice().map_or_else(|| row.to_vec(), |s| s.to_vec());
-            if self.runs[i].step(&num, sums.den[a], sums.log_scale[a], m, p)? {
-                still.push(i);
-            }
-        }
-        self.active = still;
-        self.iteration += 1;
-        Ok(())
-    }
-
-    pub fn finish(self) -> Result<Shifted<F>> {
-        let d = self.d;
-        collect(self.runs, d)
     }
 }
 
@@ -389,56 +222,15 @@ fn check_reach<F: Real>(h: f64) -> Result<()> {
     Ok(())
 }
 
+/// Compact kernels climb seed by seed (a converged seed costs nothing more); unbounded ones
+/// advance the seeds still moving together, one engine call per iteration.
 fn shift_in_range<F: Real>(x: ArrayView2<F>, w: Option<ArrayView1<F>>, seeds: ArrayView2<F>, p: &Params, mon: &Monitor) -> Result<Shifted<F>> {
     check_reach::<F>(p.bandwidth)?;
-    match Window::build(x, w, p.profile, p.bandwidth, mon)? {
-        Window::Tree(t) => tree_shift(&t, seeds, p, mon),
-        engine => engine_shift(&engine, x, w, seeds, p, mon),
+    let window = Window::build(x, w, p.profile, p.bandwidth, mon)?;
+    match &window.kind {
+        WindowKind::Tree(t) => fixed_point::climb_each(seeds, &p.stop(), mon, |q, num| t.one(q, num)),
+        WindowKind::Engine { .. } => fixed_point::climb_together(seeds, &p.stop(), mon, |q| window.sums(q, mon)),
     }
-}
-
-/// Compact kernels: each seed climbs on its own, in parallel, so a converged seed costs
-/// nothing more.
-fn tree_shift<F: Real>(window: &TreeWindow<F>, seeds: ArrayView2<F>, p: &Params, mon: &Monitor) -> Result<Shifted<F>> {
-    let m = seeds.nrows();
-    mon.set_progress(0, m);
-    let runs: Vec<SeedRun<F>> = (0..m)
-        .into_par_iter()
-        .map(|i| {
-            let r = climb(&seeds.row(i).to_vec(), m, p, mon, |q, num| window.one(q, num));
-            mon.advance(1);
-            r
-        })
-        .collect::<Result<_>>()?;
-    collect(runs, seeds.ncols())
-}
-
-/// Unbounded kernels: all moving seeds advance together, one engine call per iteration.
-fn engine_shift<F: Real>(window: &Window<F>, x: ArrayView2<F>, w: Option<ArrayView1<F>>, seeds: ArrayView2<F>, p: &Params, mon: &Monitor) -> Result<Shifted<F>> {
-    let mut set = SeedSet::new(seeds, p)?;
-    let total = p.max_iter.saturating_add(1);
-    mon.set_progress(0, total);
-    while set.n_active() > 0 {
-        let q = set.positions();
-        let sums = window.sums(x, w, q.view(), mon)?;
-        set.advance(&sums, p)?;
-        mon.set_progress(set.iteration().min(total), total);
-    }
-    set.finish()
-}
-
-/// x ← x + α (m − x) with m = num / den (α = 1 lands exactly on m); returns ‖Δx‖².
-fn move_towards<'a, F: Real + 'a>(x: impl Iterator<Item = &'a mut F>, num: impl Iterator<Item = f64>, den: f64, step: f64) -> f64 {
-    let mut delta2 = 0.0;
-    for (xk, nk) in x.zip(num) {
-        let c = xk.f64();
-        let mk = nk / den;
-        let nf = F::of(if step == 1.0 { mk } else { c + step * (mk - c) });
-        let dk = nf.f64() - c;
-        delta2 += dk * dk;
-        *xk = nf;
-    }
-    delta2
 }
 
 /// The most features the grid takes (MeanShift's documented limit; the window of a cell meets
@@ -695,17 +487,6 @@ pub fn grid_shift<F: Real>(grid: &Grid<F>, seeds: ArrayView2<F>, p: &Params, mon
     shift_seeds(grid.centroids.view(), Some(w), seeds, &flat, mon)
 }
 
-/// Whole-data iterations: result positions, per-point Σ K w at the end (scaled like
-/// `Shifted::support`), iterations, converged.
-pub struct Diffused<F> {
-    pub positions: Array2<F>,
-    pub support: Vec<f64>,
-    pub n_iter: usize,
-    pub converged: bool,
-    /// Positions after each iteration (n × d each), when asked.
-    pub history: Vec<Array2<F>>,
-}
-
 /// Blurring mean shift (`blurring = true`: Y ← Y + α(m_Y(Y) − Y), the data set itself moves)
 /// or the fixed-kernel linear diffusion (`blurring = false`: Y ← Y + α(K̃Y − Y) with K̃ the
 /// row-normalised kernel of the original X, so α = 1 gives Y_t = K̃ᵗ X).
@@ -728,48 +509,16 @@ pub fn diffuse<F: Real>(x: ArrayView2<F>, w: Option<ArrayView1<F>>, p: &Params, 
 
 fn diffuse_in_range<F: Real>(x: ArrayView2<F>, w: Option<ArrayView1<F>>, p: &Params, blurring: bool, mon: &Monitor) -> Result<Diffused<F>> {
     check_reach::<F>(p.bandwidth)?;
-    let n = x.nrows();
     let kernel = Kernel::Radial(p.profile);
     let bw = Bandwidth::Scalar(F::of(p.bandwidth));
     let opts = Options { monitor: mon.clone(), ..Options::default() };
-    let thr = p.threshold();
-    let mut y = x.to_owned();
-    let mut support = vec![0.0; n];
-    let mut history = Vec::new();
-    let mut converged = false;
-    let mut it = 0;
-    mon.set_progress(0, p.max_iter);
-    while it < p.max_iter {
-        let sums = {
-            let q = if blurring { y.view() } else { x };
-            let pb = Problem { queries: q, x: q, values: Some(y.view()), weights: w };
-            local_sums(&pb, &kernel, &bw, &opts)?
-        };
-        let mut max_delta2 = 0.0f64;
-        for i in 0..n {
-            let den = sums.den[i].f64();
-            // A zero-weight point with no weighted neighbour stays where it is.
-            if !(den > 0.0) {
-                continue;
-            }
-            support[i] = den * sums.log_scale[i].f64().exp();
-            let delta2 = move_towards(y.row_mut(i).into_iter(), sums.num.row(i).iter().map(|v| v.f64()), den, p.step);
-            max_delta2 = max_delta2.max(delta2);
-        }
-        it += 1;
-        if p.trajectories {
-            memory::try_grow(&mut history, 1, "history")?;
-            let mut snapshot = memory::try_array("history", y.dim(), F::zero())?;
-            snapshot.assign(&y);
-            history.push(snapshot);
-        }
-        mon.set_progress(it, p.max_iter);
-        if max_delta2.sqrt() <= thr {
-            converged = true;
-            break;
-        }
-    }
-    Ok(Diffused { positions: y, support, n_iter: it, converged, history })
+    fixed_point::iterate_whole(x.to_owned(), &p.stop(), mon, |y| {
+        // Blurring: the moved set is its own reference; diffusion: the kernel stays X's.
+        let q = if blurring { y } else { x };
+        let pb = Problem { queries: q, x: q, values: Some(y), weights: w };
+        let s = local_sums(&pb, &kernel, &bw, &opts)?;
+        Ok(Sums { num: s.num.mapv(|v| v.f64()), den: s.den.iter().map(|v| v.f64()).collect(), log_scale: s.log_scale.iter().map(|v| v.f64()).collect() })
+    })
 }
 
 /// scikit-learn's post-processing: drop invalid seeds, collapse exactly equal centres
@@ -819,6 +568,7 @@ pub fn merge_modes<F: Real>(centres: ArrayView2<F>, support: &[f64], valid: &[bo
 #[cfg(test)]
 mod tests {
     use super::*;
+    use super::super::fixed_point::SeedSet;
     use rand::{rngs::StdRng, Rng, SeedableRng};
 
     fn blobs(n: usize) -> Array2<f64> {
@@ -909,13 +659,13 @@ mod tests {
         let mon = Monitor::default();
         let shards: Vec<Array2<f64>> = cuts.windows(2).filter(|c| c[0] < c[1]).map(|c| x.slice(ndarray::s![c[0]..c[1], ..]).to_owned()).collect();
         let windows: Vec<Window<f64>> = shards.iter().map(|s| Window::build(s.view(), None, p.profile, p.bandwidth, &mon).unwrap()).collect();
-        let mut set = SeedSet::new(seeds, p).unwrap();
+        let mut set = SeedSet::new(seeds, &p.stop()).unwrap();
         while set.n_active() > 0 {
             let q = set.positions();
-            let parts: Vec<WindowSums> = shards.iter().zip(&windows).map(|(s, w)| w.sums(s.view(), None, q.view(), &mon).unwrap()).collect();
+            let parts: Vec<Sums> = windows.iter().map(|w| w.sums(q.view(), &mon).unwrap()).collect();
             // Stabilised merge: every part rescaled to the largest log-scale.
             let m = q.nrows();
-            let mut merged = WindowSums { num: Array2::zeros((m, 2)), den: vec![0.0; m], log_scale: vec![0.0; m] };
+            let mut merged = Sums { num: Array2::zeros((m, 2)), den: vec![0.0; m], log_scale: vec![0.0; m] };
             for i in 0..m {
                 let top = parts.iter().filter(|s| s.den[i] > 0.0).map(|s| s.log_scale[i]).fold(f64::NEG_INFINITY, f64::max);
                 let top = if top.is_finite() { top } else { 0.0 };
@@ -928,7 +678,7 @@ mod tests {
                     }
                 }
             }
-            set.advance(&merged, p).unwrap();
+            set.advance(&merged, &p.stop()).unwrap();
         }
         set.finish().unwrap()
     }
@@ -952,9 +702,33 @@ mod tests {
         }
         // A shape mismatch between the set and the sums is an error, not a panic.
         let p = params(Profile::Tophat);
-        let mut set = SeedSet::new(x.view(), &p).unwrap();
-        let bad = WindowSums { num: Array2::zeros((2, 2)), den: vec![1.0; 2], log_scale: vec![0.0; 2] };
-        assert!(set.advance(&bad, &p).is_err());
+        let mut set = SeedSet::new(x.view(), &p.stop()).unwrap();
+        let bad = Sums { num: Array2::zeros((2, 2)), den: vec![1.0; 2], log_scale: vec![0.0; 2] };
+        assert!(set.advance(&bad, &p.stop()).is_err());
+    }
+
+    /// The engine windows sum through a reference prepared once: every round gives the raw
+    /// engine call's sums bit for bit, and positions of the wrong width are an error.
+    #[test]
+    fn engine_windows_reuse_a_prepared_reference_bit_for_bit() {
+        let x = blobs(300);
+        let w: Vec<f64> = (0..300).map(|i| 0.5 + (i % 4) as f64).collect();
+        let wv = ndarray::ArrayView1::from(&w[..]);
+        let mon = Monitor::default();
+        let q = x.slice(ndarray::s![..40, ..]).mapv(|v| v + 0.1);
+        for profile in [Profile::Gaussian, Profile::Cauchy, Profile::Exponential] {
+            let win = Window::build(x.view(), Some(wv), profile, 2.0, &mon).unwrap();
+            let pb = Problem { queries: q.view(), x: x.view(), values: Some(x.view()), weights: Some(wv) };
+            let raw = local_sums(&pb, &Kernel::Radial(profile), &Bandwidth::Scalar(2.0), &Options::default()).unwrap();
+            let bits = |v: &mut dyn Iterator<Item = f64>| v.map(f64::to_bits).collect::<Vec<_>>();
+            for _ in 0..2 {
+                let s = win.sums(q.view(), &mon).unwrap();
+                assert_eq!(bits(&mut s.num.iter().copied()), bits(&mut raw.num.iter().copied()), "{profile:?}");
+                assert_eq!(bits(&mut s.den.iter().copied()), bits(&mut raw.den.iter().copied()), "{profile:?}");
+                assert_eq!(bits(&mut s.log_scale.iter().copied()), bits(&mut raw.log_scale.iter().copied()), "{profile:?}");
+            }
+            assert!(win.sums(Array2::zeros((2, 3)).view(), &mon).is_err());
+        }
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Methods built on the engine: per-query solves, iterations, merging.
 
 pub mod embedding;
+pub mod fixed_point;
 pub mod local_poly;
 pub mod mean_shift;
 pub mod forest;

@@ -6,7 +6,8 @@
 
 use super::runtime::{run, NJobs};
 use super::{internal, is_f32, state_error, value_error, view1, view2};
-use crate::algorithms::mean_shift::{self, Cells, GridSpec, Params, SeedSet, Shifted, Window, WindowSums};
+use crate::algorithms::fixed_point::{SeedSet, Shifted, Stop, Sums};
+use crate::algorithms::mean_shift::{self, Cells, GridSpec, Params, Window};
 use crate::error::LocalizationError;
 use crate::kernel::Profile;
 use crate::real::Real;
@@ -174,13 +175,13 @@ impl WrapWindow for f64 {
     }
 }
 
-fn sums_to_py<'py>(py: Python<'py>, s: WindowSums) -> PyResult<Bound<'py, PyTuple>> {
+fn sums_to_py<'py>(py: Python<'py>, s: Sums) -> PyResult<Bound<'py, PyTuple>> {
     PyTuple::new(py, [s.num.into_pyarray(py).into_any(), s.den.into_pyarray(py).into_any(), s.log_scale.into_pyarray(py).into_any()])
 }
 
 /// MeanShift windows over (X, weights) for one kernel and bandwidth, prepared once (a tree
 /// for compact kernels) and summed at any positions. Pickles as its arguments (rebuilt on
-/// arrival). X and weights are kept by reference and must not change.
+/// arrival from X and weights, which it keeps by reference for that and which must not change).
 #[pyclass(module = "localization._core", frozen)]
 struct MeanShiftWindow {
     x: Py<PyAny>,
@@ -210,13 +211,11 @@ impl MeanShiftWindow {
     /// the sums are stored divided by exp(log_scale).
     #[pyo3(signature = (positions, n_jobs=None))]
     fn sums<'py>(&self, py: Python<'py>, positions: &Bound<'py, PyAny>, n_jobs: Option<NJobs>) -> PyResult<Bound<'py, PyTuple>> {
-        let (x, w) = (self.x.bind(py), self.weights.as_ref().map(|w| w.bind(py)));
         macro_rules! go {
             ($win:expr, $F:ty) => {{
-                let (xr, q) = (view2::<$F>(x, "X")?, view2::<$F>(positions, "positions")?);
-                let wr = w.map(|w| view1::<$F>(w, "sample_weight")).transpose()?;
-                let (xa, qa, wa) = (xr.as_array(), q.as_array(), wr.as_ref().map(|a| a.as_array()));
-                let s = run(py, n_jobs, None, |mon| $win.sums(xa, wa, qa, mon))?;
+                let q = view2::<$F>(positions, "positions")?;
+                let qa = q.as_array();
+                let s = run(py, n_jobs, None, |mon| $win.sums(qa, mon))?;
                 sums_to_py(py, s)
             }};
         }
@@ -261,7 +260,7 @@ impl WrapSeeds for f64 {
 /// `result()` ends the run with the tuple of `mean_shift_seeds`.
 #[pyclass(module = "localization._core")]
 struct MeanShiftSeeds {
-    params: Params,
+    stop: Stop,
     d: usize,
     inner: Option<AnySeeds>,
 }
@@ -285,9 +284,9 @@ impl MeanShiftSeeds {
             if sa.ncols() == 0 {
                 return Err(LocalizationError::param("seeds", "needs at least one feature").into());
             }
-            (<F as WrapSeeds>::wrap(SeedSet::new(sa, &params)?), sa.ncols())
+            (<F as WrapSeeds>::wrap(SeedSet::new(sa, &params.stop())?), sa.ncols())
         });
-        Ok(MeanShiftSeeds { params, d, inner: Some(inner) })
+        Ok(MeanShiftSeeds { stop: params.stop(), d, inner: Some(inner) })
     }
 
     /// Positions of the seeds still moving, in the seeds' dtype.
@@ -317,8 +316,8 @@ impl MeanShiftSeeds {
     /// One step of every active seed from its window sums (float64, row a for the a-th
     /// active seed, stored divided by exp(log_scale)).
     fn advance(&mut self, num: PyReadonlyArray2<'_, f64>, den: PyReadonlyArray1<'_, f64>, log_scale: PyReadonlyArray1<'_, f64>) -> PyResult<()> {
-        let sums = WindowSums { num: num.as_array().to_owned(), den: den.as_array().to_vec(), log_scale: log_scale.as_array().to_vec() };
-        let p = &self.params;
+        let sums = Sums { num: num.as_array().to_owned(), den: den.as_array().to_vec(), log_scale: log_scale.as_array().to_vec() };
+        let p = &self.stop;
         match self.inner.as_mut().ok_or_else(|| state_error("the run has ended (result() was called)"))? {
             AnySeeds::F32(s) => s.advance(&sums, p)?,
             AnySeeds::F64(s) => s.advance(&sums, p)?,

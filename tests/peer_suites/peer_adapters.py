@@ -182,6 +182,7 @@ class LabelPropagation(loc.LabelPropagation):
     """scikit-learn's spelling: kernel='rbf' with gamma is our Gaussian with h = 1/√(2γ)."""
 
     algorithm = "auto"
+    verbose = False
 
     def __init__(self, kernel="rbf", *, gamma=20, n_neighbors=7, max_iter=1000, tol=1e-3, n_jobs=None):
         self.kernel = kernel

@@ -28,6 +28,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .. import _core
 from .._base import KERNEL_CONSTRAINTS, keeps_state_on_error, knn_k, local_frames
+from .._fixed_point import iterate
 from .._progress import Progress
 from .._validation import (
     COUNT,
@@ -496,24 +497,16 @@ def _iterate(bk, Y0, w, q, max_iter, tol, algorithm, n_jobs, verbose=False):
     """Move every row of Y0 until its step is below tol or max_iter steps were taken."""
     Y = np.array(Y0, dtype=np.float64)
     dtype = bk.X.dtype
-    active = np.ones(len(Y), dtype=bool)
-    converged = np.zeros(len(Y), dtype=bool)
     stalled = 0
-    n_iter = 0
-    with Progress(verbose, "PC-Shift", unit="pt", total=len(Y0)) as bar:
-        for _ in range(max_iter):
-            idx = np.flatnonzero(active)
-            if len(idx) == 0:
-                break
-            n_iter += 1
-            step, valid = _step(bk, np.ascontiguousarray(Y[idx], dtype=dtype), w, q, algorithm, n_jobs)
-            step[~valid] = 0.0
-            stalled += int(np.count_nonzero(~valid))
-            Y[idx] += step
-            done = np.linalg.norm(step, axis=1) < tol
-            converged[idx[done & valid]] = True
-            active[idx[done | ~valid]] = False
-            bar.update(int(np.count_nonzero(done | ~valid)))
+
+    def update(idx, Y):
+        nonlocal stalled
+        step, valid = _step(bk, np.ascontiguousarray(Y[idx], dtype=dtype), w, q, algorithm, n_jobs)
+        step[~valid] = 0.0
+        stalled += int(np.count_nonzero(~valid))
+        return Y[idx] + step, np.linalg.norm(step, axis=1), valid
+
+    n_iter, converged = iterate(update, Y, max_iter, tol, desc="PC-Shift", verbose=verbose)
     if stalled:
         warnings.warn(
             f"{stalled} point(s) had zero total kernel weight and stopped where they were; "

@@ -10,7 +10,10 @@
   every pixel (brute force, the engine's fused pass), so the segmentations agree closely but
   not exactly on a large image (the ARI is printed).
 
-Usage: python benches/bench_modes.py [--full] [--threads N]
+* ``--scale``: MedoidShift and QuickShift on 10⁵ and 10⁶ 2-D points (the blobs below), no
+  peer (the dense definition does not fit at these sizes); wall and CPU seconds.
+
+Usage: python benches/bench_modes.py [--full] [--scale] [--threads N]
 """
 
 from __future__ import annotations
@@ -129,12 +132,31 @@ def bench_quickshift_window(sides, threads):
                   f"{seg.max() + 1:>4}/{qe.labels_.max() + 1}")
 
 
+def bench_scale(sizes, threads, h):
+    import os
+
+    print(f"MedoidShift / QuickShift on 2-D blobs, h = {h} (blob sd 0.7): wall and CPU seconds, one run each")
+    print(f"{'N':>8} {'method':>12} {'kernel':>13} {'wall s':>7} {'cpu s':>7} {'clusters':>9} {'load':>5}")
+    for n in sizes:
+        X = blobs(n)
+        for kernel in ("epanechnikov", "gaussian"):
+            for cls in (MedoidShift, QuickShift):
+                load = os.getloadavg()[0]
+                t0, c0 = time.perf_counter(), time.process_time()
+                est = cls(bandwidth=h, kernel=kernel, n_jobs=threads).fit(X)
+                t, c = time.perf_counter() - t0, time.process_time() - c0
+                print(f"{n:>8} {cls.__name__:>12} {kernel:>13} {t:>7.2f} {c:>7.2f} {est.labels_.max() + 1:>9} {load:>5.1f}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--full", action="store_true", help="larger sizes")
     ap.add_argument("--threads", type=int, default=None, help="n_jobs for ours (default: all cores)")
+    ap.add_argument("--scale", action="store_true", help="only the 10^5 / 10^6-point table")
     a = ap.parse_args()
-    if a.full:
+    if a.scale:
+        bench_scale([100_000, 1_000_000], a.threads, 0.1)
+    elif a.full:
         bench_medoid([1000, 3000, 6000], a.threads, [(50_000, 100), (50_000, 1000)])
         bench_quickshift([64, 128, 256], a.threads)
         bench_quickshift_window([64, 128, 256], a.threads)

@@ -283,3 +283,23 @@ def test_bars_of_searches_series_and_binned_sums_are_closed_when_interrupted(rng
         with pytest.raises(KeyboardInterrupt):
             run()
         assert capsys.readouterr().err.endswith("\n")
+
+@pytest.mark.parametrize("metric", ["euclidean", "precomputed"])
+def test_iterated_medoid_shift_bar_covers_every_pass(metric, rng, capsys, monkeypatch):
+    """With ``max_iter > 1`` the one bar counts the samples of every pass: it ends full at the
+    N samples of the first pass plus the roots each later pass ran on (not at N)."""
+    import re
+
+    from localization.cluster import MedoidShift
+
+    X = np.concatenate([rng.normal(size=(60, 2)), rng.normal(size=(60, 2)) + 6])
+    D = np.sqrt(((X[:, None] - X[None]) ** 2).sum(-1))
+    monkeypatch.setattr(_progress, "DELAY", 0.0)
+    est = MedoidShift(bandwidth=0.3, max_iter=10, metric=metric, verbose=True).fit(D if metric == "precomputed" else X)
+    err = capsys.readouterr().err
+    assert est.n_iter_ >= 2, "the data must need several passes"
+    done, total = map(int, re.findall(r"(\d+)/(\d+)", err)[-1])
+    assert done == total > len(X), err[-300:]
+    assert f"passes={est.n_iter_}" in err, err[-300:]
+    quiet = MedoidShift(bandwidth=0.3, max_iter=10, metric=metric).fit(D if metric == "precomputed" else X)
+    np.testing.assert_array_equal(quiet.next_, est.next_)

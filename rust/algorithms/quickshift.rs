@@ -173,20 +173,34 @@ pub fn link<F: Real>(
     };
     let links: Vec<(usize, F)> = match &window {
         None => {
+            // A branch-and-bound nearest-neighbour search that only enters nodes holding a
+            // density at least the query's (`KdTree::nearest_admitted`): most samples find a
+            // sample above them among their first neighbours and stop there, and a mode skips
+            // every node below it instead of scanning its whole `max_dist` ball.
             let tree = KdTree::build(x.view(), LEAF_SIZE, mon)?;
             let order = tree.order();
+            let in_tree: Vec<f64> = order.iter().map(|&j| log_density[j]).collect();
+            let maxes = tree.node_max(&in_tree);
             mon.set_progress(0, n);
-            (0..n)
+            // Queries in tree order: consecutive ones walk the same nodes.
+            let by_pos: Vec<(usize, F)> = (0..n)
                 .into_par_iter()
-                .map(|i| {
+                .map(|pos| {
                     mon.check()?;
                     mon.advance(1);
+                    let i = order[pos];
                     let q = x.row(i);
-                    let mut best = (i, F::infinity());
-                    tree.visit_within(q.as_slice().expect("standard layout"), r2, &mut |pos, d2| consider(i, order[pos], d2, &mut best));
-                    Ok((best.0, lengths.up(best.1.sqrt())))
+                    let admit = |p: usize| above(log_density, order[p], i);
+                    let best = tree.nearest_admitted(q.as_slice().expect("standard layout"), r2, &maxes, log_density[i], &admit);
+                    let (parent, d2) = best.map_or((i, F::infinity()), |(p, d2)| (order[p], d2));
+                    Ok((parent, lengths.up(d2.sqrt())))
                 })
-                .collect::<Result<_>>()?
+                .collect::<Result<_>>()?;
+            let mut out = vec![(0, F::zero()); n];
+            for (pos, v) in by_pos.into_iter().enumerate() {
+                out[order[pos]] = v;
+            }
+            out
         }
         Some(w) => {
             let index = WindowIndex::build(x.view(), w, mon)?;
@@ -218,8 +232,12 @@ mod tests {
         let mut rng = StdRng::seed_from_u64(7);
         let n = 400;
         let x = Array2::from_shape_fn((n, 2), |_| rng.random::<f64>());
+        // Points on a coarse grid: duplicates and many equal distances.
+        let grid = x.mapv(|v| (v * 8.0).round());
         let dens: Vec<f64> = (0..n).map(|_| (rng.random::<f64>() * 4.0).floor()).collect(); // many ties
-        for &md in &[0.05, 0.2, f64::INFINITY] {
+        let mut smooth: Vec<f64> = (0..n).map(|i| -(x[(i, 0)] - 0.5).powi(2) - (x[(i, 1)] - 0.3).powi(2)).collect();
+        smooth[3] = f64::NEG_INFINITY; // log of a zero density
+        for (x, dens, md) in [(&x, &dens, 0.05), (&x, &dens, 0.2), (&x, &dens, f64::INFINITY), (&grid, &dens, 1.5), (&x, &smooth, 0.1), (&x, &smooth, f64::INFINITY)] {
             let mon = Monitor::default();
             let (par, dist) = link(x.view(), &dens, md, None, &mon).unwrap();
             assert_eq!(mon.progress(), (n, n), "every sample reported");

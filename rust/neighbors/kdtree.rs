@@ -169,6 +169,61 @@ impl<F: Real> KdTree<F> {
 }
 
 impl<F: Real> KdTree<F> {
+    /// Per node, the largest of `values` (one per point, in tree order) over its points: the
+    /// bound with which `nearest_admitted` skips whole nodes.
+    pub fn node_max(&self, values: &[f64]) -> Vec<f64> {
+        let mut maxes = vec![f64::NEG_INFINITY; self.nodes.len()];
+        // Children are created after their parent, so a reverse sweep is bottom-up.
+        for id in (0..self.nodes.len()).rev() {
+            let nd = &self.nodes[id];
+            maxes[id] = if nd.left == usize::MAX {
+                values[nd.start..nd.end].iter().copied().fold(f64::NEG_INFINITY, f64::max)
+            } else {
+                maxes[nd.left].max(maxes[nd.right])
+            };
+        }
+        maxes
+    }
+
+    /// The nearest point with d² ≤ r2 that `admit(tree position)` accepts, as (tree position,
+    /// d²); distance ties go to the smaller original index. The caller promises that `admit`
+    /// rejects every point whose value (of `maxes = node_max(values)`) is below `floor`, so
+    /// nodes whose maximum is below it are never entered: a branch-and-bound 1-NN search that
+    /// skips, besides the far nodes, the nodes holding no admissible point. The answer is the
+    /// minimum of a total order, so it does not depend on the visiting order.
+    pub fn nearest_admitted(&self, q: &[F], r2: F, maxes: &[f64], floor: f64, admit: &impl Fn(usize) -> bool) -> Option<(usize, F)> {
+        let mut best: Option<(usize, F)> = None;
+        self.nearest_rec(0, q, r2, maxes, floor, admit, &mut best);
+        best
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn nearest_rec(&self, node: usize, q: &[F], r2: F, maxes: &[f64], floor: f64, admit: &impl Fn(usize) -> bool, best: &mut Option<(usize, F)>) {
+        let n = &self.nodes[node];
+        if n.left == usize::MAX {
+            for pos in n.start..n.end {
+                let d2 = sq_euclidean(q, self.point(pos));
+                let better = match *best {
+                    None => d2 <= r2,
+                    Some((b, bd2)) => d2 < bd2 || (d2 == bd2 && self.index[pos] < self.index[b]),
+                };
+                if better && admit(pos) {
+                    *best = Some((pos, d2));
+                }
+            }
+            return;
+        }
+        let (dl, dr) = (self.box_dist2(n.left, q), self.box_dist2(n.right, q));
+        let order = if dl <= dr { [(n.left, dl), (n.right, dr)] } else { [(n.right, dr), (n.left, dl)] };
+        for (child, dist) in order {
+            // Equal distances are entered: a tie with a smaller index may sit there.
+            let reach = best.map_or(r2, |(_, bd2)| bd2);
+            if dist <= reach && maxes[child] >= floor {
+                self.nearest_rec(child, q, r2, maxes, floor, admit, best);
+            }
+        }
+    }
+
     /// Call `f(tree position)` for every point inside the closed box [lo, hi], in tree order
     /// (deterministic, as `visit_within`).
     pub fn visit_box(&self, lo: &[F], hi: &[F], f: &mut impl FnMut(usize)) {

@@ -125,6 +125,14 @@ def _medoid_pass(X, precomputed, k, name, h, weights, n_jobs, progress=None):
     return nxt
 
 
+def _after(bar, done):
+    """The native progress callback of a later pass: its samples count after the ``done`` of
+    the earlier passes, so one bar (whose total grows by each pass's samples) covers them all."""
+    if bar.callback is None:
+        return None
+    return lambda d, total: bar.report(done + d, done + total)
+
+
 class MedoidShift(ClusterMixin, BaseEstimator):
     """MedoidShift clustering: each sample jumps to the medoid of its kernel neighbourhood.
 
@@ -163,7 +171,8 @@ class MedoidShift(ClusterMixin, BaseEstimator):
     n_jobs : int, optional
         Threads; results do not depend on it.
     verbose : bool, default=False
-        Show a progress bar (samples done by the first pass) on stderr when it lasts more than 0.2 s.
+        Show a progress bar on stderr when the fit lasts more than 0.2 s: the samples done by
+        every pass (the total grows by the roots of each further pass).
 
     Attributes
     ----------
@@ -250,24 +259,26 @@ class MedoidShift(ClusterMixin, BaseEstimator):
         mass = np.ones(n) if w is None else w.astype(np.float64)
         with Progress(self.verbose, "MedoidShift", unit="sample") as bar:
             first = _medoid_pass(X, pre, k, name, h, None if w is None else mass, n_jobs, bar.callback)
-        parent, root = _core.resolve_forest(first)
-        n_iter = 1
-        while n_iter < max_iter:
-            # Iterated MedoidShift: the roots, weighted by the mass of their trees, are a
-            # new sample; a root that jumps joins the tree of the root it jumps to.
-            roots = np.unique(root)
-            if len(roots) == 1:
-                break
-            sub_w = np.bincount(root, weights=mass, minlength=n)[roots]
-            A = np.ascontiguousarray(X[np.ix_(roots, roots)] if pre else X[roots])
-            sub = _medoid_pass(A, pre, None if k is None else min(k, len(roots)), name, h, sub_w, n_jobs)
-            n_iter += 1
-            moved = sub != np.arange(len(roots))
-            if not moved.any():
-                break
-            parent = parent.copy()
-            parent[roots[moved]] = roots[sub[moved]]
-            parent, root = _core.resolve_forest(parent)
+            parent, root = _core.resolve_forest(first)
+            n_iter, done = 1, n
+            while n_iter < max_iter:
+                # Iterated MedoidShift: the roots, weighted by the mass of their trees, are a
+                # new sample; a root that jumps joins the tree of the root it jumps to.
+                roots = np.unique(root)
+                if len(roots) == 1:
+                    break
+                sub_w = np.bincount(root, weights=mass, minlength=n)[roots]
+                A = np.ascontiguousarray(X[np.ix_(roots, roots)] if pre else X[roots])
+                bar.update(0, passes=n_iter + 1)
+                sub = _medoid_pass(A, pre, None if k is None else min(k, len(roots)), name, h, sub_w, n_jobs,
+                                   _after(bar, done))
+                n_iter, done = n_iter + 1, done + len(roots)
+                moved = sub != np.arange(len(roots))
+                if not moved.any():
+                    break
+                parent = parent.copy()
+                parent[roots[moved]] = roots[sub[moved]]
+                parent, root = _core.resolve_forest(parent)
         self.n_iter_ = n_iter
         self.next_ = parent
         roots, labels = np.unique(root, return_inverse=True)

@@ -62,9 +62,8 @@ pub(super) struct FarField {
     /// Per cluster, the ln of its truncation bound's tail from each degree (`ln_tails`).
     ln_tails: Vec<f64>,
     tree: ClusterTree,
-    /// Exponents of the multi-indices by total degree, flat (`exps[α·d + k]`; `upto[g]` of
-    /// degree ≤ g).
-    exps: Vec<usize>,
+    /// Number of multi-indices of total degree ≤ g, for g = 0, 1, … (ordered as `products`
+    /// forms them).
     upto: Vec<usize>,
     /// Per cluster, per multi-index α, the moments of the weights then of each value column:
     /// `moments[(c·terms + α)·(1 + p) + col]`.
@@ -130,7 +129,7 @@ impl FarField {
         }
         let ln_tails = side.radius.iter().flat_map(|&r| ln_tails(r, d)).collect();
         let tree = ClusterTree::new(&side, &ln_mass, d);
-        Some(FarField { d, p, inv_h, origin, ln_tails, tree, centre: side.centre, radius: side.radius, ln_mass, exps: mi.exps[..terms].iter().flatten().map(|&e| e as usize).collect(), upto: mi.upto, moments, terms })
+        Some(FarField { d, p, inv_h, origin, ln_tails, tree, centre: side.centre, radius: side.radius, ln_mass, upto: mi.upto, moments, terms })
     }
 
     /// The sums of `queries` (in the units the far field was built in), and the queries whose
@@ -215,6 +214,7 @@ impl FarField {
         let mut sums = vec![0.0; cols];
         let mut h = [[0.0; MAX_DEGREE + 1]; MAX_DIM];
         let mut acc = vec![0.0; cols];
+        let mut ha = vec![0.0; self.terms];
         for &(c, dist) in kept.iter() {
             // Smallest degree whose truncation bound fits: ln Σ|w| + d ln κ − |t|²/2 + ln tail.
             let base = self.ln_mass[c] + d as f64 * CRAMER.ln() - 0.25 * dist * dist;
@@ -234,18 +234,14 @@ impl FarField {
                 }
             }
             let f = scale.exp();
-            let count = self.upto[g - 1];
+            let count = products(d, g, &h, &mut ha);
+            debug_assert_eq!(count, self.upto[g - 1]);
             let at = c * self.terms * cols;
-            let (exps, mo) = (&self.exps[..count * d], &self.moments[at..at + count * cols]);
+            let mo = &self.moments[at..at + count * cols];
             let mut col = 0;
             while col < cols {
                 let out = &mut acc[col..];
-                col += match (d, cols - col) {
-                    (1, 1) => series::<1, 1>(exps, &h, mo, cols, col, out),
-                    (1, _) => series::<1, 2>(exps, &h, mo, cols, col, out),
-                    (_, 1) => series::<2, 1>(exps, &h, mo, cols, col, out),
-                    _ => series::<2, 2>(exps, &h, mo, cols, col, out),
-                };
+                col += if cols - col == 1 { series::<1>(&ha[..count], mo, cols, col, out) } else { series::<2>(&ha[..count], mo, cols, col, out) };
             }
             for (s, &a) in sums.iter_mut().zip(&acc) {
                 *s += f * a;
@@ -255,28 +251,44 @@ impl FarField {
     }
 }
 
-/// Σ_α h_α(t) A_α over the multi-indices `exps` (`D` exponents each), for the `C` moment
-/// columns from `col` of `mo` (`stride` values per multi-index), into `out`; returns `C`. Four
-/// interleaved partial sums per column: a single running sum waits on each addition.
+/// The Hermite functions h_α(t) = Π_k h_k[α_k] of the multi-indices of total degree < g, in
+/// `MultiIndex`'s order (by total degree; within degree t in 2-D, (t, 0), (t − 1, 1), …,
+/// (0, t)), into `out`; returns their count. Formed by position rather than from a table of
+/// exponents: the lookups cost more than the products.
+fn products(d: usize, g: usize, h: &[[f64; MAX_DEGREE + 1]; MAX_DIM], out: &mut [f64]) -> usize {
+    if d == 1 {
+        out[..g].copy_from_slice(&h[0][..g]);
+        return g;
+    }
+    let mut at = 0;
+    for t in 0..g {
+        for (j, o) in out[at..=at + t].iter_mut().enumerate() {
+            *o = h[0][t - j] * h[1][j];
+        }
+        at += t + 1;
+    }
+    at
+}
+
+/// Σ_α h_α A_α for the `C` moment columns from `col` of `mo` (`stride` values per
+/// multi-index), into `out`; returns `C`. Four interleaved partial sums per column: a single
+/// running sum waits on each addition.
 #[inline(always)]
-fn series<const D: usize, const C: usize>(exps: &[usize], h: &[[f64; MAX_DEGREE + 1]; MAX_DIM], mo: &[f64], stride: usize, col: usize, out: &mut [f64]) -> usize {
+fn series<const C: usize>(ha: &[f64], mo: &[f64], stride: usize, col: usize, out: &mut [f64]) -> usize {
     const LANES: usize = 4;
     let mut part = [[0.0; C]; LANES];
-    let count = exps.len() / D;
-    let add = |p: &mut [f64; C], t: usize| {
-        let ha = (0..D).fold(1.0, |s, k| s * h[k][exps[t * D + k]]);
-        for (s, &v) in p.iter_mut().zip(&mo[t * stride + col..t * stride + col + C]) {
-            *s += ha * v;
-        }
-    };
-    let full = count - count % LANES;
-    for t0 in (0..full).step_by(LANES) {
+    for (ha, mo) in ha.chunks_exact(LANES).zip(mo.chunks_exact(LANES * stride)) {
         for (u, p) in part.iter_mut().enumerate() {
-            add(p, t0 + u);
+            for (s, &v) in p.iter_mut().zip(&mo[u * stride + col..u * stride + col + C]) {
+                *s += ha[u] * v;
+            }
         }
     }
-    for t in full..count {
-        add(&mut part[0], t);
+    let full = ha.len() - ha.len() % LANES;
+    for (&a, mo) in ha[full..].iter().zip(mo[full * stride..].chunks_exact(stride)) {
+        for (s, &v) in part[0].iter_mut().zip(&mo[col..col + C]) {
+            *s += a * v;
+        }
     }
     for j in 0..C {
         out[j] = (part[0][j] + part[1][j]) + (part[2][j] + part[3][j]);
@@ -367,4 +379,31 @@ fn ln_tails(rho: f64, d: usize) -> [f64; MAX_DEGREE + 1] {
         *o = if ratio >= 1.0 { f64::INFINITY } else { first - (1.0 - ratio).ln() };
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `products` forms the Hermite functions in the order the moments were stored in.
+    #[test]
+    fn products_follow_the_multi_index_order() {
+        let mut h = [[0.0; MAX_DEGREE + 1]; MAX_DIM];
+        // 2^a 3^b: distinct for distinct (a, b), and exact.
+        for (k, hk) in h.iter_mut().enumerate() {
+            for (n, v) in hk.iter_mut().enumerate() {
+                *v = ((2 + k) as f64).powi(n as i32);
+            }
+        }
+        for d in 1..=MAX_DIM {
+            let mi = MultiIndex::new(d, MAX_DEGREE);
+            let mut out = vec![0.0; mi.upto[MAX_DEGREE]];
+            for g in 1..=MAX_DEGREE + 1 {
+                assert_eq!(products(d, g, &h, &mut out), mi.upto[g - 1]);
+                for (e, &got) in mi.exps.iter().zip(&out[..mi.upto[g - 1]]) {
+                    assert_eq!(got, e.iter().enumerate().map(|(k, &e)| h[k][e as usize]).product::<f64>(), "{e:?}");
+                }
+            }
+        }
+    }
 }

@@ -152,8 +152,8 @@ pub(super) struct Side {
     pub order: Vec<usize>,
     pub starts: Vec<usize>,
     pub centre: Vec<f64>,
-    lo: Vec<f64>,
-    hi: Vec<f64>,
+    pub lo: Vec<f64>,
+    pub hi: Vec<f64>,
     pub radius: Vec<f64>,
     /// Offsets from the cluster centre, feature-major: `off[k * n + position]`.
     off: Vec<f64>,

@@ -437,6 +437,40 @@ mod tests {
         far_field_within_bound::<f32>(1e-5);
     }
 
+    /// The far field leaves out a cluster only when its whole mass at its nearest distance is
+    /// within its share of half the tolerance. Here that is exact: 1,024 samples on the query
+    /// (one cluster of radius 0, so the lower bound is the exact near sum and the series is
+    /// exact at degree 0) and the rest coinciding at distance D, placed so that their sum is
+    /// `ratio` times the share. Those left out must err by at most half the tolerance; those
+    /// kept not at all (to rounding). A left-out test twice as loose leaves out ratio 1.1 and
+    /// fails.
+    #[test]
+    fn far_field_leaves_out_only_what_the_tolerance_allows() {
+        let (n, near) = (super::super::FAR_FIELD_MIN_PAIRS, 1024);
+        let tol = super::super::expansion::TOLERANCE;
+        let q = Array2::<f64>::zeros((1, 2));
+        let (kernel, bw, opts) = (Kernel::Radial(Profile::Gaussian), Bandwidth::Scalar(1.0), Options::default());
+        for ratio in [0.5, 0.9, 1.1, 2.0, 5.0] {
+            // Far sum (n − near) e^{−D²/2} = ratio · (tol/2) · near · (n − near)/n.
+            let dist = (2.0 * (n as f64 / (0.5 * tol * near as f64 * ratio)).ln()).sqrt();
+            let x = Array2::from_shape_fn((n, 2), |(i, k)| if i >= near && k == 0 { dist } else { 0.0 });
+            let r = Reference::new(x.clone(), None, None, None).unwrap();
+            let pb = Problem { queries: q.view(), x: x.view(), values: None, weights: None };
+            assert!(super::super::far_field_sums(&pb, Profile::Gaussian, &bw, &opts, Some(&r.prepared)).unwrap().is_some(), "far field used");
+            let got = r.local_sums(q.view(), &kernel, &bw, &opts).unwrap();
+            let got = got.den[0] * got.log_scale[0].exp();
+            // The exact sums in closed form: the tiled sums' rounding (the far terms are each
+            // below half an ulp of the near ones) is of the order tested here.
+            let far = (n - near) as f64 * (-0.5 * dist * dist).exp();
+            let (den, err) = (near as f64 + far, (got - near as f64 - far).abs());
+            if ratio < 1.0 {
+                assert!(err <= 0.5 * tol * den && err >= 0.5 * far, "ratio {ratio}: left out, err {:e} of {:e}", err / den, far / den);
+            } else {
+                assert!(err <= 1e-15 * den, "ratio {ratio}: kept, err {:e}", err / den);
+            }
+        }
+    }
+
     #[test]
     fn reference_refuses_bad_input_naming_it() {
         let x = Array2::<f64>::zeros((3, 2));

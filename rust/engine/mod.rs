@@ -430,10 +430,8 @@ impl<F: Real, K: TileKernel> BlockCost<F> for TilePricing<'_, F, K> {
         };
         let t = self.tiles;
         let n_tiles = t.n.div_ceil(TILE);
-        let pairs: usize = (0..n_tiles)
-            .filter(|&i| !beyond_reach::<F, K>(t.gap2(qbox, i) * t.tile_scale(i, scale), self.c, 0.0))
-            .map(|i| (t.n - i * TILE).min(TILE))
-            .sum();
+        let mut pairs = 0usize;
+        t.visit_near(qbox, |g2, ts| beyond_reach::<F, K>(g2 * ts.unwrap_or(scale), self.c, 0.0), |i| pairs += (t.n - i * TILE).min(TILE));
         rows.len() as f64 * pairs as f64 + BOX_TEST_COST * n_tiles as f64
     }
 }
@@ -512,12 +510,17 @@ fn block<F: Real, K: TileKernel, const FMA: bool>(cx: &Ctx<'_, '_, F>, b: usize)
         })
     };
     let mut visit: Vec<(f64, usize)> = match qbox {
-        // Compact kernels: only the tiles within reach. Exponential ones: all tiles, nearest
-        // first, so the running maximum is set early and far tiles underflow against it.
-        Some(qbox) => (0..n_tiles)
-            .filter(|&t| K::EXP || !out_of_reach(t, &accs))
-            .map(|t| (tiles.gap2(qbox, t).f64(), t))
-            .collect(),
+        // Exponential kernels: all tiles, nearest first, so the running maximum is set early
+        // and far tiles underflow against it.
+        Some(qbox) if K::EXP => (0..n_tiles).map(|t| (tiles.gap2(qbox, t).f64(), t)).collect(),
+        // Compact kernels: only the tiles within reach (`out_of_reach` of each, found through
+        // the groups of tiles: a linear scan would cost blocks × tiles, 10¹⁰ box tests at 10⁷).
+        Some(qbox) => {
+            let mut near = Vec::new();
+            let far = |g2: F, ts: Option<F>| query_scale.iter().zip(&accs).all(|(&s, a)| beyond_reach::<F, K>(g2 * ts.unwrap_or(s), c, a.log_scale));
+            tiles.visit_near(qbox, far, |t| near.push((tiles.gap2(qbox, t).f64(), t)));
+            near
+        }
         None => (0..n_tiles).map(|t| (0.0, t)).collect(),
     };
     if K::EXP && qbox.is_some() {

@@ -367,6 +367,69 @@ mod tests {
         assert!((one.sum() - w.sum()).abs() < 1e-9 * w.sum());
     }
 
+    /// Per point and corner, the definition: the product over features of the hat weights
+    /// (a one-node feature contributes weight 1 at its only node).
+    fn naive_bins(lo: &[f64], delta: &[f64], sizes: &[usize], x: &Array2<f64>, w: &[f64], v: &Array2<f64>) -> Array2<f64> {
+        let d = sizes.len();
+        let nodes: usize = sizes.iter().product();
+        let mut out = Array2::zeros((1 + v.ncols(), nodes));
+        for i in 0..x.nrows() {
+            for c in 0..(1usize << d) {
+                let (mut index, mut weight) = (0usize, 1.0);
+                for k in 0..d {
+                    let bit = (c >> (d - 1 - k)) & 1;
+                    let (j, l) = if sizes[k] == 1 {
+                        (0, if bit == 0 { 1.0 } else { 0.0 })
+                    } else {
+                        let t = ((x[[i, k]] - lo[k]) / delta[k]).clamp(0.0, (sizes[k] - 1) as f64);
+                        let i0 = (t.floor() as usize).min(sizes[k] - 2);
+                        let f = t - i0 as f64;
+                        (i0 + bit, if bit == 1 { f } else { 1.0 - f })
+                    };
+                    index = index * sizes[k] + j;
+                    weight *= l;
+                }
+                out[[0, index]] += w[i] * weight;
+                for col in 0..v.ncols() {
+                    out[[1 + col, index]] += w[i] * v[[i, col]] * weight;
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn binning_matches_the_definition_in_every_layout() {
+        let (lo, delta, sizes) = ([-1.0, 3.0, 0.0], [0.25, 0.0, 0.125], [9usize, 1, 17]);
+        let grid = RegularGrid::new(&lo, &delta, &sizes).unwrap();
+        let n = 1000;
+        // points inside, on nodes, on the border and outside (clamped)
+        let x = Array2::from_shape_fn((n, 3), |(i, k)| match k {
+            0 => -1.3 + 2.6 * ((i * 37) % 101) as f64 / 100.0,
+            1 => 3.0,
+            _ => if i % 7 == 0 { 0.125 * (i % 17) as f64 } else { -0.1 + 2.2 * ((i * 53) % 89) as f64 / 88.0 },
+        });
+        let w: Vec<f64> = (0..n).map(|i| 0.5 + (i % 5) as f64).collect();
+        let v = Array2::from_shape_fn((n, 2), |(i, c)| (i as f64 * 0.37 + c as f64).sin());
+        let want = naive_bins(&lo, &delta, &sizes, &x, &w, &v);
+        let wa = ndarray::Array1::from(w.clone());
+        let got = bin_linear(&grid, x.view(), Some(wa.view()), Some(v.view()), &mon()).unwrap();
+        for (a, b) in got.iter().zip(want.iter()) {
+            assert!((a - b).abs() <= 1e-12 * (1.0 + b.abs()), "{a} vs {b}");
+        }
+        // Fortran-ordered and strided input give the same bits as C-ordered input.
+        let xf = x.t().as_standard_layout().reversed_axes();
+        let wide = ndarray::concatenate(Axis(1), &[v.view(), v.view()]).unwrap();
+        let vs = wide.slice(ndarray::s![.., ..;2]);
+        assert_eq!(bin_linear(&grid, xf.view(), Some(wa.view()), Some(vs), &mon()).unwrap(), got);
+        // interpolation of a grid at its own nodes gives the node values back
+        let at_nodes = Array2::from_shape_fn((9 * 17, 3), |(r, k)| [lo[0] + 0.25 * (r / 17) as f64, 3.0, 0.125 * (r % 17) as f64][k]);
+        let back = interpolate(&grid, got.view(), at_nodes.view(), &mon()).unwrap();
+        for r in 0..9 * 17 {
+            assert!((back[[r, 1]] - got[[1, r]]).abs() <= 1e-12 * (1.0 + got[[1, r]].abs()));
+        }
+    }
+
     #[test]
     fn one_node_features_and_bad_grids() {
         let grid = RegularGrid::new(&[2.0, 0.0], &[0.0, 1.0], &[1, 3]).unwrap();

@@ -53,7 +53,7 @@ use crate::real::Real;
 use crate::rows::{Rows, Scratch};
 use crate::neighbors::{Algorithm, Index, KdTree, LEAF_SIZE};
 use crate::parallel::Monitor;
-use accumulate::{n_basis, per_query, stack_into, Acc};
+use accumulate::{in_batches, n_basis, per_query, Acc};
 use tiles::{BlockCost, Blocks, Tiles, TILE, WIDE_VALUES};
 pub use kernel_matrix::kernel_matrix;
 pub(crate) use kernel_matrix::fill_kernel_matrix;
@@ -61,7 +61,6 @@ pub use reference::Reference;
 use reference::{Prepared, TreeOrdered, Working};
 pub use types::{Bandwidth, Kernel, LocalSums, Neighborhood, Options, Problem};
 use ndarray::{linalg::general_mat_mul, s, Array2, ArrayView2};
-use rayon::prelude::*;
 
 /// Queries per block: larger for the matrix-product path, where each reference tile is
 /// packed once per block.
@@ -381,18 +380,14 @@ fn brute<F: Real, K: TileKernel>(pb: &Problem<F>, bw: &Bandwidth<F>, opts: &Opti
     let m = pb.queries.nrows();
     let mut out = LocalSums::try_zeros(m, tiles.p, basis)?;
     opts.start_progress(m);
-    let parts: Vec<LocalSums<F>> = (0..blocks.len())
-        .into_par_iter()
-        .map(|b| {
-            opts.monitor.check()?;
-            let part = Acc::finish(run_block::<F, K>(&Ctx { pb, tiles, blocks: &blocks, queries: rows.0, x: rows.1, blocked: rows.2, bw, opts, basis, c }, b), tiles.p, basis);
-            opts.advance(blocks.range(b).len());
-            part
-        })
-        .collect::<Result<_>>()?;
+    in_batches(&mut out, blocks.len(), blocks.order(), |b| {
+        opts.monitor.check()?;
+        let part = Acc::finish(run_block::<F, K>(&Ctx { pb, tiles, blocks: &blocks, queries: rows.0, x: rows.1, blocked: rows.2, bw, opts, basis, c }, b), tiles.p, basis);
+        opts.advance(blocks.range(b).len());
+        part
+    })?;
     // A block cut short by a stop is not a result.
     opts.monitor.check()?;
-    stack_into(&mut out, parts, blocks.order());
     Ok(out)
 }
 

@@ -136,37 +136,48 @@ impl Acc {
     }
 }
 
-/// `f(i)` for every query i in parallel, in chunks that are each gathered into arrays at once:
-/// no per-query accumulator outlives its chunk, so memory stays near the size of the output
-/// (which is allocated first). Stops between queries once `mon` is stopped.
+/// `f(i)` for every query i in parallel, in chunks that are each gathered into arrays at once
+/// (`in_batches`): no per-query accumulator outlives its chunk, and no chunk its batch, so
+/// memory stays near the size of the output (which is allocated first). Stops between queries
+/// once `mon` is stopped.
 pub fn per_query<F: Real>(m: usize, p: usize, basis: Option<usize>, opts: &Options, f: impl Fn(usize) -> Acc + Sync) -> Result<LocalSums<F>> {
     let mut out = LocalSums::try_zeros(m, p, basis)?;
     // Enough chunks to balance the threads when per-query costs differ, at most 256 queries each.
     let chunk = (m / (16 * rayon::current_num_threads())).clamp(1, 256);
     opts.start_progress(m);
-    let parts: Vec<LocalSums<F>> = (0..m)
-        .step_by(chunk)
-        .collect::<Vec<_>>()
-        .into_par_iter()
-        .map(|c0| {
-            let accs: Vec<Acc> = (c0..(c0 + chunk).min(m))
-                .map(|i| {
-                    opts.monitor.check()?;
-                    Ok(f(i))
-                })
-                .collect::<Result<_>>()?;
-            opts.advance(accs.len());
-            Acc::finish(accs, p, basis)
-        })
-        .collect::<Result<_>>()?;
-    stack_into(&mut out, parts, None);
+    in_batches(&mut out, m.div_ceil(chunk), None, |k| {
+        let c0 = k * chunk;
+        let accs: Vec<Acc> = (c0..(c0 + chunk).min(m))
+            .map(|i| {
+                opts.monitor.check()?;
+                Ok(f(i))
+            })
+            .collect::<Result<_>>()?;
+        opts.advance(accs.len());
+        Acc::finish(accs, p, basis)
+    })?;
     Ok(out)
 }
 
-/// Copy sums computed in parts into `out`; row k of the concatenation goes to row `order[k]`
-/// (None: row k).
-pub fn stack_into<F: Real>(out: &mut LocalSums<F>, parts: Vec<LocalSums<F>>, order: Option<&[usize]>) {
-    let mut k = 0;
+/// `part(k)` for k in 0..count in parallel, stacked into `out` in k order (`stack_into` with
+/// `order`) a batch of parts at a time: the parts waiting to be copied never hold more than a
+/// batch of rows, where collecting them all would hold a second copy of the output (240 MB
+/// for 10⁷ queries and one value column in f64). Each part is computed alone, so the batch
+/// size (which follows the thread count) does not change any result.
+pub fn in_batches<F: Real>(out: &mut LocalSums<F>, count: usize, order: Option<&[usize]>, part: impl Fn(usize) -> Result<LocalSums<F>> + Sync) -> Result<()> {
+    let batch = 64 * rayon::current_num_threads();
+    let mut next = 0;
+    for b0 in (0..count).step_by(batch) {
+        let parts: Vec<LocalSums<F>> = (b0..(b0 + batch).min(count)).into_par_iter().map(&part).collect::<Result<_>>()?;
+        next = stack_into(out, parts, order, next);
+    }
+    Ok(())
+}
+
+/// Copy sums computed in parts into `out`: row k of the concatenation, counted from `first`,
+/// goes to row `order[k]` (None: row k). Returns the count after the last row.
+pub fn stack_into<F: Real>(out: &mut LocalSums<F>, parts: Vec<LocalSums<F>>, order: Option<&[usize]>, first: usize) -> usize {
+    let mut k = first;
     for part in parts {
         for r in 0..part.den.len() {
             let i = order.map_or(k, |o| o[k]);
@@ -182,4 +193,5 @@ pub fn stack_into<F: Real>(out: &mut LocalSums<F>, parts: Vec<LocalSums<F>>, ord
             k += 1;
         }
     }
+    k
 }

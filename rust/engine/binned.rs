@@ -62,45 +62,95 @@ impl RegularGrid {
         self.nodes
     }
 
-    /// The 2ᵈ (flat node index, weight) pairs of point `p`; corners along a one-node feature
-    /// are left out (their weight is 0). Points outside the grid are clamped onto its border.
-    #[inline(always)]
-    fn corners<T: Real>(&self, p: ArrayView1<T>, out: &mut [(usize, f64); 1 << MAX_DIM]) -> usize {
-        let d = self.sizes.len();
-        let mut base = 0usize;
-        let mut frac = [0.0f64; MAX_DIM];
-        for k in 0..d {
+    /// The features with more than one node, as fixed-size arrays (a one-node feature adds no
+    /// corner: its upper corner would have weight 0), so that the per-point loops below are
+    /// unrolled for their count `A` with no per-feature branches.
+    fn active<const A: usize>(&self) -> Active<A> {
+        let mut out = Active { col: [0; A], lo: [0.0; A], inv: [0.0; A], top: [0.0; A], stride: [0; A] };
+        let mut a = 0;
+        for k in 0..self.sizes.len() {
             if self.sizes[k] > 1 {
-                // t ≥ 0 after the max (NaN too), so the truncating cast is the floor (and cheaper
-                // than a floor call on CPUs without SSE4.1 rounding); it saturates for huge t.
-                let t = ((p[k].to_f64().unwrap_or(0.0) - self.lo[k]) * self.inv[k]).max(0.0);
-                let i0 = (t as usize).min(self.sizes[k] - 2);
-                frac[k] = (t - i0 as f64).min(1.0);
-                base += i0 * self.strides[k];
+                out.col[a] = k;
+                out.lo[a] = self.lo[k];
+                out.inv[a] = self.inv[k];
+                out.top[a] = (self.sizes[k] - 2) as f64;
+                out.stride[a] = self.strides[k];
+                a += 1;
             }
         }
-        let mut count = 0;
-        'corner: for c in 0..(1usize << d) {
+        debug_assert_eq!(a, A);
+        out
+    }
+
+    fn active_count(&self) -> usize {
+        self.sizes.iter().filter(|&&g| g > 1).count()
+    }
+}
+
+/// Calls `$body` with the const `$a` bound to the grid's number of multi-node features.
+macro_rules! with_active {
+    ($grid:expr, $a:ident, $body:expr) => {
+        match $grid.active_count() {
+            0 => {
+                const $a: usize = 0;
+                $body
+            }
+            1 => {
+                const $a: usize = 1;
+                $body
+            }
+            2 => {
+                const $a: usize = 2;
+                $body
+            }
+            _ => {
+                const $a: usize = 3;
+                $body
+            }
+        }
+    };
+}
+
+/// The multi-node features of a [`RegularGrid`] (see [`RegularGrid::active`]).
+struct Active<const A: usize> {
+    /// Column of the point holding each feature.
+    col: [usize; A],
+    lo: [f64; A],
+    inv: [f64; A],
+    /// Index of the last cell (nodes − 2).
+    top: [f64; A],
+    stride: [usize; A],
+}
+
+impl<const A: usize> Active<A> {
+    /// The 2ᴬ (flat node index, weight) pairs of point `p` (its d coordinates), corners in
+    /// lexicographic order of their bits (the interpolation sums them in that order). Points
+    /// outside the grid are clamped onto its border. Every index is below the node count:
+    /// the cell index is at most nodes − 2 per feature.
+    #[inline(always)]
+    fn corners<T: Real>(&self, p: &[T], out: &mut [(usize, f64); 1 << MAX_DIM]) {
+        let mut base = 0usize;
+        let mut frac = [0.0f64; MAX_DIM];
+        for k in 0..A {
+            let t = ((p[self.col[k]].f64() - self.lo[k]) * self.inv[k]).max(0.0);
+            // SAFETY: `max` returns its non-NaN operand, so t.min(top) lies in [0, top] with
+            // top < 2⁵³: the conversion is exact-floor and in range (no saturation code needed).
+            let i0 = unsafe { t.min(self.top[k]).to_int_unchecked::<i64>() } as usize;
+            frac[k] = (t - i0 as f64).min(1.0);
+            base += i0 * self.stride[k];
+        }
+        for (c, slot) in out.iter_mut().take(1 << A).enumerate() {
             let (mut index, mut weight) = (base, 1.0f64);
-            for k in 0..d {
-                let bit = (c >> (d - 1 - k)) & 1;
-                if self.sizes[k] == 1 {
-                    if bit == 1 {
-                        continue 'corner;
-                    }
-                    continue;
-                }
-                if bit == 1 {
-                    index += self.strides[k];
+            for k in 0..A {
+                if (c >> (A - 1 - k)) & 1 == 1 {
+                    index += self.stride[k];
                     weight *= frac[k];
                 } else {
                     weight *= 1.0 - frac[k];
                 }
             }
-            out[count] = (index, weight);
-            count += 1;
+            *slot = (index, weight);
         }
-        count
     }
 }
 
@@ -141,9 +191,18 @@ pub fn bin_linear<T: Real>(
     for _ in 0..chunks {
         grids.push(memory::try_array("binned grid", (cols, grid.nodes), 0.0f64)?);
     }
-    grids.par_iter_mut().enumerate().try_for_each(|(c, g)| {
-        let (a, b) = ((c * step).min(n), ((c + 1) * step).min(n));
-        bin_range(grid, x, weights, values, a, b, g, mon)
+    // Contiguous rows (a no-op for the C-contiguous arrays the Python layer passes).
+    let (x, w, v) = (x.as_standard_layout(), weights.as_ref().map(|w| w.as_standard_layout()), values.as_ref().map(|v| v.as_standard_layout()));
+    let xs = x.as_slice().expect("standard layout");
+    let ws = w.as_ref().map(|w| w.as_slice().expect("standard layout"));
+    let vs = v.as_ref().map(|v| v.as_slice().expect("standard layout"));
+    with_active!(grid, A, {
+        let axes = grid.active::<A>();
+        grids.par_iter_mut().enumerate().try_for_each(|(c, g)| {
+            let (a, b) = ((c * step).min(n), ((c + 1) * step).min(n));
+            let flat = g.as_slice_mut().expect("a new array is contiguous");
+            bin_range(&axes, d, xs, ws, vs, p, a, b, flat, mon)
+        })
     })?;
     let mut rest = grids.into_iter();
     let mut out = rest.next().expect("at least one chunk");
@@ -161,34 +220,56 @@ pub fn bin_linear<T: Real>(
     Ok(out)
 }
 
-/// Bin points a..b into `out` (columns × nodes), in point order.
+/// Bin points a..b (rows of `xs`, d per point; `vs` p per point) into `flat` (columns × nodes,
+/// row-major), in point order.
 #[allow(clippy::too_many_arguments)]
-fn bin_range<T: Real>(
-    grid: &RegularGrid, x: ArrayView2<T>, weights: Option<ArrayView1<T>>, values: Option<ArrayView2<T>>, a: usize, b: usize,
-    out: &mut Array2<f64>, mon: &Monitor,
+fn bin_range<T: Real, const A: usize>(
+    axes: &Active<A>, d: usize, xs: &[T], ws: Option<&[T]>, vs: Option<&[T]>, p: usize, a: usize, b: usize, flat: &mut [f64],
+    mon: &Monitor,
 ) -> Result<()> {
-    let nodes = grid.nodes;
-    let flat = out.as_slice_mut().expect("a new array is contiguous");
-    let p = values.map_or(0, |v| v.ncols());
+    let nodes = flat.len() / (1 + p);
+    let (counts, rest) = flat.split_at_mut(nodes);
     let mut corners = [(0usize, 0.0f64); 1 << MAX_DIM];
-    for i in a..b {
-        if (i - a) % POLL == 0 {
-            mon.check()?;
-        }
-        let w = weights.map_or(1.0, |w| w[i].to_f64().unwrap_or(0.0));
-        let count = grid.corners(x.row(i), &mut corners);
-        for &(j, l) in &corners[..count] {
-            flat[j] += w * l;
-        }
-        for c in 0..p {
-            let wv = w * values.map_or(0.0, |v| v[[i, c]].to_f64().unwrap_or(0.0));
-            let row = &mut flat[(1 + c) * nodes..(2 + c) * nodes];
-            for &(j, l) in &corners[..count] {
-                row[j] += wv * l;
+    let mut start = a;
+    while start < b {
+        mon.check()?;
+        let stop = (start + POLL).min(b);
+        for (r, point) in xs[start * d..stop * d].chunks_exact(d.max(1)).enumerate() {
+            let i = start + r;
+            axes.corners(point, &mut corners);
+            let corners = &corners[..1 << A];
+            let Some(ws) = ws else {
+                // the unweighted sample count (1·l is l: same bits as the weighted form)
+                for &(j, l) in corners {
+                    counts[j] += l;
+                }
+                if let Some(vs) = vs {
+                    add_values(rest, nodes, corners, 1.0, &vs[i * p..(i + 1) * p]);
+                }
+                continue;
+            };
+            let w = ws[i].f64();
+            for &(j, l) in corners {
+                counts[j] += w * l;
+            }
+            if let Some(vs) = vs {
+                add_values(rest, nodes, corners, w, &vs[i * p..(i + 1) * p]);
             }
         }
+        start = stop;
     }
     Ok(())
+}
+
+/// Adds w·v_c times each corner's weight to value row c (rows of `nodes` in `rows`).
+#[inline(always)]
+fn add_values<T: Real>(rows: &mut [f64], nodes: usize, corners: &[(usize, f64)], w: f64, v: &[T]) {
+    for (row, &vc) in rows.chunks_exact_mut(nodes).zip(v) {
+        let wv = w * vc.f64();
+        for &(j, l) in corners {
+            row[j] += wv * l;
+        }
+    }
 }
 
 /// Multilinear interpolation of the grid rows `sums` (columns × nodes) at the queries: m × columns.
@@ -203,17 +284,26 @@ pub fn interpolate<T: Real>(grid: &RegularGrid, sums: ArrayView2<f64>, queries: 
     let cols = sums.nrows();
     let mut out = memory::try_array("interpolated sums", (m, cols), 0.0f64)?;
     const BLOCK: usize = 4096;
-    out.axis_chunks_iter_mut(Axis(0), BLOCK).into_par_iter().enumerate().try_for_each(|(b, mut chunk)| {
-        mon.check()?;
-        let mut corners = [(0usize, 0.0f64); 1 << MAX_DIM];
-        for (r, mut row) in chunk.axis_iter_mut(Axis(0)).enumerate() {
-            let count = grid.corners(queries.row(b * BLOCK + r), &mut corners);
-            for c in 0..cols {
-                let s = sums.row(c);
-                row[c] = corners[..count].iter().map(|&(j, l)| s[j] * l).sum();
+    let queries = queries.as_standard_layout();
+    let qs = queries.as_slice().expect("standard layout");
+    let sums = sums.as_standard_layout();
+    let flat = sums.as_slice().expect("standard layout");
+    let nodes = grid.nodes;
+    with_active!(grid, A, {
+        let axes = grid.active::<A>();
+        out.axis_chunks_iter_mut(Axis(0), BLOCK).into_par_iter().enumerate().try_for_each(|(b, mut chunk)| {
+            mon.check()?;
+            let mut corners = [(0usize, 0.0f64); 1 << MAX_DIM];
+            let block = &qs[b * BLOCK * d..((b * BLOCK + chunk.nrows()) * d)];
+            for (mut row, point) in chunk.axis_iter_mut(Axis(0)).zip(block.chunks_exact(d.max(1))) {
+                axes.corners(point, &mut corners);
+                for c in 0..cols {
+                    let s = &flat[c * nodes..(c + 1) * nodes];
+                    row[c] = corners[..1 << A].iter().map(|&(j, l)| s[j] * l).sum();
+                }
             }
-        }
-        Ok(())
+            Ok(())
+        })
     })?;
     Ok(out)
 }
@@ -275,6 +365,69 @@ mod tests {
         let (one, two) = (run(1), run(2));
         assert_eq!(one, two);
         assert!((one.sum() - w.sum()).abs() < 1e-9 * w.sum());
+    }
+
+    /// Per point and corner, the definition: the product over features of the hat weights
+    /// (a one-node feature contributes weight 1 at its only node).
+    fn naive_bins(lo: &[f64], delta: &[f64], sizes: &[usize], x: &Array2<f64>, w: &[f64], v: &Array2<f64>) -> Array2<f64> {
+        let d = sizes.len();
+        let nodes: usize = sizes.iter().product();
+        let mut out = Array2::zeros((1 + v.ncols(), nodes));
+        for i in 0..x.nrows() {
+            for c in 0..(1usize << d) {
+                let (mut index, mut weight) = (0usize, 1.0);
+                for k in 0..d {
+                    let bit = (c >> (d - 1 - k)) & 1;
+                    let (j, l) = if sizes[k] == 1 {
+                        (0, if bit == 0 { 1.0 } else { 0.0 })
+                    } else {
+                        let t = ((x[[i, k]] - lo[k]) / delta[k]).clamp(0.0, (sizes[k] - 1) as f64);
+                        let i0 = (t.floor() as usize).min(sizes[k] - 2);
+                        let f = t - i0 as f64;
+                        (i0 + bit, if bit == 1 { f } else { 1.0 - f })
+                    };
+                    index = index * sizes[k] + j;
+                    weight *= l;
+                }
+                out[[0, index]] += w[i] * weight;
+                for col in 0..v.ncols() {
+                    out[[1 + col, index]] += w[i] * v[[i, col]] * weight;
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn binning_matches_the_definition_in_every_layout() {
+        let (lo, delta, sizes) = ([-1.0, 3.0, 0.0], [0.25, 0.0, 0.125], [9usize, 1, 17]);
+        let grid = RegularGrid::new(&lo, &delta, &sizes).unwrap();
+        let n = 1000;
+        // points inside, on nodes, on the border and outside (clamped)
+        let x = Array2::from_shape_fn((n, 3), |(i, k)| match k {
+            0 => -1.3 + 2.6 * ((i * 37) % 101) as f64 / 100.0,
+            1 => 3.0,
+            _ => if i % 7 == 0 { 0.125 * (i % 17) as f64 } else { -0.1 + 2.2 * ((i * 53) % 89) as f64 / 88.0 },
+        });
+        let w: Vec<f64> = (0..n).map(|i| 0.5 + (i % 5) as f64).collect();
+        let v = Array2::from_shape_fn((n, 2), |(i, c)| (i as f64 * 0.37 + c as f64).sin());
+        let want = naive_bins(&lo, &delta, &sizes, &x, &w, &v);
+        let wa = ndarray::Array1::from(w.clone());
+        let got = bin_linear(&grid, x.view(), Some(wa.view()), Some(v.view()), &mon()).unwrap();
+        for (a, b) in got.iter().zip(want.iter()) {
+            assert!((a - b).abs() <= 1e-12 * (1.0 + b.abs()), "{a} vs {b}");
+        }
+        // Fortran-ordered and strided input give the same bits as C-ordered input.
+        let xf = x.t().as_standard_layout().into_owned().reversed_axes();
+        let wide = Array2::from_shape_fn((n, 4), |(i, c)| v[[i, c / 2]]);
+        let vs = wide.slice(ndarray::s![.., ..;2]);
+        assert_eq!(bin_linear(&grid, xf.view(), Some(wa.view()), Some(vs), &mon()).unwrap(), got);
+        // interpolation of a grid at its own nodes gives the node values back
+        let at_nodes = Array2::from_shape_fn((9 * 17, 3), |(r, k)| [lo[0] + 0.25 * (r / 17) as f64, 3.0, 0.125 * (r % 17) as f64][k]);
+        let back = interpolate(&grid, got.view(), at_nodes.view(), &mon()).unwrap();
+        for r in 0..9 * 17 {
+            assert!((back[[r, 1]] - got[[1, r]]).abs() <= 1e-12 * (1.0 + got[[1, r]].abs()));
+        }
     }
 
     #[test]

@@ -461,7 +461,7 @@ impl Expansion {
                     .collect::<Result<Vec<_>>>()
             })
             .collect::<Result<_>>()?;
-        stack_into(&mut out, parts.into_iter().flatten().collect(), Some(&self.queries.order));
+        stack_into(&mut out, parts.into_iter().flatten().collect(), Some(&self.queries.order), 0);
         Ok(out)
     }
 

@@ -53,7 +53,7 @@ use crate::real::Real;
 use crate::rows::{Rows, Scratch};
 use crate::neighbors::{Algorithm, Index, KdTree, LEAF_SIZE};
 use crate::parallel::Monitor;
-use accumulate::{n_basis, per_query, stack_into, Acc};
+use accumulate::{in_batches, n_basis, per_query, Acc};
 use tiles::{BlockCost, Blocks, Tiles, TILE, WIDE_VALUES};
 pub use kernel_matrix::kernel_matrix;
 pub(crate) use kernel_matrix::fill_kernel_matrix;
@@ -61,7 +61,6 @@ pub use reference::Reference;
 use reference::{Prepared, TreeOrdered, Working};
 pub use types::{Bandwidth, Kernel, LocalSums, Neighborhood, Options, Problem};
 use ndarray::{linalg::general_mat_mul, s, Array2, ArrayView2};
-use rayon::prelude::*;
 
 /// Queries per block: larger for the matrix-product path, where each reference tile is
 /// packed once per block.
@@ -381,18 +380,14 @@ fn brute<F: Real, K: TileKernel>(pb: &Problem<F>, bw: &Bandwidth<F>, opts: &Opti
     let m = pb.queries.nrows();
     let mut out = LocalSums::try_zeros(m, tiles.p, basis)?;
     opts.start_progress(m);
-    let parts: Vec<LocalSums<F>> = (0..blocks.len())
-        .into_par_iter()
-        .map(|b| {
-            opts.monitor.check()?;
-            let part = Acc::finish(run_block::<F, K>(&Ctx { pb, tiles, blocks: &blocks, queries: rows.0, x: rows.1, blocked: rows.2, bw, opts, basis, c }, b), tiles.p, basis);
-            opts.advance(blocks.range(b).len());
-            part
-        })
-        .collect::<Result<_>>()?;
+    in_batches(&mut out, blocks.len(), blocks.order(), |b| {
+        opts.monitor.check()?;
+        let part = Acc::finish(run_block::<F, K>(&Ctx { pb, tiles, blocks: &blocks, queries: rows.0, x: rows.1, blocked: rows.2, bw, opts, basis, c }, b), tiles.p, basis);
+        opts.advance(blocks.range(b).len());
+        part
+    })?;
     // A block cut short by a stop is not a result.
     opts.monitor.check()?;
-    stack_into(&mut out, parts, blocks.order());
     Ok(out)
 }
 
@@ -430,10 +425,8 @@ impl<F: Real, K: TileKernel> BlockCost<F> for TilePricing<'_, F, K> {
         };
         let t = self.tiles;
         let n_tiles = t.n.div_ceil(TILE);
-        let pairs: usize = (0..n_tiles)
-            .filter(|&i| !beyond_reach::<F, K>(t.gap2(qbox, i) * t.tile_scale(i, scale), self.c, 0.0))
-            .map(|i| (t.n - i * TILE).min(TILE))
-            .sum();
+        let mut pairs = 0usize;
+        t.visit_near(qbox, |g2, ts| beyond_reach::<F, K>(g2 * ts.unwrap_or(scale), self.c, 0.0), |i| pairs += (t.n - i * TILE).min(TILE));
         rows.len() as f64 * pairs as f64 + BOX_TEST_COST * n_tiles as f64
     }
 }
@@ -512,12 +505,17 @@ fn block<F: Real, K: TileKernel, const FMA: bool>(cx: &Ctx<'_, '_, F>, b: usize)
         })
     };
     let mut visit: Vec<(f64, usize)> = match qbox {
-        // Compact kernels: only the tiles within reach. Exponential ones: all tiles, nearest
-        // first, so the running maximum is set early and far tiles underflow against it.
-        Some(qbox) => (0..n_tiles)
-            .filter(|&t| K::EXP || !out_of_reach(t, &accs))
-            .map(|t| (tiles.gap2(qbox, t).f64(), t))
-            .collect(),
+        // Exponential kernels: all tiles, nearest first, so the running maximum is set early
+        // and far tiles underflow against it.
+        Some(qbox) if K::EXP => (0..n_tiles).map(|t| (tiles.gap2(qbox, t).f64(), t)).collect(),
+        // Compact kernels: only the tiles within reach (`out_of_reach` of each, found through
+        // the groups of tiles: a linear scan would cost blocks × tiles, 10¹⁰ box tests at 10⁷).
+        Some(qbox) => {
+            let mut near = Vec::new();
+            let far = |g2: F, ts: Option<F>| query_scale.iter().zip(&accs).all(|(&s, a)| beyond_reach::<F, K>(g2 * ts.unwrap_or(s), c, a.log_scale));
+            tiles.visit_near(qbox, far, |t| near.push((tiles.gap2(qbox, t).f64(), t)));
+            near
+        }
         None => (0..n_tiles).map(|t| (0.0, t)).collect(),
     };
     if K::EXP && qbox.is_some() {

@@ -567,3 +567,31 @@ fn scattered_queries_are_split_into_blocks_and_stay_exact() {
         }
     }
 }
+
+/// The grouped search of the tiles within a compact kernel's reach finds exactly the tiles a
+/// scan of every tile's box finds, in the same order (tile counts that are not powers of two,
+/// 1 to 3 features, every bandwidth kind, boxes of single queries and of wide blocks).
+#[test]
+fn grouped_tile_search_equals_the_scan() {
+    let mut rng = StdRng::seed_from_u64(17);
+    let mon = Monitor::default();
+    for (n, d) in [(1usize, 2usize), (300, 1), (20_000, 2), (5_555, 3)] {
+        let x = rand_mat(&mut rng, n, d);
+        let q = rand_mat(&mut rng, 64, d);
+        let hr: Vec<f64> = (0..n).map(|_| 0.01 + 0.05 * rng.random::<f64>()).collect();
+        let pb = Problem { queries: q.view(), x: x.view(), values: None, weights: None };
+        for bw in [Bandwidth::Scalar(0.03), Bandwidth::PerReference(hr.clone())] {
+            let tiles = Tiles::new(&pb, &bw, true, true, false, &mon).unwrap();
+            for s in [1.0 / (0.03 * 0.03), 1.0 / (0.2 * 0.2), 1.0] {
+                for rows in [vec![0usize], vec![3, 9], (0..16).collect(), (0..64).collect()] {
+                    let qbox = tiles::box_of_rows(q.view(), &rows);
+                    let far = |g2: f64, ts: Option<f64>| beyond_reach::<f64, Radial<crate::kernel::Epanechnikov>>(g2 * ts.unwrap_or(s), 1.0, 0.0);
+                    let scan: Vec<usize> = (0..n.div_ceil(TILE)).filter(|&t| !far(tiles.gap2(&qbox, t), tiles.inv_h2.as_ref().map(|_| tiles.tile_scale(t, s)))).collect();
+                    let mut grouped = Vec::new();
+                    tiles.visit_near(&qbox, far, |t| grouped.push(t));
+                    assert_eq!(grouped, scan, "n={n} d={d} scale {s} rows {}", rows.len());
+                }
+            }
+        }
+    }
+}

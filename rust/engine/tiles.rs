@@ -46,6 +46,10 @@ pub(super) struct Tiles<F> {
     boxes: Vec<F>,
     /// Per tile: the smallest 1/h² of its references (sample-point bandwidths).
     min_inv_h2: Vec<F>,
+    /// Groups of consecutive tiles (with `order`): level l holds the union boxes (and smallest
+    /// 1/h²) of 2^(l+1) tiles, so that a query block finds the tiles within a compact kernel's
+    /// reach in time logarithmic in the tiles rather than testing every tile's box.
+    groups: Vec<(Vec<F>, Vec<F>)>,
     /// Values in position order, row-major, for the wide-values matrix product (with `order`).
     wide_values: Option<Array2<F>>,
 }
@@ -114,7 +118,8 @@ impl<F: Real> Tiles<F> {
                 wide_values = Some(v.select(ndarray::Axis(0), o));
             }
         }
-        Ok(Tiles { coords, weights, values, inv_h2, centre, centred, norms, h2, has_zero_weight, d, p, n, order, position, boxes, min_inv_h2, wide_values })
+        let groups = if order.is_some() { group_boxes(&boxes, &min_inv_h2, d) } else { Vec::new() };
+        Ok(Tiles { coords, weights, values, inv_h2, centre, centred, norms, h2, has_zero_weight, d, p, n, order, position, boxes, min_inv_h2, groups, wide_values })
     }
 
     /// Position of input row `i`.
@@ -138,15 +143,43 @@ impl<F: Real> Tiles<F> {
     /// Lower bound of the squared distances between a query box and tile `t`, shrunk by a
     /// relative 1e-4 so that rounding in the pair loop can never fall below it.
     pub fn gap2(&self, qbox: &[F], t: usize) -> F {
+        box_gap2(qbox, &self.boxes[2 * self.d * t..2 * self.d * (t + 1)])
+    }
+
+    /// Calls `visit(t)`, in increasing t, for every tile t that `far` does not rule out, where
+    /// `far(g2, scale)` says whether everything at squared gap g2 from the query box `qbox` is
+    /// out of reach, `scale` being the tile's smallest 1/h² (sample-point bandwidths; None:
+    /// the queries' own). Every tile is offered to `far` with its own `gap2` and
+    /// `tile_scale`, exactly as a scan of all tiles would, so `far` must be monotone: true at
+    /// (g2, s) implies true at any larger gap and any larger scale. A group of tiles that `far`
+    /// rules out with its union box (whose gap is at most each member's, exactly, as min and
+    /// max round exactly) and its smallest scale is skipped whole: only tiles the scan would
+    /// also rule out are skipped.
+    pub fn visit_near(&self, qbox: &[F], far: impl Fn(F, Option<F>) -> bool, mut visit: impl FnMut(usize)) {
         let d = self.d;
-        let (tlo, thi) = self.boxes[2 * d * t..2 * d * (t + 1)].split_at(d);
-        let (qlo, qhi) = qbox.split_at(d);
-        let mut s = F::zero();
-        for k in 0..d {
-            let g = (tlo[k] - qhi[k]).max(qlo[k] - thi[k]).max(F::zero());
-            s = s + g * g;
+        let n_tiles = self.n.div_ceil(TILE);
+        if n_tiles == 0 {
+            return;
         }
-        s * F::of(0.9999)
+        let scale = |mins: &[F], i: usize| self.inv_h2.as_ref().map(|_| mins[i]);
+        // Depth-first from the top level, left to right (so tiles come in increasing order).
+        let mut stack = vec![(self.groups.len(), 0usize)];
+        while let Some((level, i)) = stack.pop() {
+            if level == 0 {
+                if !far(self.gap2(qbox, i), scale(&self.min_inv_h2, i)) {
+                    visit(i);
+                }
+                continue;
+            }
+            let (boxes, mins) = &self.groups[level - 1];
+            if far(box_gap2(qbox, &boxes[2 * d * i..2 * d * (i + 1)]), scale(mins, i)) {
+                continue;
+            }
+            let below = if level == 1 { n_tiles } else { self.groups[level - 2].0.len() / (2 * d) };
+            for child in [2 * i + 1, 2 * i].into_iter().filter(|&c| c < below) {
+                stack.push((level - 1, child));
+            }
+        }
     }
 
     /// The largest 1/h² of `tile_scale` over the tiles (sample-point bandwidths).
@@ -161,6 +194,49 @@ impl<F: Real> Tiles<F> {
             None => query_scale,
         }
     }
+}
+
+/// Lower bound of the squared distances between a query box and box `b` (lower corner then
+/// upper corner), shrunk by a relative 1e-4 so that rounding in the pair loop can never fall
+/// below it.
+fn box_gap2<F: Real>(qbox: &[F], b: &[F]) -> F {
+    let d = qbox.len() / 2;
+    let (tlo, thi) = b.split_at(d);
+    let (qlo, qhi) = qbox.split_at(d);
+    let mut s = F::zero();
+    for k in 0..d {
+        let g = (tlo[k] - qhi[k]).max(qlo[k] - thi[k]).max(F::zero());
+        s = s + g * g;
+    }
+    s * F::of(0.9999)
+}
+
+/// The levels of `Tiles::groups` above the tile boxes (2d numbers each) and their smallest
+/// 1/h² (`mins`, empty without sample-point bandwidths), up to a single group.
+fn group_boxes<F: Real>(boxes: &[F], mins: &[F], d: usize) -> Vec<(Vec<F>, Vec<F>)> {
+    let merge = |below: &[F], below_mins: &[F]| -> (Vec<F>, Vec<F>) {
+        let merged = below
+            .chunks(4 * d)
+            .flat_map(|pair| {
+                let (a, b) = pair.split_at(2 * d);
+                (0..2 * d).map(move |k| match (b.is_empty(), k < d) {
+                    (true, _) => a[k],
+                    (false, true) => a[k].min(b[k]),
+                    (false, false) => a[k].max(b[k]),
+                })
+            })
+            .collect();
+        (merged, below_mins.chunks(2).map(|c| c.iter().fold(F::infinity(), |a, &b| a.min(b))).collect())
+    };
+    let mut levels: Vec<(Vec<F>, Vec<F>)> = Vec::new();
+    while levels.last().map_or(boxes.len(), |l| l.0.len()) > 2 * d {
+        let next = match levels.last() {
+            Some((b, m)) => merge(b, m),
+            None => merge(boxes, mins),
+        };
+        levels.push(next);
+    }
+    levels
 }
 
 /// Queries in blocks; in low dimensions in a spatial order, each block with its box.

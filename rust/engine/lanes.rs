@@ -9,7 +9,7 @@ use crate::real::{madd, Real};
 pub const LANES: usize = 16;
 
 #[inline(always)]
-fn combine<F: Real>(acc: [F; LANES], tail: F) -> F {
+pub(super) fn combine<F: Real>(acc: [F; LANES], tail: F) -> F {
     let mut a = acc;
     let mut w = LANES / 2;
     while w > 0 {

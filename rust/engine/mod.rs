@@ -690,8 +690,19 @@ fn block<F: Real, K: TileKernel, const FMA: bool>(cx: &Ctx<'_, '_, F>, b: usize)
                 }
             }
             if let Some(nbasis) = basis {
-                fill_basis(&mut phi, coords, blocked.row(b0 + i), len, opts.degree.unwrap_or(0));
-                acc.add_tile_moments::<F, FMA>(&phi, kw, vals, nbasis, len, TILE, &mut wa);
+                let q = blocked.row(b0 + i);
+                let v = (p == 1).then(|| &vals[..len]);
+                // Degree 0 and 1 with at most one value column in one pass (`add_tile_moments_in_lanes`).
+                match (opts.degree.unwrap_or(0), d, p <= 1) {
+                    (0, _, true) => acc.add_tile_moments_in_lanes::<F, 0, 1, FMA>(q, coords, TILE, kw, v),
+                    (1, 1, true) => acc.add_tile_moments_in_lanes::<F, 1, 2, FMA>(q, coords, TILE, kw, v),
+                    (1, 2, true) => acc.add_tile_moments_in_lanes::<F, 2, 3, FMA>(q, coords, TILE, kw, v),
+                    (1, 3, true) => acc.add_tile_moments_in_lanes::<F, 3, 4, FMA>(q, coords, TILE, kw, v),
+                    _ => {
+                        fill_basis(&mut phi, coords, q, len, opts.degree.unwrap_or(0));
+                        acc.add_tile_moments::<F, FMA>(&phi, kw, vals, nbasis, len, TILE, &mut wa);
+                    }
+                }
             }
         }
         if let (true, Some(v)) = (wide, tiles.value_rows(pb, t0, len)) {

@@ -649,3 +649,35 @@ fn negligible_tiles_are_skipped_within_the_bound() {
         }
     }
 }
+
+/// Design moments formed in the lanes (degree 0 and 1, at most one value column) against the
+/// stored basis and dot products (taken with a second value column): the same bits.
+#[test]
+fn design_moments_in_lanes_give_the_bits_of_the_stored_basis() {
+    fn check<F: Real>(rng: &mut StdRng) {
+        for &d in &[1usize, 2, 3] {
+            let n = 1300;
+            let x = rand_mat(rng, n, d).mapv(F::of);
+            let v2 = rand_mat(rng, n, 2).mapv(F::of);
+            let v1 = v2.slice(ndarray::s![.., ..1]).to_owned();
+            let w: Vec<F> = (0..n).map(|i| if i % 29 == 0 { F::zero() } else { F::of(0.5 + rng.random::<f64>()) }).collect();
+            for degree in [0usize, 1] {
+                for (h, exclude_self) in [(0.4, false), (0.05, true)] {
+                    let run = |v: &Array2<F>| {
+                        let pb = Problem { queries: x.view(), x: x.view(), values: Some(v.view()), weights: Some(ndarray::ArrayView1::from(&w)) };
+                        let opts = Options { exclude_self, degree: Some(degree), neighborhood: Neighborhood::Brute, ..Options::default() };
+                        local_sums(&pb, &Kernel::Radial(Profile::Gaussian), &Bandwidth::Scalar(F::of(h)), &opts).unwrap()
+                    };
+                    let (one, two) = (run(&v1), run(&v2));
+                    let what = format!("{} d={d} degree={degree} h={h}", std::any::type_name::<F>());
+                    assert_eq!(one.moments, two.moments, "{what}");
+                    assert_eq!(one.cross.unwrap(), two.cross.unwrap().slice(ndarray::s![.., .., ..1]), "{what}");
+                    assert_eq!(one.den, two.den, "{what}");
+                }
+            }
+        }
+    }
+    let mut rng = StdRng::seed_from_u64(29);
+    check::<f32>(&mut rng);
+    check::<f64>(&mut rng);
+}

@@ -2,12 +2,18 @@
 
     python benches/bench_engine.py          # n = m = 20,000 (d=2), 10,000 (d=64); Fashion-MNIST n = 20,000, m = 2,000 (d=784)
     python benches/bench_engine.py --full   # n = m = 100,000 (d=2), 20,000 (d=64); Fashion-MNIST n = 60,000, m = 5,000
+    python benches/bench_engine.py --pair-loop   # only the pair loop's rates against the exp ceiling
+
+The pair loop first: Gaussian pairs per core-second (CPU time, one thread, best of 5, n = m =
+10,000 uniform on [0, 1]², leave-one-out, algorithm="brute") in f32 and f64, against the
+exponentials per core-second of the engine's own vectorised exp (`_core.exp_throughput`).
 
 Fashion-MNIST: the full training images when LOCALIZATION_DATA points at them, else the shipped 2,000.
 """
 
 import argparse
 import os
+import time
 
 import numpy as np
 from _common import best_time, fashion_mnist, report
@@ -27,13 +33,54 @@ def numpy_local_mean(Q, X, V, h, chunk=2048):
     return out
 
 
+def cpu_time(fn, repeat=5):
+    """Best CPU time of `repeat` runs after a warm-up (on a shared machine CPU time is less
+    disturbed than wall time; the callers run on one thread)."""
+    fn()
+    best = float("inf")
+    for _ in range(repeat):
+        t = time.process_time()
+        fn()
+        best = min(best, time.process_time() - t)
+    return best
+
+
+def pair_loop(n=10_000):
+    """Gaussian pairs per core-second of the direct pair loop against the exp ceiling."""
+    rng = np.random.default_rng(0)
+    X = rng.random((n, 2))
+    V = rng.random((n, 1))
+    print(f"pair loop, d=2, n=m={n}, leave-one-out, one thread (CPU time; load {os.getloadavg()[0]:.1f}):")
+    small = {}
+    for dtype in (np.float32, np.float64):
+        name = np.dtype(dtype).name
+        x, v = X.astype(dtype), V.astype(dtype)
+        ceiling = max(_core.exp_throughput(name, 1 << 24) for _ in range(3))
+        pairs = n * (n - 1)
+        for h, degree in ((0.5, None), (0.5, 1), (0.04, None), (0.01, None)):
+            def run():
+                return _core.local_sums(x, x, v, kernel="gaussian", bandwidth=h, algorithm="brute", exclude_self=True, degree=degree, n_jobs=1)
+            t = cpu_time(run)
+            rate = pairs / t
+            if h == 0.01:
+                small[name] = t
+            what = f"h={h}" + (" degree=1 (design moments)" if degree else "")
+            print(f"  {name} {what:32s} {t:7.3f} CPU s  {rate / 1e9:5.2f}e9 pairs/core-s  "
+                  f"({rate / ceiling:4.2f} of the exp ceiling {ceiling / 1e9:.2f}e9/core-s)")
+    print(f"  h=0.01 (tiles skipped): float64 / float32 time {small['float64'] / small['float32']:.2f}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--full", action="store_true")
+    ap.add_argument("--pair-loop", action="store_true", help="only the pair loop's rates")
     args = ap.parse_args()
     rng = np.random.default_rng(0)
     threads = _core.effective_n_jobs(None)
     print(f"threads: {threads}, OPENBLAS/OMP threads: {os.environ.get('OMP_NUM_THREADS', 'default')}")
+    pair_loop()
+    if args.pair_loop:
+        return
 
     n = 100_000 if args.full else 20_000
     X = rng.random((n, 2), dtype=np.float32)

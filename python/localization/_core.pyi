@@ -9,7 +9,7 @@ from typing_extensions import Self
 # Every name the extension module registers (stubtest checks this list against it).
 __all__ = [
     "local_sums", "ready_local_mean", "ready_kernel_sum", "local_polynomial", "equivalent_kernel", "kernel_matrix", "profile_values",
-    "log_integral", "profile_info", "effective_n_jobs", "masked_knn", "Reference", "NeighborIndex", "bin_linear",
+    "log_integral", "profile_info", "effective_n_jobs", "exp_throughput", "masked_knn", "Reference", "NeighborIndex", "bin_linear",
     "interpolate_grid", "mean_shift_seeds", "mean_shift_grid", "mean_shift_diffuse", "merge_modes",
     "grid_cells", "grid_merge", "grid_centroids", "grid_keys", "MeanShiftWindow", "MeanShiftSeeds",
     "medoid_shift_dense", "medoid_shift_knn", "quickshift_links", "quickshift_density",
@@ -93,6 +93,8 @@ def interpolate_grid(
 def log_integral(kernel: str, d: int) -> float: ...
 def profile_info(kernel: str) -> tuple[str, Optional[float]]: ...
 def effective_n_jobs(n_jobs: Optional[int] = None) -> int: ...
+def exp_throughput(dtype: str = "float64", count: int = 67108864) -> float:
+    """Exponentials per second on one core through the engine's vectorised exp (the pair loop's ceiling)."""
 def masked_knn(
     queries: _Array, x: _Array, k: int, exclude: Optional[NDArray[np.int64]] = None, n_jobs: Optional[int] = None,
     progress: _Progress = None,

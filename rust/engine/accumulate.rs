@@ -3,7 +3,7 @@
 use super::lanes;
 use super::types::{LocalSums, Options};
 use crate::error::Result;
-use crate::real::Real;
+use crate::real::{madd, Real};
 use ndarray::Axis;
 use rayon::prelude::*;
 
@@ -104,6 +104,67 @@ impl Acc {
             }
             for c in 0..p {
                 self.cross[a * p + c] += lanes::dot::<F, FMA>(wa, &vals[c * stride..c * stride + len]).f64();
+            }
+        }
+    }
+
+    /// `add_tile_moments` for a basis of degree 0 (`NB` = 1) or 1 (`NB` = 1 + `D`) and at most
+    /// one value column, with φ(x − q) formed in the lanes from the feature-major coordinates
+    /// (`coords`, row stride `stride`) instead of stored: the same differences, products and
+    /// multiply-adds in the same lane order as `fill_basis` followed by `add_tile_moments` (so
+    /// the same bits), in one pass over the tile instead of 2·NB + NB(NB + 1)/2 + NB·p.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    pub fn add_tile_moments_in_lanes<F: Real, const D: usize, const NB: usize, const FMA: bool>(
+        &mut self, q: &[F], coords: &[F], stride: usize, kw: &[F], v: Option<&[F]>,
+    ) {
+        const LANES: usize = lanes::LANES;
+        let len = kw.len();
+        let q: [F; D] = std::array::from_fn(|k| q[k]);
+        let xs: [&[F]; D] = std::array::from_fn(|k| &coords[k * stride..k * stride + len]);
+        let v = v.map(|v| &v[..len]);
+        // One accumulator per (a ≤ b) moment and per cross moment, lanes as in `lanes::dot`.
+        let mut mom = [[[F::zero(); LANES]; NB]; NB];
+        let mut cross = [[F::zero(); LANES]; NB];
+        let (mut mom_tail, mut cross_tail) = ([[F::zero(); NB]; NB], [F::zero(); NB]);
+        let basis = |j: usize| -> [F; NB] { std::array::from_fn(|a| if a == 0 { F::one() } else { xs[a - 1][j] - q[a - 1] }) };
+        let split = len - len % LANES;
+        for j0 in (0..split).step_by(LANES) {
+            // Fixed-length chunks keep bounds checks out of the lanes.
+            let xc: [&[F; LANES]; D] = std::array::from_fn(|k| xs[k][j0..j0 + LANES].try_into().unwrap());
+            let kc: &[F; LANES] = kw[j0..j0 + LANES].try_into().unwrap();
+            let vc: Option<&[F; LANES]> = v.map(|v| v[j0..j0 + LANES].try_into().unwrap());
+            for l in 0..LANES {
+                let phi: [F; NB] = std::array::from_fn(|a| if a == 0 { F::one() } else { xc[a - 1][l] - q[a - 1] });
+                for a in 0..NB {
+                    let wa = if a == 0 { kc[l] } else { kc[l] * phi[a] };
+                    for b in a..NB {
+                        mom[a][b][l] = madd::<F, FMA>(wa, phi[b], mom[a][b][l]);
+                    }
+                    if let Some(vc) = vc {
+                        cross[a][l] = madd::<F, FMA>(wa, vc[l], cross[a][l]);
+                    }
+                }
+            }
+        }
+        for j in split..len {
+            let phi = basis(j);
+            for a in 0..NB {
+                let wa = if a == 0 { kw[j] } else { kw[j] * phi[a] };
+                for b in a..NB {
+                    mom_tail[a][b] = madd::<F, FMA>(wa, phi[b], mom_tail[a][b]);
+                }
+                if let Some(v) = v {
+                    cross_tail[a] = madd::<F, FMA>(wa, v[j], cross_tail[a]);
+                }
+            }
+        }
+        for a in 0..NB {
+            for b in a..NB {
+                self.mom[a * NB + b] += lanes::combine(mom[a][b], mom_tail[a][b]).f64();
+            }
+            if v.is_some() {
+                self.cross[a] += lanes::combine(cross[a], cross_tail[a]).f64();
             }
         }
     }

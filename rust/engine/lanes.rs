@@ -9,7 +9,7 @@ use crate::real::{madd, Real};
 pub const LANES: usize = 16;
 
 #[inline(always)]
-fn combine<F: Real>(acc: [F; LANES], tail: F) -> F {
+pub(super) fn combine<F: Real>(acc: [F; LANES], tail: F) -> F {
     let mut a = acc;
     let mut w = LANES / 2;
     while w > 0 {
@@ -117,6 +117,75 @@ pub fn weigh<F: Real, const EXP: bool, const FMA: bool>(kw: &mut [F], w: &[F], v
         }
     }
     (combine(a0, t0), combine(a1, t1))
+}
+
+/// The direct path's steps for one query against one tile of `D`-dimensional references in
+/// one pass: squared distances (feature-major `coords`, row stride `stride`) times `scale`,
+/// their log-kernel values `log_k`, then `weigh::<EXP>` against `shift`. The operations and
+/// their order are those of the separate passes (distance tile, kernel, `weigh`), so the bits
+/// are the same, without the three round trips through memory between them. Returns
+/// (Σ k·w, Σ k·w·v, max_j log k_j); `kw` receives the weights k·w.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+pub fn weigh_direct<F: Real, const D: usize, const FMA: bool>(
+    q: &[F], coords: &[F], stride: usize, scale: F, log_k: impl Fn(F) -> F, w: &[F], v: Option<&[F]>, shift: F, kw: &mut [F],
+) -> (F, F, F) {
+    let n = kw.len();
+    let w = &w[..n];
+    let q: [F; D] = std::array::from_fn(|k| q[k]);
+    let xs: [&[F]; D] = std::array::from_fn(|k| &coords[k * stride..k * stride + n]);
+    let dist2 = |x: [F; D]| {
+        let mut s = F::zero();
+        for k in 0..D {
+            let t = q[k] - x[k];
+            s = s + t * t;
+        }
+        s
+    };
+    let (mut a0, mut a1, mut am) = ([F::zero(); LANES], [F::zero(); LANES], [F::neg_infinity(); LANES]);
+    let (mut t0, mut t1, mut tm) = (F::zero(), F::zero(), F::neg_infinity());
+    let split = n - n % LANES;
+    // One copy of the lane loop per case, so that the one without values carries no test.
+    // Fixed-length chunks keep bounds checks out of the lanes.
+    macro_rules! pass {
+        ($v:expr) => {{
+            for j0 in (0..split).step_by(LANES) {
+                let xc: [&[F; LANES]; D] = std::array::from_fn(|k| xs[k][j0..j0 + LANES].try_into().unwrap());
+                let wc: &[F; LANES] = w[j0..j0 + LANES].try_into().unwrap();
+                let vc: Option<&[F; LANES]> = $v.map(|v: &[F]| v[j0..j0 + LANES].try_into().unwrap());
+                let kc: &mut [F; LANES] = (&mut kw[j0..j0 + LANES]).try_into().unwrap();
+                for l in 0..LANES {
+                    let lk = log_k(dist2(std::array::from_fn(|k| xc[k][l])) * scale);
+                    am[l] = if lk > am[l] { lk } else { am[l] };
+                    let k = (lk - shift).exp_with::<FMA>() * wc[l];
+                    kc[l] = k;
+                    a0[l] = a0[l] + k;
+                    if let Some(vc) = vc {
+                        a1[l] = a1[l] + k * vc[l];
+                    }
+                }
+            }
+            for j in split..n {
+                let lk = log_k(dist2(std::array::from_fn(|k| xs[k][j])) * scale);
+                tm = if lk > tm { lk } else { tm };
+                let k = (lk - shift).exp_with::<FMA>() * w[j];
+                kw[j] = k;
+                t0 = t0 + k;
+                if let Some(v) = $v {
+                    t1 = t1 + k * v[j];
+                }
+            }
+        }};
+    }
+    match v {
+        Some(v) => {
+            let v = &v[..n];
+            pass!(Some(v))
+        }
+        None => pass!(None::<&[F]>),
+    }
+    let lmax = am.iter().fold(tm, |a, &b| if b > a { b } else { a });
+    (combine(a0, t0), combine(a1, t1), lmax)
 }
 
 /// Σ x, with the lane order of the other reductions.

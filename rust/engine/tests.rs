@@ -595,3 +595,120 @@ fn grouped_tile_search_equals_the_scan() {
         }
     }
 }
+
+
+/// The one-pass direct tile (`fused_tile`, taken with one bandwidth for all samples) against
+/// the separate passes it replaces (taken with the same bandwidth given per sample): the same
+/// bits, in f32 and f64, in 1 to 3 features, with and without values, leave-one-out, design
+/// moments and many value columns, across running maxima raised by later tiles (a far cluster
+/// of queries visits its near tiles last, scattered queries raise theirs often).
+#[test]
+fn one_pass_direct_tiles_give_the_bits_of_the_separate_passes() {
+    fn check<F: Real>(rng: &mut StdRng) {
+        for &d in &[1usize, 2, 3] {
+            let n = 1500;
+            let mut x = rand_mat(rng, n, d);
+            for i in 0..60 {
+                x.row_mut(i).fill(4.0 + 0.01 * i as f64);
+            }
+            let x = x.mapv(F::of);
+            for (p, degree, h) in [(0usize, None, 0.3), (1, None, 0.05), (2, Some(1), 0.2), (11, None, 0.1), (1, Some(2), 0.02)] {
+                let v = rand_mat(rng, n, p.max(1)).mapv(F::of);
+                let w: Vec<F> = (0..n).map(|_| F::of(0.5 + rng.random::<f64>())).collect();
+                for profile in [Profile::Gaussian, Profile::Exponential] {
+                    for exclude_self in [false, true] {
+                        let pb = Problem {
+                            queries: x.view(),
+                            x: x.view(),
+                            values: (p > 0).then(|| v.view()),
+                            weights: Some(ndarray::ArrayView1::from(&w)),
+                        };
+                        let opts = Options { exclude_self, degree, neighborhood: Neighborhood::Brute, ..Options::default() };
+                        let kernel = Kernel::Radial(profile);
+                        let one = local_sums(&pb, &kernel, &Bandwidth::Scalar(F::of(h)), &opts).unwrap();
+                        let each = local_sums(&pb, &kernel, &Bandwidth::PerReference(vec![F::of(h); n]), &opts).unwrap();
+                        let what = format!("{} d={d} p={p} {degree:?} h={h} {profile:?} loo={exclude_self}", std::any::type_name::<F>());
+                        assert_eq!(one.den, each.den, "{what}");
+                        assert_eq!(one.num, each.num, "{what}");
+                        assert_eq!(one.log_scale, each.log_scale, "{what}");
+                        assert_eq!(one.moments, each.moments, "{what}");
+                        assert_eq!(one.cross, each.cross, "{what}");
+                    }
+                }
+            }
+        }
+    }
+    let mut rng = StdRng::seed_from_u64(17);
+    check::<f32>(&mut rng);
+    check::<f64>(&mut rng);
+}
+
+/// The tiles skipped because their terms are negligible against a query's sums so far (far
+/// below the underflow in f64) leave the sums within 2⁻⁶¹ of Σ k·w (times the largest |v|),
+/// also when the far samples carry most of the weight and values a million times larger.
+#[test]
+fn negligible_tiles_are_skipped_within_the_bound() {
+    let mut rng = StdRng::seed_from_u64(23);
+    for &d in &[1usize, 2, 3] {
+        let n = 3000;
+        let mut x = rand_mat(&mut rng, n, d);
+        let mut v = rand_mat(&mut rng, n, 1);
+        let mut w: Vec<f64> = (0..n).map(|_| 0.5 + rng.random::<f64>()).collect();
+        // A heavy cluster at 7 to 13 bandwidths from the nearest others: its log-kernel there
+        // runs from -25 to -90, and its total weight 1e9 makes terms far below the running
+        // maximum count (a bound without it drops them).
+        for i in 0..1000 {
+            x[(i, 0)] = 1.0 + 0.21 + 0.18 * rng.random::<f64>();
+            for k in 1..d {
+                x[(i, k)] = 0.1 * rng.random::<f64>();
+            }
+            w[i] = 1e6;
+            v[(i, 0)] = 1e6;
+        }
+        let h = 0.03;
+        let kf = |_: usize, _: usize, d2: f64| (-0.5 * d2 / (h * h)).exp();
+        let (wn, wd) = naive(&x, &x, &v, &w, &kf, true);
+        let (an, _) = naive(&x, &x, &v.mapv(f64::abs), &w, &kf, true);
+        let pb = Problem { queries: x.view(), x: x.view(), values: Some(v.view()), weights: Some(ndarray::ArrayView1::from(&w)) };
+        let opts = Options { exclude_self: true, neighborhood: Neighborhood::Brute, ..Options::default() };
+        let s = local_sums(&pb, &Kernel::Radial(Profile::Gaussian), &Bandwidth::Scalar(h), &opts).unwrap();
+        let (gn, gd) = true_sums(&s);
+        for i in 0..n {
+            let skipped = 2f64.powi(-61) * wd[i];
+            assert!((gd[i] - wd[i]).abs() <= skipped + 1e-14 * wd[i], "d={d} den[{i}]: {} vs {}", gd[i], wd[i]);
+            assert!((gn[(i, 0)] - wn[(i, 0)]).abs() <= skipped * 1e6 + 1e-14 * an[(i, 0)], "d={d} num[{i}]: {} vs {}", gn[(i, 0)], wn[(i, 0)]);
+        }
+    }
+}
+
+/// Design moments formed in the lanes (degree 0 and 1, at most one value column) against the
+/// stored basis and dot products (taken with a second value column): the same bits.
+#[test]
+fn design_moments_in_lanes_give_the_bits_of_the_stored_basis() {
+    fn check<F: Real>(rng: &mut StdRng) {
+        for &d in &[1usize, 2, 3] {
+            let n = 1300;
+            let x = rand_mat(rng, n, d).mapv(F::of);
+            let v2 = rand_mat(rng, n, 2).mapv(F::of);
+            let v1 = v2.slice(ndarray::s![.., ..1]).to_owned();
+            let w: Vec<F> = (0..n).map(|i| if i % 29 == 0 { F::zero() } else { F::of(0.5 + rng.random::<f64>()) }).collect();
+            for degree in [0usize, 1] {
+                for (h, exclude_self) in [(0.4, false), (0.05, true)] {
+                    let run = |v: &Array2<F>| {
+                        let pb = Problem { queries: x.view(), x: x.view(), values: Some(v.view()), weights: Some(ndarray::ArrayView1::from(&w)) };
+                        let opts = Options { exclude_self, degree: Some(degree), neighborhood: Neighborhood::Brute, ..Options::default() };
+                        local_sums(&pb, &Kernel::Radial(Profile::Gaussian), &Bandwidth::Scalar(F::of(h)), &opts).unwrap()
+                    };
+                    let (one, two) = (run(&v1), run(&v2));
+                    let what = format!("{} d={d} degree={degree} h={h}", std::any::type_name::<F>());
+                    assert_eq!(one.moments, two.moments, "{what}");
+                    assert_eq!(one.cross.unwrap(), two.cross.unwrap().slice(ndarray::s![.., .., ..1]), "{what}");
+                    assert_eq!(one.den, two.den, "{what}");
+                }
+            }
+        }
+    }
+    let mut rng = StdRng::seed_from_u64(29);
+    check::<f32>(&mut rng);
+    check::<f64>(&mut rng);
+}

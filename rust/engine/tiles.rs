@@ -35,6 +35,8 @@ pub(super) struct Tiles<F> {
     /// h² per reference (sample-point bandwidths on the matrix-product path).
     pub h2: Option<Vec<F>>,
     pub has_zero_weight: bool,
+    /// Σ w over all references.
+    pub total_weight: f64,
     pub d: usize,
     pub p: usize,
     pub n: usize,
@@ -95,6 +97,7 @@ impl<F: Real> Tiles<F> {
             _ => None,
         };
         let has_zero_weight = weights.iter().any(|w| *w == F::zero());
+        let total_weight = weights.iter().map(|w| w.f64()).sum();
         let mut boxes = Vec::new();
         let mut position = Vec::new();
         let mut wide_values = None;
@@ -119,7 +122,7 @@ impl<F: Real> Tiles<F> {
             }
         }
         let groups = if order.is_some() { group_boxes(&boxes, &min_inv_h2, d) } else { Vec::new() };
-        Ok(Tiles { coords, weights, values, inv_h2, centre, centred, norms, h2, has_zero_weight, d, p, n, order, position, boxes, min_inv_h2, groups, wide_values })
+        Ok(Tiles { coords, weights, values, inv_h2, centre, centred, norms, h2, has_zero_weight, total_weight, d, p, n, order, position, boxes, min_inv_h2, groups, wide_values })
     }
 
     /// Position of input row `i`.

@@ -440,6 +440,18 @@ fn effective_n_jobs(n_jobs: Option<NJobs>) -> PyResult<usize> {
     runtime::threads(n_jobs)
 }
 
+/// Exponentials per second on one core through the engine's vectorised exp (`count` of them;
+/// "float32" or "float64"): the ceiling of the exponential kernels' pair loop, for benchmarks.
+#[pyfunction]
+#[pyo3(signature = (dtype="float64", count=1 << 26))]
+fn exp_throughput(py: Python<'_>, dtype: &str, count: usize) -> PyResult<f64> {
+    match dtype {
+        "float32" => Ok(py.detach(|| crate::engine::exp_throughput::<f32>(count))),
+        "float64" => Ok(py.detach(|| crate::engine::exp_throughput::<f64>(count))),
+        _ => Err(LocalizationError::param("dtype", format!("must be 'float32' or 'float64', got {dtype:?}")).into()),
+    }
+}
+
 // Bindings of the method families: one file each, declared here (after the helpers and the
 // `with_float!` macro above, which they use) and registered in `_core` below.
 
@@ -465,6 +477,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(log_integral, m)?)?;
     m.add_function(wrap_pyfunction!(profile_info, m)?)?;
     m.add_function(wrap_pyfunction!(effective_n_jobs, m)?)?;
+    m.add_function(wrap_pyfunction!(exp_throughput, m)?)?;
     m.add_function(wrap_pyfunction!(masked_knn, m)?)?;
     m.add_class::<NeighborIndex>()?;
     m.add_class::<reference::PyReference>()?;

@@ -575,3 +575,28 @@ def test_out_of_memory_is_a_memory_error_not_an_abort():
     assert "radius neighbors" in results["radius_neighbors"] and "of 30000 queries" in results["radius_neighbors"]
     assert "8000 × 8000 float64" in results["medoidshift_precomputed"]
     assert "trajectories`: 50000 × " in results["meanshift_trajectories"]
+
+
+PEAK_OF_ONE_CALL = """
+import resource, sys, numpy as np
+import localization as L
+rng = np.random.default_rng(0)
+X, y, Q = rng.random((300_000, 2)), rng.random(300_000), rng.random((300_000, 2))
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+out = L.local_mean(Q, X, y, kernel="epanechnikov", bandwidth=0.05, algorithm=sys.argv[1], n_jobs=1)
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before, float(np.nansum(out)).hex())
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="ru_maxrss in KiB is Linux's")
+def test_auto_does_not_keep_its_probe_tree_through_the_brute_force():
+    # `auto` builds a kd-tree to probe the density; when it then takes the tiled brute force,
+    # that tree (~27 bytes per 2-D float64 sample) must be gone before the tiles are laid out.
+    peaks = {}
+    for algorithm in ("brute", "auto"):
+        code, out, err = python(PEAK_OF_ONE_CALL, algorithm, timeout=300)
+        assert code == 0, err[-2000:]
+        kib, total = out.split()
+        peaks[algorithm] = (int(kib), total)
+    assert peaks["auto"][1] == peaks["brute"][1], "auto did not take the brute force here"
+    assert peaks["auto"][0] <= peaks["brute"][0] + 2048, peaks

@@ -158,8 +158,8 @@ def test_one_step_is_the_engines_local_mean(kernel):
     X, _ = blobs(300, seed=9)
     seeds = X[::5] + 0.1
     out = _core.mean_shift_seeds(X, np.ascontiguousarray(seeds), None, kernel, 1.3, max_iter=0)
-    np.testing.assert_allclose(out[0], local_mean(seeds, X, X, kernel=kernel, bandwidth=1.3), rtol=0, atol=1e-10)
-    assert np.all(out[2] == 0)
+    np.testing.assert_allclose(out.modes, local_mean(seeds, X, X, kernel=kernel, bandwidth=1.3), rtol=0, atol=1e-10)
+    assert np.all(out.n_iter == 0)
 
 
 def test_sample_weight_equals_repeating_points():

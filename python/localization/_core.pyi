@@ -9,9 +9,9 @@ from typing_extensions import Self
 # Every name the extension module registers (stubtest checks this list against it).
 __all__ = [
     "local_sums", "ready_local_mean", "ready_kernel_sum", "local_polynomial", "equivalent_kernel", "kernel_matrix", "profile_values",
-    "log_integral", "profile_info", "effective_n_jobs", "exp_throughput", "masked_knn", "Reference", "NeighborIndex", "bin_linear",
+    "log_integral", "profile_info", "effective_n_jobs", "exp_throughput", "masked_knn", "Sums", "Reference", "NeighborIndex", "bin_linear",
     "interpolate_grid", "mean_shift_seeds", "mean_shift_grid", "mean_shift_diffuse", "merge_modes",
-    "grid_cells", "grid_merge", "grid_centroids", "grid_keys", "MeanShiftWindow", "MeanShiftSeeds",
+    "grid_cells", "grid_merge", "grid_centroids", "grid_keys", "MeanShiftWindow", "MeanShiftSeeds", "Shifted", "Diffused",
     "medoid_shift_dense", "medoid_shift_knn", "quickshift_links", "quickshift_density",
     "resolve_forest", "bilateral_filter", "nl_means", "lle_weights", "trimap_triplets",
     "triplet_loss_grad", "triplet_optimize", "softmax_sampled_loss_grad", "softmax_fit_sampled",
@@ -24,7 +24,7 @@ LEAF_SIZE: int  # kd-tree leaf size of the core's own trees
 GEMM_MIN_DIM: int  # from this many features, distance tiles come from a matrix product
 GRID_MAX_FEATURES: int  # most features MeanShift's algorithm="grid" takes
 
-# --- engine, kernels, neighbours: rust/python/mod.rs -----------------------------------
+# --- engine, kernels, neighbours: rust/python/engine.rs, neighbors.rs, reference.rs, ready.rs --
 
 _Array = NDArray[np.floating]
 _Progress = Optional[Callable[[int, int], object]]
@@ -46,9 +46,29 @@ def local_sums(
     algorithm: str = "auto",
     n_jobs: Optional[int] = None,
     progress: _Progress = None,
-) -> tuple[_Array, _Array, _Array, Optional[_Array], Optional[_Array]]:
-    """(num m×p, den m, log_scale m, moments m×D×D | None, cross m×D×p | None); true sums are × exp(log_scale).
-    ``progress(done, total)`` receives the queries done."""
+) -> Sums:
+    """The kernel-weighted sums at the queries; ``progress(done, total)`` receives the queries done."""
+
+@final
+class Sums:
+    """Kernel-weighted sums at m queries, each stored divided by exp(log_scale): the true Σ K w is
+    ``den · exp(log_scale)``."""
+
+    @property
+    def num(self) -> _Array:
+        """Σ K w v per query (m × p), divided by exp(log_scale)."""
+    @property
+    def den(self) -> _Array:
+        """Σ K w per query (m), divided by exp(log_scale); 0 where no sample is reached."""
+    @property
+    def log_scale(self) -> _Array:
+        """The per-query scale (m)."""
+    @property
+    def moments(self) -> Optional[_Array]:
+        """The local polynomial design moments (m × D × D), when asked with ``degree``."""
+    @property
+    def cross(self) -> Optional[_Array]:
+        """The cross moments (m × D × p), with ``moments``."""
 
 def ready_local_mean(
     queries: object, x: object, values: object = None, weights: object = None, kernel: str = "gaussian",
@@ -144,11 +164,8 @@ def mean_shift_seeds(
     trajectories: bool = False,
     n_jobs: Optional[int] = None,
     progress: _Progress = None,
-) -> tuple[
-    NDArray[np.floating], NDArray[np.float64], NDArray[np.int64], NDArray[np.bool_], NDArray[np.bool_],
-    Optional[list[NDArray[np.floating]]],
-]:
-    """(modes, support, n_iter, converged, valid, trajectories|None) of each seed."""
+) -> Shifted:
+    """Shift each seed to its mode with exact kernel sums."""
 
 def mean_shift_grid(
     x: NDArray[np.floating],
@@ -162,11 +179,38 @@ def mean_shift_grid(
     trajectories: bool = False,
     n_jobs: Optional[int] = None,
     progress: _Progress = None,
-) -> tuple[
-    NDArray[np.floating], NDArray[np.float64], NDArray[np.int64], NDArray[np.bool_], NDArray[np.bool_],
-    Optional[list[NDArray[np.floating]]], Optional[NDArray[np.int64]], Optional[NDArray[np.floating]],
-]:
-    """As mean_shift_seeds on the grid's weighted cell centroids, plus (point → cell, cell seeds) when seeds is None."""
+) -> Shifted:
+    """As mean_shift_seeds on the grid's weighted cell centroids; given no seeds, the cells' centroids are the seeds
+    (with each point's seed)."""
+
+@final
+class Shifted:
+    """Where each seed's climb ended."""
+
+    @property
+    def modes(self) -> NDArray[np.floating]:
+        """The end point of each seed (n_seeds × d)."""
+    @property
+    def support(self) -> NDArray[np.float64]:
+        """The total weight Σ K w in each end point's window (float64)."""
+    @property
+    def n_iter(self) -> NDArray[np.int64]:
+        """The iterations each seed took (int64)."""
+    @property
+    def converged(self) -> NDArray[np.bool_]:
+        """Whether each seed stopped by the tolerance rather than `max_iter`."""
+    @property
+    def valid(self) -> NDArray[np.bool_]:
+        """Whether each seed's window ever held data (a seed in an empty window stays and is invalid)."""
+    @property
+    def trajectories(self) -> Optional[list[NDArray[np.floating]]]:
+        """Each seed's path (iterations + 1 positions), when asked with `trajectories=True`."""
+    @property
+    def point_seed(self) -> Optional[NDArray[np.int64]]:
+        """The seed of each data point (int64), for a grid run given no seeds."""
+    @property
+    def seeds(self) -> Optional[NDArray[np.floating]]:
+        """The seeds a grid run given none made: the occupied cells' weighted centroids."""
 
 _Cells = tuple[
     NDArray[np.uint64], NDArray[np.float64], NDArray[np.float64], Optional[NDArray[np.float64]], Optional[NDArray[np.float64]]
@@ -212,8 +256,8 @@ class MeanShiftWindow:
     ) -> Self: ...
     def sums(
         self, positions: NDArray[np.floating], n_jobs: Optional[int] = None
-    ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
-        """(Σ K w x, Σ K w, log_scale) of the windows at the positions, stored divided by exp(log_scale)."""
+    ) -> Sums:
+        """The sums (num = Σ K w x, den = Σ K w, log_scale), float64, of the windows at the positions."""
 
 @final
 class MeanShiftSeeds:
@@ -233,12 +277,8 @@ class MeanShiftSeeds:
     ) -> Self: ...
     def positions(self) -> NDArray[np.floating]: ...
     def advance(self, num: NDArray[np.float64], den: NDArray[np.float64], log_scale: NDArray[np.float64]) -> None: ...
-    def result(
-        self,
-    ) -> tuple[
-        NDArray[np.floating], NDArray[np.float64], NDArray[np.int64], NDArray[np.bool_], NDArray[np.bool_],
-        Optional[list[NDArray[np.floating]]],
-    ]: ...
+    def result(self) -> Shifted:
+        """End the run: where each seed ended."""
 
 def mean_shift_diffuse(
     x: NDArray[np.floating],
@@ -252,8 +292,28 @@ def mean_shift_diffuse(
     history: bool = False,
     n_jobs: Optional[int] = None,
     progress: _Progress = None,
-) -> tuple[NDArray[np.floating], NDArray[np.float64], int, bool, Optional[list[NDArray[np.floating]]]]:
-    """Blurring mean shift (blurring=True) or fixed-kernel diffusion: (positions, support, n_iter, converged, history|None)."""
+) -> Diffused:
+    """Blurring mean shift (blurring=True) or fixed-kernel diffusion (blurring=False)."""
+
+@final
+class Diffused:
+    """Where a blurring or fixed-kernel run moved the data set."""
+
+    @property
+    def positions(self) -> NDArray[np.floating]:
+        """The final position of every data point (n × d)."""
+    @property
+    def support(self) -> NDArray[np.float64]:
+        """The total weight Σ K w in each final position's window (float64)."""
+    @property
+    def n_iter(self) -> int:
+        """The iterations the run took (all points move together)."""
+    @property
+    def converged(self) -> bool:
+        """Whether the run stopped by the tolerance rather than `max_iter`."""
+    @property
+    def history(self) -> Optional[list[NDArray[np.floating]]]:
+        """The positions after each iteration, when asked with `history=True`."""
 
 def merge_modes(
     centres: NDArray[np.floating], support: NDArray[np.float64], valid: NDArray[np.bool_], radius: float

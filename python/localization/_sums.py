@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .engine import ratio
 from ._validation import LocalizationError, LocalizationTypeError
 
 if TYPE_CHECKING:
@@ -100,8 +99,8 @@ class LocalSums:
 
     @classmethod
     def from_engine(cls, sums):
-        """From the engine's ``(num, den, log_scale[, moments, cross])`` tuple."""
-        return cls(*sums)
+        """From the native core's sums (``num``, ``den``, ``log_scale``, ``moments``, ``cross``)."""
+        return cls(sums.num, sums.den, sums.log_scale, sums.moments, sums.cross)
 
     @classmethod
     def compute(cls, X_query, X, values=None, *, kernel="gaussian", bandwidth=1.0, n_neighbors=None, sample_weight=None,
@@ -122,7 +121,7 @@ class LocalSums:
         V = None if values is None else check_values(values, X.shape[0], X.dtype)[0]
         w = check_sample_weight(sample_weight, X.shape[0], X.dtype, require_positive=False)
         bk = bind(kernel, bandwidth, X, n_neighbors, w)
-        return cls.from_engine(bk.sums(Q, V, w, degree=degree, exclude_self=exclude_self, algorithm=algorithm, n_jobs=n_jobs))
+        return bk.sums(Q, V, w, degree=degree, exclude_self=exclude_self, algorithm=algorithm, n_jobs=n_jobs)
 
     @classmethod
     def zeros(cls, m, p=0, dtype=np.float64, basis=None):
@@ -183,6 +182,8 @@ class LocalSums:
 
     def mean(self, warn: bool = True) -> FloatArray:
         """The local means num / den, shape (m, p); NaN (with a warning) where den is 0."""
+        from .engine import ratio  # (engine builds LocalSums: imported when first needed)
+
         return ratio(self.num, self.den, warn=warn)
 
     def total(self, values: bool = False) -> FloatArray:

@@ -136,8 +136,9 @@ class LocalModeClassifier(ClassifierMixin, LocalEstimator):
     def _loo_proba(self, kernel):
         """Leave-one-out class shares (all outputs side by side); NaN where no sample is near."""
         bk = bind_kernel(kernel, self.X_fit_, self.sample_weight_, False, type(self).__name__)
-        num, den, *_ = bk.sums(self.X_fit_, self.onehot_, self.sample_weight_, exclude_self=True,
-                               algorithm=self.algorithm, n_jobs=self.n_jobs)
+        sums = bk.sums(self.X_fit_, self.onehot_, self.sample_weight_, exclude_self=True,
+                       algorithm=self.algorithm, n_jobs=self.n_jobs)
+        num, den = sums.num, sums.den
         with np.errstate(invalid="ignore", divide="ignore"):
             proba = num.astype(np.float64) / den.astype(np.float64)[:, None]
         proba[~(den > 0)] = np.nan
@@ -164,7 +165,8 @@ class LocalModeClassifier(ClassifierMixin, LocalEstimator):
         rows sum to one. ``X=None``: leave-one-out at the training points (each point's own
         label left out), as scikit-learn's ``predict_proba(None)``."""
         check_is_fitted(self)
-        num, den, *_ = self._sums(X, self.onehot_)
+        sums = self._sums(X, self.onehot_)
+        num, den = sums.num, sums.den
         proba = np.empty(num.shape, dtype=np.float64)
         ok = den > 0
         proba[ok] = num[ok] / den[ok, None]

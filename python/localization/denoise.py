@@ -427,7 +427,8 @@ def _fixed_point(Xf, Yf, Xq, start, hx, hy, kernel, max_iter, tol, blurring, n_j
         else:
             bk, values = fixed, Yf
         q = np.ascontiguousarray(np.hstack([Xqs[idx], cur[idx] * inv_hy]), dtype=dt)
-        num, den, *_ = bk.sums(q, values, None, n_jobs=n_jobs, prepared=not blurring)
+        sums = bk.sums(q, values, None, n_jobs=n_jobs, prepared=not blurring)
+        num, den = sums.num, sums.den
         new = ratio(num, den, warn=False)
         empty = ~(den > 0)
         new[empty] = cur[idx][empty]  # no sample in reach: keep the current value
@@ -574,7 +575,8 @@ class SelfLocalMean(MultiOutputMixin, RegressorMixin, BaseEstimator):
         hx, hy, max_iter, tol = self._params(X.shape[1], self.y_fit_.shape[1])
         dt = X.dtype
         bx = bind(self.kernel, 1.0, np.ascontiguousarray(self.X_fit_ / hx.astype(dt)))
-        num, den, *_ = bx.sums(np.ascontiguousarray(X / hx.astype(dt)), self.y_fit_, n_jobs=self.n_jobs)
+        sums = bx.sums(np.ascontiguousarray(X / hx.astype(dt)), self.y_fit_, n_jobs=self.n_jobs)
+        num, den = sums.num, sums.den
         start = ratio(num, den, what="position-only local mean")
         # References stay the training sample: a mean shift in y at every query position.
         out, _, _ = _fixed_point(self.X_fit_, self.y_fit_, X, start, hx, hy, self.kernel, max_iter, tol, False, self.n_jobs)

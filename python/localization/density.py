@@ -162,7 +162,7 @@ class KernelDensity(LocalEstimator):
         if bk.sample_h is not None:
             weights, log_unit = bk.kept("sample_point_weights", lambda: _sample_point_weights(bk.sample_h, w, d, Q.dtype))
         log_total = np.log(len(self.X_fit_)) if w is None else _log_sum(w)
-        den = None
+        log_sum = None  # log Σ K w
         if bk.sample_h is None and _binned.select(bk, Q, algorithm=self.algorithm, grid_size=self.grid_size,
                                                   atol=self.atol, rtol=self.rtol):
             b = bk.binned(Q, None, weights, exclude_self=exclude_self, grid_size=self.grid_size, n_jobs=self.n_jobs,
@@ -171,10 +171,12 @@ class KernelDensity(LocalEstimator):
             # the tolerance is on the density: p̂ = Σ K w · exp(−log Σw − log ∫k − log ∏h)
             unit = np.exp(-log_total - log_norm - bk.log_bandwidth_volume)
             if self.algorithm == "binned" or _binned.tolerance_met(b.den * unit, bound * unit, self.atol, self.rtol):
-                den, log_scale, log_err = b.den, 0.0, _binned.log_bound(b.den, bound)
-        if den is None:
-            _, den, log_scale, _, _ = bk.sums(Q, None, weights, exclude_self=exclude_self, algorithm=self.algorithm,
-                                              n_jobs=self.n_jobs, prepared=True, progress=progress)
+                with np.errstate(divide="ignore"):
+                    log_sum = np.log(b.den.astype(np.float64))
+                log_err = _binned.log_bound(b.den, bound)
+        if log_sum is None:
+            log_sum = bk.sums(Q, None, weights, exclude_self=exclude_self, algorithm=self.algorithm,
+                              n_jobs=self.n_jobs, prepared=True, progress=progress).log_total()
             log_err = np.zeros(len(Q))
         with np.errstate(divide="ignore", invalid="ignore"):
             if exclude_self:
@@ -182,7 +184,7 @@ class KernelDensity(LocalEstimator):
                 # with wᵢ/T taken in the log domain (T may overflow).
                 own = np.ones(len(Q)) if w is None else w.astype(np.float64)
                 log_total = log_total + np.log1p(-np.exp(np.log(own) - log_total))
-            out = log_density(np.log(den.astype(np.float64)) + log_scale + log_unit, log_total, log_norm,
+            out = log_density(log_sum + log_unit, log_total, log_norm,
                               bk.log_bandwidth_volume)
         if isinstance(bk.kernel.bandwidth, Balloon):
             out -= d * np.log(bk.query_bandwidth(bk._scale(Q)).astype(np.float64))
@@ -283,8 +285,9 @@ class KernelDensity(LocalEstimator):
         kw = dict(bandwidth=bk.h, weights=self.sample_weight_, algorithm=self.algorithm, n_jobs=self.n_jobs)
         from . import _binned, _core
 
-        num, sden, sls, _, _ = _core.local_sums(Qs, bk.Xs, bk.Xs, kernel=shadow, **kw)
-        _, den, ls, _, _ = _core.local_sums(Qs, bk.Xs, None, kernel=name, **kw)
+        shadowed, plain = _core.local_sums(Qs, bk.Xs, bk.Xs, kernel=shadow, **kw), _core.local_sums(Qs, bk.Xs, None, kernel=name, **kw)
+        num, sden, sls = shadowed.num, shadowed.den, shadowed.log_scale
+        den, ls = plain.den, plain.log_scale
         num = num.astype(np.float64) - Qs.astype(np.float64) * sden.astype(np.float64)[:, None]
         with np.errstate(invalid="ignore", divide="ignore"):
             # Divided by h twice: h² alone overflows or underflows for extreme scales.

@@ -864,7 +864,8 @@ class _KernelAffinity:
         """(K(Q, X)·diag(weights)·V, K(Q, X)·weights) for rows Q."""
         bk = self.bk
         w = None if weights is None else np.ascontiguousarray(weights, dtype=bk.X.dtype)
-        return self._true(*bk.sums(Q, np.ascontiguousarray(V, dtype=bk.X.dtype), w, n_jobs=self.n_jobs)[:3])
+        s = bk.sums(Q, np.ascontiguousarray(V, dtype=bk.X.dtype), w, n_jobs=self.n_jobs)
+        return self._true(s.num, s.den, s.log_scale)
 
     def matmat(self, V, weights=None):
         """K·diag(weights)·V."""
@@ -881,8 +882,8 @@ class _KernelAffinity:
         if self.row_h is not None:
             kw["sample_bandwidth"] = self.row_h
         w = None if weights is None else np.ascontiguousarray(weights, dtype=bk.X.dtype)
-        num, den, ls, _, _ = _core.local_sums(bk.Xs, bk.Xs, np.ascontiguousarray(V, dtype=bk.X.dtype), w, n_jobs=self.n_jobs, **kw)
-        return self._true(num, den, ls)[0]
+        s = _core.local_sums(bk.Xs, bk.Xs, np.ascontiguousarray(V, dtype=bk.X.dtype), w, n_jobs=self.n_jobs, **kw)
+        return self._true(s.num, s.den, s.log_scale)[0]
 
     def row_sums(self):
         return self.query(self.bk.X, np.zeros((self.n, 1)))[1]
@@ -1018,7 +1019,8 @@ def _softmax_exact(Z1, Z2, target, H, w, n_jobs, keys=True):
     under the dot-product kernel (no n×n matrix): the normaliser and Q·Z₂ are a local mean of
     the keys at each query; Qᵀ·(w∘Z₁) is a local sum at each key over the queries, each
     query's dot product shifted by its own log-normaliser (an extra coordinate)."""
-    num, den, ls, _, _ = _core.local_sums(Z1, Z2, Z2, kernel="dot", temperature=1.0, n_jobs=n_jobs)
+    s = _core.local_sums(Z1, Z2, Z2, kernel="dot", temperature=1.0, n_jobs=n_jobs)
+    num, den, ls = s.num, s.den, s.log_scale
     lse = np.log(den) + ls
     PZ2 = target.dot(Z2)
     loss = float(np.sum(w * (H - np.einsum("ij,ij->i", Z1, PZ2) + lse)))
@@ -1027,8 +1029,8 @@ def _softmax_exact(Z1, Z2, target, H, w, n_jobs, keys=True):
         return loss, g1, None
     Qk = np.ascontiguousarray(np.c_[Z2, np.ones(len(Z2))])
     Rq = np.ascontiguousarray(np.c_[Z1, -lse])
-    num2, _, ls2, _, _ = _core.local_sums(Qk, Rq, Z1, w, kernel="dot", temperature=1.0, n_jobs=n_jobs)
-    g2 = num2 * np.exp(ls2)[:, None] - target.tdot(w[:, None] * Z1)
+    s = _core.local_sums(Qk, Rq, Z1, w, kernel="dot", temperature=1.0, n_jobs=n_jobs)
+    g2 = s.num * np.exp(s.log_scale)[:, None] - target.tdot(w[:, None] * Z1)
     return loss, g1, g2
 
 
@@ -1295,9 +1297,9 @@ class AsymmetricMDS(TransformerMixin, BaseEstimator):
 
         def fun(theta):
             Z = theta.reshape(m, q)
-            num, den, ls, _, _ = _core.local_sums(Z, Z2, Z2, kernel="dot", temperature=1.0, n_jobs=self.n_jobs)
-            loss = float(np.sum(np.log(den) + ls - np.einsum("ij,ij->i", Z, PZ2)))
-            return loss, (num / den[:, None] - PZ2).ravel()
+            s = _core.local_sums(Z, Z2, Z2, kernel="dot", temperature=1.0, n_jobs=self.n_jobs)
+            loss = float(np.sum(np.log(s.den) + s.log_scale - np.einsum("ij,ij->i", Z, PZ2)))
+            return loss, (s.num / s.den[:, None] - PZ2).ravel()
 
         # Convex and small: solved to rounding.
         theta, _, _ = _lbfgs(fun, np.zeros(m * q), max(self.max_iter, 1000), 1e-15, False, "")

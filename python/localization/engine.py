@@ -19,6 +19,7 @@ from scipy.spatial.distance import cdist
 
 from . import _binned, _core
 from ._progress import Progress
+from ._sums import LocalSums
 from ._validation import (
     LocalizationError,
     LocalizationTypeError,
@@ -204,7 +205,7 @@ class BoundKernel:
 
     def sums(self, Q, values=None, sample_weight=None, *, degree=None, exclude_self=False, algorithm="auto", n_jobs=None,
              grid_size=None, progress=None, prepared=False):
-        """Native local sums for validated queries: (num, den, log_scale, moments, cross).
+        """Native local sums for validated queries, as :class:`~localization.LocalSums`.
 
         ``progress(done, total)`` is called with the queries done (the binned path: its steps).
         ``prepared=True``: through the kept reference of (values, sample_weight) if
@@ -214,24 +215,24 @@ class BoundKernel:
         if algorithm == "binned":
             b = self.binned(Q, values, sample_weight, degree=degree, exclude_self=exclude_self, grid_size=grid_size,
                             n_jobs=n_jobs, local_bound=False, progress=progress)
-            num = None if b.num is None else b.num.astype(Q.dtype)
-            return num, b.den.astype(Q.dtype), np.zeros(len(Q), dtype=Q.dtype), None, None
+            num = np.zeros((len(Q), 0), dtype=Q.dtype) if b.num is None else b.num.astype(Q.dtype)
+            return LocalSums(num, b.den.astype(Q.dtype), np.zeros(len(Q), dtype=Q.dtype))
         if self.callable or self.name == "identity":
             if degree is not None:
                 raise LocalizationError("local polynomial moments need a built-in radial or knn kernel", "kernel")
             sums = _callable_sums if self.callable else _identity_sums
-            return sums(self, Qs, values, sample_weight, exclude_self) + (None, None)
+            return LocalSums(*sums(self, Qs, values, sample_weight, exclude_self))
         kw = self.core_args(Qs)
         ref = self.reference(values, sample_weight) if prepared else None
         if ref is not None:
-            return _core.local_sums(Qs, ref, degree=degree, exclude_self=exclude_self, algorithm=algorithm, n_jobs=n_jobs,
-                                    progress=progress, **kw)
+            return LocalSums.from_engine(_core.local_sums(Qs, ref, degree=degree, exclude_self=exclude_self, algorithm=algorithm,
+                                                          n_jobs=n_jobs, progress=progress, **kw))
         if self.sample_h is not None:
             kw["sample_bandwidth"] = self.sample_h
-        return _core.local_sums(
+        return LocalSums.from_engine(_core.local_sums(
             Qs, self.Xs, values, sample_weight, degree=degree, exclude_self=exclude_self,
             algorithm=algorithm, n_jobs=n_jobs, progress=progress, **kw,
-        )
+        ))
 
     def binned(self, Q, values=None, sample_weight=None, *, degree=None, exclude_self=False, grid_size=None, n_jobs=None,
                local_bound=True, progress=None):
@@ -340,7 +341,7 @@ class BoundCombination:
             raise LocalizationError("local polynomial moments need a single kernel, not a KernelCombination", "kernel")
         # (A progress bar follows each term's pass in turn.)
         parts = [t.sums(Q, values, sample_weight, exclude_self=exclude_self, algorithm=algorithm, n_jobs=n_jobs,
-                        progress=progress, prepared=prepared)[:3]
+                        progress=progress, prepared=prepared)
                  for t in self.terms]
         dt = Q.dtype
         m = len(Q)
@@ -350,8 +351,8 @@ class BoundCombination:
             # Σ c_l K̃_l: each term contributes c_l·(its local mean) and c_l to the weight.
             log_scale = np.zeros(m)
             defined = np.ones(m, dtype=bool)
-            for c, (n_l, d_l, _) in zip(self.coefficients, parts):
-                d_l = d_l.astype(np.float64)
+            for c, part in zip(self.coefficients, parts):
+                n_l, d_l = part.num, part.den.astype(np.float64)
                 defined &= d_l > 0
                 with np.errstate(invalid="ignore", divide="ignore"):
                     num += c * n_l.astype(np.float64) / d_l[:, None]
@@ -360,14 +361,15 @@ class BoundCombination:
             num[~defined] = 0.0
             den[~defined] = 0.0
         else:
-            log_scale = np.max([ls.astype(np.float64) for _, _, ls in parts], axis=0)
-            for c, (n_l, d_l, ls) in zip(self.coefficients, parts):
-                f = c * np.exp(ls.astype(np.float64) - log_scale)
+            log_scale = np.max([part.log_scale.astype(np.float64) for part in parts], axis=0)
+            for c, part in zip(self.coefficients, parts):
+                n_l, d_l = part.num, part.den
+                f = c * np.exp(part.log_scale.astype(np.float64) - log_scale)
                 num += f[:, None] * n_l.astype(np.float64)
                 den += f * d_l.astype(np.float64)
                 den_abs += np.abs(f) * d_l.astype(np.float64)
         den[np.abs(den) <= SIGNED_ZERO * np.finfo(dt).eps * den_abs] = 0.0
-        return num.astype(dt), den.astype(dt), log_scale.astype(dt), None, None
+        return LocalSums(num.astype(dt), den.astype(dt), log_scale.astype(dt))
 
     def matrix(self, Q, n_jobs=None):
         out = np.zeros((len(Q), self.n))
@@ -533,15 +535,14 @@ def local_mean(
                                             exclude_self=exclude_self, n_jobs=n_jobs, local_bound=return_error_bound,
                                             progress=bar.callback)
         if binned is None:
-            num, den, log_scale, _, _ = bk.sums(Q, V, w, exclude_self=exclude_self, algorithm=algorithm, n_jobs=n_jobs,
-                                                progress=bar.callback)
+            sums = bk.sums(Q, V, w, exclude_self=exclude_self, algorithm=algorithm, n_jobs=n_jobs, progress=bar.callback)
     if binned is not None:
         mean, weight, bound = binned
     else:
-        mean = ratio(num, den)
+        mean = sums.mean()
         # (Only what is returned is computed: this path is the whole cost of small calls.)
-        bound = np.zeros(num.shape) if return_error_bound else None
-        weight = den * np.exp(log_scale.astype(np.float64)) if return_weight else None
+        bound = np.zeros(sums.num.shape) if return_error_bound else None
+        weight = sums.total() if return_weight else None
     if one_d:
         mean = mean[:, 0]
         bound = None if bound is None else bound[:, 0]
@@ -641,18 +642,10 @@ def kernel_sum(
                 total, bound = total[:, 0], bound[:, 0]
             return (total, bound) if return_error_bound else total
     with Progress(progress, "kernel_sum", unit="query") as bar:
-        num, den, log_scale, _, _ = bk.sums(Q, V, w, exclude_self=exclude_self, algorithm=algorithm, n_jobs=n_jobs,
-                                            progress=bar.callback)
-    total = den if V is None else num
-    total = total.astype(np.float64)
-    if log:
-        with np.errstate(divide="ignore"):
-            out = np.log(total) + log_scale
-    elif V is None:
-        out = total * np.exp(log_scale.astype(np.float64))
-    else:
-        out = total * np.exp(log_scale.astype(np.float64))[:, None]
-        out = out[:, 0] if one_d else out
+        sums = bk.sums(Q, V, w, exclude_self=exclude_self, algorithm=algorithm, n_jobs=n_jobs, progress=bar.callback)
+    out = sums.log_total() if log else sums.total(values=V is not None)
+    if V is not None and one_d:
+        out = out[:, 0]
     return (out, np.zeros(out.shape)) if return_error_bound else out
 
 

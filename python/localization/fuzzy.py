@@ -154,14 +154,16 @@ class FuzzyInferenceRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         self.bandwidth_ = self._resolve_bandwidth(P.astype(np.float64), name)
         kern = Kernel(name, self.bandwidth_)
         if self.consequents == "local_mean":
-            num, den, *_ = BoundKernel(kern, X, w).sums(P, Y, w, n_jobs=self.n_jobs)
+            sums = BoundKernel(kern, X, w).sums(P, Y, w, n_jobs=self.n_jobs)
+            num, den = sums.num, sums.den
             C = ratio(num, den, warn=False)
             if np.any(~(den > 0)):
                 raise LocalizationError("a rule prototype has no training sample within the kernel's support; increase `bandwidth`", "bandwidth")
         else:
             # Normalised memberships μ̃(xᵢ) as a local mean of the identity over the prototypes:
             # stable for tiny h (no underflowing raw memberships).
-            num, den, *_ = BoundKernel(kern, P).sums(X, np.eye(len(P), dtype=X.dtype), n_jobs=self.n_jobs)
+            sums = BoundKernel(kern, P).sums(X, np.eye(len(P), dtype=X.dtype), n_jobs=self.n_jobs)
+            num, den = sums.num, sums.den
             if np.any(~(den > 0)):
                 raise LocalizationError("a training sample lies outside every rule's support; increase `bandwidth`", "bandwidth")
             Phi = num.astype(np.float64) / den.astype(np.float64)[:, None]
@@ -185,7 +187,8 @@ class FuzzyInferenceRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
     def memberships(self, X: ArrayLike) -> FloatArray:
         """Normalised memberships μ̃_j(x) = μ_j(x) / Σ_k μ_k(x), shape (n, ``n_rules_``) (NaN rows where none fires)."""
         Q = self._query(X)
-        num, den, *_ = self._bound().sums(Q, np.eye(self.n_rules_, dtype=Q.dtype), n_jobs=self.n_jobs)
+        sums = self._bound().sums(Q, np.eye(self.n_rules_, dtype=Q.dtype), n_jobs=self.n_jobs)
+        num, den = sums.num, sums.den
         return ratio(num, den, what="membership")
 
     def _bound(self):
@@ -200,7 +203,8 @@ class FuzzyInferenceRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         """Σ_j μ_j(x) c_j / Σ_j μ_j(x) (NaN with a warning where no rule fires)."""
         Q = self._query(X)
         C = self.consequents_.reshape(self.n_rules_, -1)
-        num, den, *_ = self._bound().sums(Q, np.ascontiguousarray(C), n_jobs=self.n_jobs)
+        sums = self._bound().sums(Q, np.ascontiguousarray(C), n_jobs=self.n_jobs)
+        num, den = sums.num, sums.den
         out = ratio(num, den, what="fuzzy inference")
         return out[:, 0] if self._y_1d else out
 

@@ -62,7 +62,8 @@ class _LocalMeanPrior(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     def _denoise(self, Q, sigma):
         """m_σ(Q): one engine call (stabilised, so tiny σ gives the nearest training point)."""
         bk = BoundKernel(Kernel("gaussian", sigma), self._support, self._support_w)
-        num, den, *_ = bk.sums(Q, self._support, self._support_w, n_jobs=self.n_jobs)
+        sums = bk.sums(Q, self._support, self._support_w, n_jobs=self.n_jobs)
+        num, den = sums.num, sums.den
         return ratio(num, den, what="denoised value")
 
     def __sklearn_tags__(self):

@@ -239,7 +239,8 @@ class ModernHopfield(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     def step(self, X: ArrayLike) -> FloatArray:
         """One update Xᵀ softmax(β X x) for each row of X."""
         Q = self._query(X)
-        num, den, *_ = self._bound().sums(Q, self.patterns_, n_jobs=self.n_jobs)
+        sums = self._bound().sums(Q, self.patterns_, n_jobs=self.n_jobs)
+        num, den = sums.num, sums.den
         return ratio(num, den, what="retrieved pattern")
 
     def recall(self, X: ArrayLike, return_n_iter: bool = False) -> FloatArray | tuple[FloatArray, int]:
@@ -254,7 +255,8 @@ class ModernHopfield(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         bk = self._bound()
         n_iter = 0
         for it in range(int(self.max_iter)):
-            num, den, *_ = bk.sums(S, self.patterns_, n_jobs=self.n_jobs)
+            sums = bk.sums(S, self.patterns_, n_jobs=self.n_jobs)
+            num, den = sums.num, sums.den
             new = ratio(num, den, what="retrieved pattern").astype(S.dtype, copy=False)
             n_iter = it + 1
             done = np.max(np.abs(new - S)) < self.tol
@@ -274,8 +276,7 @@ class ModernHopfield(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         """
         Q = self._query(X)
         beta = self._beta()
-        _, den, log_scale, *_ = self._bound().sums(Q, None, n_jobs=self.n_jobs)
-        lse = np.log(den.astype(np.float64)) + log_scale.astype(np.float64)
+        lse = self._bound().sums(Q, None, n_jobs=self.n_jobs).log_total()
         P = self.patterns_.astype(np.float64)
         M2 = np.max(np.sum(P**2, axis=1))
         Qd = Q.astype(np.float64)

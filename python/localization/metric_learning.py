@@ -35,9 +35,9 @@ _ISOLATED = 600.0
 
 def _gaussian_sums(Z, values, weights=None, algorithm="auto", n_jobs=None):
     """Hollow sums Σ_{j≠i} exp(−‖zᵢ − zⱼ‖²/2) w_j v_j at every training point, as (num, den, log_scale)."""
-    num, den, log_scale, _, _ = _core.local_sums(Z, Z, values, weights, kernel="gaussian", bandwidth=1.0,
-                                                 exclude_self=True, algorithm=algorithm, n_jobs=n_jobs)
-    return num, den, log_scale
+    s = _core.local_sums(Z, Z, values, weights, kernel="gaussian", bandwidth=1.0, exclude_self=True, algorithm=algorithm,
+                         n_jobs=n_jobs)
+    return s.num, s.den, s.log_scale
 
 
 def mlkr_loss(A, X, Y, *, gradient=True, algorithm="auto", n_jobs=None):

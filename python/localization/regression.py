@@ -178,8 +178,9 @@ class LocalMeanRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator):
     def _loo_predictions(self, kernel):
         """Exact leave-one-out local means under ``kernel`` (NaN where a sample has no neighbour)."""
         bk = bind_kernel(kernel, self.X_fit_, self.sample_weight_, self._signed_kernels, type(self).__name__)
-        num, den, *_ = bk.sums(self.X_fit_, self.y_fit_, self.sample_weight_, exclude_self=True,
-                               algorithm=self.algorithm, n_jobs=self.n_jobs)
+        sums = bk.sums(self.X_fit_, self.y_fit_, self.sample_weight_, exclude_self=True,
+                       algorithm=self.algorithm, n_jobs=self.n_jobs)
+        num, den = sums.num, sums.den
         return ratio(num.astype(np.float64), den.astype(np.float64), warn=False)
 
     def _loo_objective(self, kernel):
@@ -214,7 +215,8 @@ class LocalMeanRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator):
             if binned is not None:
                 pred, _, bound = binned
                 return (_out(self, pred), _out(self, bound)) if return_error_bound else _out(self, pred)
-        num, den, *_ = self._sums(X, self.y_fit_)
+        sums = self._sums(X, self.y_fit_)
+        num, den = sums.num, sums.den
         pred = _out(self, ratio(num, den))
         return (pred, np.zeros(pred.shape)) if return_error_bound else pred
 

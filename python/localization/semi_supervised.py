@@ -130,7 +130,8 @@ class LabelPropagation(ClassifierMixin, LocalEstimator):
 
         def update(idx, P):
             # The values change every step, so each step is one engine call on the current P.
-            num, den, *_ = bk.sums(X, np.ascontiguousarray(P, dtype=X.dtype), algorithm=self.algorithm, n_jobs=self.n_jobs)
+            sums = bk.sums(X, np.ascontiguousarray(P, dtype=X.dtype), algorithm=self.algorithm, n_jobs=self.n_jobs)
+            num, den = sums.num, sums.den
             # K̃P = num/den; the row renormalisation then cancels den, but dividing first keeps
             # the numbers in the same range as scikit-learn's D⁻¹K product.
             with np.errstate(invalid="ignore", divide="ignore"):
@@ -152,7 +153,8 @@ class LabelPropagation(ClassifierMixin, LocalEstimator):
     def predict_proba(self, X: ArrayLike) -> FloatArray:
         """Local mean of the fitted label distributions at new points (rows sum to one)."""
         check_is_fitted(self)
-        num, den, *_ = self._sums(X, np.ascontiguousarray(self.label_distributions_, dtype=self.X_fit_.dtype))
+        sums = self._sums(X, np.ascontiguousarray(self.label_distributions_, dtype=self.X_fit_.dtype))
+        num, den = sums.num, sums.den
         with np.errstate(invalid="ignore", divide="ignore"):
             P = num.astype(np.float64) / den.astype(np.float64)[:, None]
         P[~(den > 0)] = 0.0

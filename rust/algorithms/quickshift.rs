@@ -16,6 +16,7 @@ use crate::kernel::{dispatch_profile, Profile, ProfileFn};
 use crate::real::Real;
 use crate::neighbors::{KdTree, LEAF_SIZE};
 use crate::parallel::Monitor;
+use crate::rows::Rows;
 use ndarray::{Array2, ArrayView2};
 use rayon::prelude::*;
 
@@ -51,8 +52,9 @@ struct WindowIndex<'a, F> {
     window: &'a Window,
     mon: &'a Monitor,
     tree: KdTree<F>,
-    /// Rows of x in tree order.
-    rows: Array2<F>,
+    /// Rows of x in tree order, row-major: `d` values per sample.
+    rows: Vec<F>,
+    d: usize,
 }
 
 impl<'a, F: Real> WindowIndex<'a, F> {
@@ -61,12 +63,13 @@ impl<'a, F: Real> WindowIndex<'a, F> {
         let p = Array2::from_shape_fn((x.nrows(), window.features.len()), |(i, k)| x[(i, window.features[k])]);
         let tree = KdTree::build(p.view(), 16, mon)?;
         let order = tree.order();
-        let rows = Array2::from_shape_fn(x.dim(), |(pos, k)| x[(order[pos], k)]);
-        Ok(WindowIndex { window, mon, tree, rows })
+        let d = x.ncols();
+        let rows = order.iter().flat_map(|&i| x.row(i).into_iter().copied()).collect();
+        Ok(WindowIndex { window, mon, tree, rows, d })
     }
 
     fn row(&self, pos: usize) -> &[F] {
-        self.rows.row(pos).to_slice().expect("owned standard layout")
+        &self.rows[pos * self.d..(pos + 1) * self.d]
     }
 
     /// Call `f(tree position)` for every sample in the window of the sample at `pos`.
@@ -83,8 +86,9 @@ impl<'a, F: Real> WindowIndex<'a, F> {
     /// `per(pos)` for every sample, in tree order and in parallel, returned in the caller's order.
     /// Reports the samples done to the monitor.
     fn map<T: Send + Clone + Default>(&self, per: impl Fn(usize, &mut Vec<F>, &mut Vec<F>) -> T + Sync) -> Result<Vec<T>> {
-        self.mon.set_progress(0, self.rows.nrows());
-        let by_pos: Vec<T> = (0..self.rows.nrows())
+        let n = self.tree.order().len();
+        self.mon.set_progress(0, n);
+        let by_pos: Vec<T> = (0..n)
             .into_par_iter()
             .map_init(
                 || (Vec::new(), Vec::new()),
@@ -163,6 +167,7 @@ pub fn link<F: Real>(
     let lengths = Scale::of_arrays(&[x]);
     let x = lengths.down_array(x);
     let x = x.as_standard_layout();
+    let rows = Rows::new("X", x.view())?;
     let window = window.map(|w| w.scaled(lengths));
     let r = F::of(lengths.down(max_dist));
     let r2 = if r.is_finite() { r * r } else { F::infinity() };
@@ -189,9 +194,8 @@ pub fn link<F: Real>(
                     mon.check()?;
                     mon.advance(1);
                     let i = order[pos];
-                    let q = x.row(i);
                     let admit = |p: usize| above(log_density, order[p], i);
-                    let best = tree.nearest_admitted(q.as_slice().expect("standard layout"), r2, &maxes, log_density[i], &admit);
+                    let best = tree.nearest_admitted(rows.row(i), r2, &maxes, log_density[i], &admit);
                     let (parent, d2) = best.map_or((i, F::infinity()), |(p, d2)| (order[p], d2));
                     Ok((parent, lengths.up(d2.sqrt())))
                 })

@@ -12,6 +12,7 @@ use crate::error::{LocalizationError, Result};
 use crate::real::Real;
 use crate::memory;
 use crate::parallel::Monitor;
+use crate::rows::row_major;
 use ndarray::{Array2, ArrayView1, ArrayView2, Axis};
 use rayon::prelude::*;
 
@@ -189,35 +190,28 @@ pub fn bin_linear<T: Real>(
     let step = n.div_ceil(chunks).max(1);
     let mut grids = Vec::with_capacity(chunks);
     for _ in 0..chunks {
-        grids.push(memory::try_array("binned grid", (cols, grid.nodes), 0.0f64)?);
+        grids.push(memory::try_vec("binned grid", &[cols, grid.nodes], 0.0f64)?);
     }
-    // Contiguous rows (a no-op for the C-contiguous arrays the Python layer passes).
-    let (x, w, v) = (x.as_standard_layout(), weights.as_ref().map(|w| w.as_standard_layout()), values.as_ref().map(|v| v.as_standard_layout()));
-    let xs = x.as_slice().expect("standard layout");
-    let ws = w.as_ref().map(|w| w.as_slice().expect("standard layout"));
-    let vs = v.as_ref().map(|v| v.as_slice().expect("standard layout"));
+    // Contiguous rows (borrowed for the C-contiguous arrays the Python layer passes).
+    let (xs, ws, vs) = (row_major(x), weights.map(row_major), values.map(row_major));
     with_active!(grid, A, {
         let axes = grid.active::<A>();
-        grids.par_iter_mut().enumerate().try_for_each(|(c, g)| {
+        grids.par_iter_mut().enumerate().try_for_each(|(c, flat)| {
             let (a, b) = ((c * step).min(n), ((c + 1) * step).min(n));
-            let flat = g.as_slice_mut().expect("a new array is contiguous");
-            bin_range(&axes, d, xs, ws, vs, p, a, b, flat, mon)
+            bin_range(&axes, d, &xs, ws.as_deref(), vs.as_deref(), p, a, b, flat, mon)
         })
     })?;
-    let mut rest = grids.into_iter();
-    let mut out = rest.next().expect("at least one chunk");
-    let rest: Vec<Array2<f64>> = rest.collect();
-    if !rest.is_empty() {
-        let flat = out.as_slice_mut().expect("a new array is contiguous");
-        flat.par_chunks_mut(1 << 14).enumerate().for_each(|(k, part)| {
-            let at = k << 14;
-            for g in &rest {
-                let src = &g.as_slice().expect("a new array is contiguous")[at..at + part.len()];
-                part.iter_mut().zip(src).for_each(|(o, s)| *o += s);
-            }
-        });
-    }
-    Ok(out)
+    // The chunks are added in chunk order, so every node's sum has the same bits whatever
+    // the number of threads. There is at least one chunk; were there none, the empty sum
+    // would fail the shape below rather than pass as zeros.
+    let total = grids
+        .into_iter()
+        .reduce(|mut out, g| {
+            out.par_chunks_mut(1 << 14).zip(g.par_chunks(1 << 14)).for_each(|(part, src)| part.iter_mut().zip(src).for_each(|(o, s)| *o += s));
+            out
+        })
+        .unwrap_or_default();
+    Array2::from_shape_vec((cols, grid.nodes), total).map_err(|e| LocalizationError::shape("binned grid", format!("{cols} × {} sums", grid.nodes), e))
 }
 
 /// Bin points a..b (rows of `xs`, d per point; `vs` p per point) into `flat` (columns × nodes,
@@ -284,10 +278,7 @@ pub fn interpolate<T: Real>(grid: &RegularGrid, sums: ArrayView2<f64>, queries: 
     let cols = sums.nrows();
     let mut out = memory::try_array("interpolated sums", (m, cols), 0.0f64)?;
     const BLOCK: usize = 4096;
-    let queries = queries.as_standard_layout();
-    let qs = queries.as_slice().expect("standard layout");
-    let sums = sums.as_standard_layout();
-    let flat = sums.as_slice().expect("standard layout");
+    let (qs, flat) = (row_major(queries), row_major(sums));
     let nodes = grid.nodes;
     with_active!(grid, A, {
         let axes = grid.active::<A>();

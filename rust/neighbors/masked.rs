@@ -21,6 +21,7 @@ use crate::error::{LocalizationError, Result};
 use crate::memory;
 use crate::parallel::Monitor;
 use crate::real::Real;
+use crate::rows::Rows;
 use ndarray::{s, ArrayView2};
 use rayon::prelude::*;
 
@@ -37,6 +38,8 @@ pub fn masked_knn<F: Real>(q: ArrayView2<F>, x: ArrayView2<F>, k: usize, exclude
     let (n, p) = x.dim();
     let m = q.nrows();
     check(q, x, k, exclude)?;
+    // Cannot fail after `check`: the rows as slices for the direct differences.
+    let (q_rows, x_rows) = (Rows::new("X_query", q)?, Rows::new("X", x)?);
     let mut distances = memory::try_vec("masked neighbor distances", &[m, k], F::zero())?;
     let mut indices = memory::try_vec("masked neighbor indices", &[m, k], 0usize)?;
     if m == 0 {
@@ -99,10 +102,9 @@ pub fn masked_knn<F: Real>(q: ArrayView2<F>, x: ArrayView2<F>, k: usize, exclude
                         let cut = scratch[k - 1];
                         pending.retain(|c| c.0 <= cut);
                     }
-                    let qr = qb.row(i);
-                    let qr = qr.as_slice().expect("row-major (checked on entry)");
+                    let qr = q_rows.row(b0 + i);
                     for &(lower, _, j) in &pending {
-                        let d2 = if lower == F::infinity() { lower } else { direct(qr, x.row(j).as_slice().expect("row-major"), scale) };
+                        let d2 = if lower == F::infinity() { lower } else { direct(qr, x_rows.row(j), scale) };
                         best.offer(d2, j);
                     }
                 }
@@ -200,10 +202,9 @@ impl<F: Real> Side<F> {
         let mut bits = memory::try_vec("sample masks", &[rows, words], 0u64)?;
         let mut norms = Vec::with_capacity(rows);
         let half = F::of(0.5);
+        // Each augmented row is three blocks of p: the centred values, then their squares
+        // (queries) or −½ (references), then the mask (queries) or −½ the squares (references).
         for (r, (row, mut out)) in a.rows().into_iter().zip(aug.rows_mut()).enumerate() {
-            let out = out.as_slice_mut().expect("fresh array");
-            let (t, rest) = out.split_at_mut(p);
-            let (sq, mask) = rest.split_at_mut(p);
             let mut norm = F::zero();
             for (kk, &v) in row.iter().enumerate() {
                 if v.is_nan() {
@@ -213,8 +214,8 @@ impl<F: Real> Side<F> {
                 norm = norm + c * c;
                 bits[r * words + kk / 64] |= 1 << (kk % 64);
                 match role {
-                    Role::Query => (t[kk], sq[kk], mask[kk]) = (c, c * c, F::one()),
-                    Role::Reference => (t[kk], sq[kk], mask[kk]) = (c, -half, -(c * c) * half),
+                    Role::Query => (out[kk], out[p + kk], out[2 * p + kk]) = (c, c * c, F::one()),
+                    Role::Reference => (out[kk], out[p + kk], out[2 * p + kk]) = (c, -half, -(c * c) * half),
                 }
             }
             norms.push(norm);

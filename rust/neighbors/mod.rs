@@ -206,7 +206,7 @@ impl<F: Real> Index<F> {
                     }
                 })
             }
-            Inner::Brute(b) => brute_knn(q, b, k, &mut indices, &mut distances, mon, report),
+            Inner::Brute(b) => brute_knn(q, rows, Rows::new("X", b.x.view())?, b, k, &mut indices, &mut distances, mon, report),
         }
         mon.check()?;
         self.to_caller_units(Neighbors { indices, distances, offsets: (0..=m).map(|i| i * k).collect() })
@@ -357,14 +357,16 @@ fn query_block(m: usize) -> usize {
 /// bound are dropped, and the rest are ranked by direct differences. So the result is the one
 /// direct differences give, at the cost of the product plus about k direct differences per
 /// query. Polls `mon` per tile (the caller checks it afterwards) and, when `report`, counts
-/// the queries of each finished block.
-fn brute_knn<F: Real>(q: ArrayView2<F>, b: &Brute<F>, k: usize, indices: &mut [usize], distances: &mut [F], mon: &Monitor, report: bool) {
+/// the queries of each finished block. `q_rows` and `x_rows` are the rows of `q` and `b.x`.
+#[allow(clippy::too_many_arguments)]
+fn brute_knn<F: Real>(
+    q: ArrayView2<F>, q_rows: Rows<'_, F>, x_rows: Rows<'_, F>, b: &Brute<F>, k: usize, indices: &mut [usize], distances: &mut [F], mon: &Monitor,
+    report: bool,
+) {
     if let Some(p) = &b.projection {
         return projected::knn(q, b.x.view(), p, k, indices, distances, mon, report);
     }
     let (n, d) = b.x.dim();
-    let x = b.x.view();
-    let row_of = |j: usize| x.row(j).to_slice().expect("row-major (made standard on build)");
     let c = product_error::<F>(d);
     let block = query_block(q.nrows());
     indices.par_chunks_mut(block * k).zip(distances.par_chunks_mut(block * k)).enumerate().for_each(|(blk, (ind, dist))| {
@@ -380,7 +382,8 @@ fn brute_knn<F: Real>(q: ArrayView2<F>, b: &Brute<F>, k: usize, indices: &mut [u
         }
         let mut best: Vec<Best<F>> = (0..b1 - b0).map(|_| Best::new(k)).collect();
         let rows = if b.product.is_some() { qp.padded_rows() } else { b1 - b0 };
-        let mut tile = Array2::<F>::zeros((rows, REF_TILE));
+        // `rows` rows of REF_TILE entries, row-major.
+        let mut tile = vec![F::zero(); rows * REF_TILE];
         let mut pending: Vec<(F, F, usize)> = Vec::with_capacity(REF_TILE);
         let mut scratch: Vec<F> = Vec::with_capacity(REF_TILE + k);
         for t0 in (0..n).step_by(REF_TILE) {
@@ -391,24 +394,20 @@ fn brute_knn<F: Real>(q: ArrayView2<F>, b: &Brute<F>, k: usize, indices: &mut [u
             match &b.product {
                 Some(p) => {
                     let w = p.packed.width();
-                    let tile = tile.as_slice_mut().expect("contiguous scratch");
-                    minus_two_dots(&qp, &p.packed, t0 / w..t1.div_ceil(w), tile, REF_TILE);
+                    minus_two_dots(&qp, &p.packed, t0 / w..t1.div_ceil(w), &mut tile, REF_TILE);
                 }
                 None => {
-                    for (i, mut row) in tile.rows_mut().into_iter().enumerate() {
-                        let qs = qb.row(i);
-                        let qs = qs.as_slice().expect("row-major (checked on entry)");
+                    for (i, row) in tile.chunks_exact_mut(REF_TILE).enumerate() {
+                        let qs = q_rows.row(b0 + i);
                         for (j, v) in row.iter_mut().take(t1 - t0).enumerate() {
-                            *v = sq_euclidean(qs, row_of(t0 + j));
+                            *v = sq_euclidean(qs, x_rows.row(t0 + j));
                         }
                     }
                 }
             }
-            let tv = tile.slice(s![.., 0..t1 - t0]);
             for (i, best) in best.iter_mut().enumerate() {
                 pending.clear();
-                let row = tv.row(i);
-                let row = row.to_slice().expect("contiguous scratch");
+                let row = &tile[i * REF_TILE..i * REF_TILE + (t1 - t0)];
                 if let Some(p) = &b.product {
                     // (lower bound, upper bound, index) of each candidate.
                     let (ql, qu, w) = (q_lower[i], q_upper[i], best.worst());
@@ -438,10 +437,9 @@ fn brute_knn<F: Real>(q: ArrayView2<F>, b: &Brute<F>, k: usize, indices: &mut [u
                     let cut = scratch[k - 1];
                     pending.retain(|p| p.0 <= cut);
                 }
-                let qs = qb.row(i);
-                let qs = qs.as_slice().expect("row-major (checked on entry)");
+                let qs = q_rows.row(b0 + i);
                 for &(lo, _, j) in &pending {
-                    let d2 = if b.product.is_some() { sq_euclidean_wide(qs, row_of(j)) } else { lo };
+                    let d2 = if b.product.is_some() { sq_euclidean_wide(qs, x_rows.row(j)) } else { lo };
                     best.offer(d2, j);
                 }
             }

@@ -5,7 +5,7 @@
 //! (`runtime::run`).
 
 use super::runtime::{run, NJobs};
-use super::{internal, is_f32, state_error, value_error, view1, view2};
+use super::{internal, is_f32, state_error, value_error, view1, view2, PySums};
 use crate::algorithms::fixed_point::{SeedSet, Shifted, Stop, Sums};
 use crate::algorithms::mean_shift::{self, Cells, GridSpec, Params, Window};
 use crate::error::LocalizationError;
@@ -21,8 +21,73 @@ fn params(kernel: &str, bandwidth: f64, step: f64, tol: f64, max_iter: usize, tr
     Ok(p)
 }
 
-fn shifted_to_py<'py, F: Real + Element>(py: Python<'py>, s: Shifted<F>, d: usize) -> PyResult<Bound<'py, PyTuple>> {
-    let trajectories: Option<Bound<'py, PyAny>> = if s.trajectories.is_empty() {
+/// Where each seed's climb ended. A grid run given no seeds also has its seeds (the occupied
+/// cells' weighted centroids) and each data point's seed.
+#[pyclass(module = "localization._core", name = "Shifted", frozen)]
+struct PyShifted {
+    modes: Py<PyAny>,
+    support: Py<PyAny>,
+    n_iter: Py<PyAny>,
+    converged: Py<PyAny>,
+    valid: Py<PyAny>,
+    trajectories: Option<Py<PyAny>>,
+    point_seed: Option<Py<PyAny>>,
+    seeds: Option<Py<PyAny>>,
+}
+
+#[pymethods]
+impl PyShifted {
+    /// The end point of each seed (n_seeds × d).
+    #[getter]
+    fn modes<'py>(&self, py: Python<'py>) -> Bound<'py, PyAny> {
+        self.modes.bind(py).clone()
+    }
+
+    /// The total weight Σ K w in each end point's window (float64).
+    #[getter]
+    fn support<'py>(&self, py: Python<'py>) -> Bound<'py, PyAny> {
+        self.support.bind(py).clone()
+    }
+
+    /// The iterations each seed took (int64).
+    #[getter]
+    fn n_iter<'py>(&self, py: Python<'py>) -> Bound<'py, PyAny> {
+        self.n_iter.bind(py).clone()
+    }
+
+    /// Whether each seed stopped by the tolerance rather than `max_iter`.
+    #[getter]
+    fn converged<'py>(&self, py: Python<'py>) -> Bound<'py, PyAny> {
+        self.converged.bind(py).clone()
+    }
+
+    /// Whether each seed's window ever held data (a seed in an empty window stays and is invalid).
+    #[getter]
+    fn valid<'py>(&self, py: Python<'py>) -> Bound<'py, PyAny> {
+        self.valid.bind(py).clone()
+    }
+
+    /// Each seed's path (iterations + 1 positions), when asked with `trajectories=True`.
+    #[getter]
+    fn trajectories<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyAny>> {
+        self.trajectories.as_ref().map(|a| a.bind(py).clone())
+    }
+
+    /// The seed of each data point (int64), for a grid run given no seeds.
+    #[getter]
+    fn point_seed<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyAny>> {
+        self.point_seed.as_ref().map(|a| a.bind(py).clone())
+    }
+
+    /// The seeds a grid run given none made: the occupied cells' weighted centroids.
+    #[getter]
+    fn seeds<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyAny>> {
+        self.seeds.as_ref().map(|a| a.bind(py).clone())
+    }
+}
+
+fn shifted_to_py<F: Real + Element>(py: Python<'_>, s: Shifted<F>, d: usize) -> PyResult<PyShifted> {
+    let trajectories = if s.trajectories.is_empty() {
         None
     } else {
         let list = PyList::empty(py);
@@ -31,21 +96,22 @@ fn shifted_to_py<'py, F: Real + Element>(py: Python<'py>, s: Shifted<F>, d: usiz
             let a = ndarray::Array2::from_shape_vec((k, d), t).map_err(internal)?;
             list.append(a.into_pyarray(py))?;
         }
-        Some(list.into_any())
+        Some(list.into_any().unbind())
     };
     let n_iter: Vec<i64> = s.n_iter.iter().map(|&v| v as i64).collect();
-    PyTuple::new(py, [
-        Some(s.modes.into_pyarray(py).into_any()),
-        Some(s.support.into_pyarray(py).into_any()),
-        Some(n_iter.into_pyarray(py).into_any()),
-        Some(s.converged.into_pyarray(py).into_any()),
-        Some(s.valid.into_pyarray(py).into_any()),
+    Ok(PyShifted {
+        modes: s.modes.into_pyarray(py).into_any().unbind(),
+        support: s.support.into_pyarray(py).into_any().unbind(),
+        n_iter: n_iter.into_pyarray(py).into_any().unbind(),
+        converged: s.converged.into_pyarray(py).into_any().unbind(),
+        valid: s.valid.into_pyarray(py).into_any().unbind(),
         trajectories,
-    ])
+        point_seed: None,
+        seeds: None,
+    })
 }
 
 /// Shift each seed to its mode with exact kernel sums.
-/// Returns (modes, support, n_iter, converged, valid, trajectories|None).
 #[pyfunction]
 #[pyo3(signature = (x, seeds, weights=None, kernel="flat", bandwidth=1.0, step=1.0, tol=1e-3, max_iter=300,
     trajectories=false, n_jobs=None, progress=None))]
@@ -53,7 +119,7 @@ fn shifted_to_py<'py, F: Real + Element>(py: Python<'py>, s: Shifted<F>, d: usiz
 fn mean_shift_seeds<'py>(
     py: Python<'py>, x: &Bound<'py, PyAny>, seeds: &Bound<'py, PyAny>, weights: Option<&Bound<'py, PyAny>>, kernel: &str,
     bandwidth: f64, step: f64, tol: f64, max_iter: usize, trajectories: bool, n_jobs: Option<NJobs>, progress: Option<Py<PyAny>>,
-) -> PyResult<Bound<'py, PyTuple>> {
+) -> PyResult<PyShifted> {
     let p = params(kernel, bandwidth, step, tol, max_iter, trajectories)?;
     with_float!(x, F, {
         let (xr, sr) = (view2::<F>(x, "X")?, view2::<F>(seeds, "seeds")?);
@@ -65,8 +131,7 @@ fn mean_shift_seeds<'py>(
 }
 
 /// Grid (cell-aggregate) mean shift. With `seeds=None` the seeds are the occupied cells'
-/// centroids and the last item maps each data point to its seed.
-/// Returns (modes, support, n_iter, converged, valid, trajectories|None, point_seed|None, seeds).
+/// centroids, returned with each data point's seed.
 #[pyfunction]
 #[pyo3(signature = (x, seeds=None, weights=None, bandwidth=1.0, grid_resolution=4, step=1.0, tol=1e-3, max_iter=300,
     trajectories=false, n_jobs=None, progress=None))]
@@ -75,7 +140,7 @@ fn mean_shift_grid<'py>(
     py: Python<'py>, x: &Bound<'py, PyAny>, seeds: Option<&Bound<'py, PyAny>>, weights: Option<&Bound<'py, PyAny>>,
     bandwidth: f64, grid_resolution: usize, step: f64, tol: f64, max_iter: usize, trajectories: bool, n_jobs: Option<NJobs>,
     progress: Option<Py<PyAny>>,
-) -> PyResult<Bound<'py, PyTuple>> {
+) -> PyResult<PyShifted> {
     let p = params("flat", bandwidth, step, tol, max_iter, trajectories)?;
     with_float!(x, F, {
         let xr = view2::<F>(x, "X")?;
@@ -95,16 +160,57 @@ fn mean_shift_grid<'py>(
                 }
             }
         })?;
-        let t = shifted_to_py(py, s, xa.ncols())?;
-        let mut items: Vec<Option<Bound<'py, PyAny>>> = t.iter().map(|o| (!o.is_none()).then_some(o)).collect();
-        items.push(map.map(|m| m.into_pyarray(py).into_any()));
-        items.push(cells.map(|c| c.into_pyarray(py).into_any()));
-        PyTuple::new(py, items)
+        let mut out = shifted_to_py(py, s, xa.ncols())?;
+        out.point_seed = map.map(|m| m.into_pyarray(py).into_any().unbind());
+        out.seeds = cells.map(|c| c.into_pyarray(py).into_any().unbind());
+        Ok(out)
     })
 }
 
+/// Where a blurring or fixed-kernel run moved the data set.
+#[pyclass(module = "localization._core", name = "Diffused", frozen)]
+struct PyDiffused {
+    positions: Py<PyAny>,
+    support: Py<PyAny>,
+    n_iter: usize,
+    converged: bool,
+    history: Option<Py<PyAny>>,
+}
+
+#[pymethods]
+impl PyDiffused {
+    /// The final position of every data point (n × d).
+    #[getter]
+    fn positions<'py>(&self, py: Python<'py>) -> Bound<'py, PyAny> {
+        self.positions.bind(py).clone()
+    }
+
+    /// The total weight Σ K w in each final position's window (float64).
+    #[getter]
+    fn support<'py>(&self, py: Python<'py>) -> Bound<'py, PyAny> {
+        self.support.bind(py).clone()
+    }
+
+    /// The iterations the run took (all points move together).
+    #[getter]
+    fn n_iter(&self) -> usize {
+        self.n_iter
+    }
+
+    /// Whether the run stopped by the tolerance rather than `max_iter`.
+    #[getter]
+    fn converged(&self) -> bool {
+        self.converged
+    }
+
+    /// The positions after each iteration, when asked with `history=True`.
+    #[getter]
+    fn history<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyAny>> {
+        self.history.as_ref().map(|a| a.bind(py).clone())
+    }
+}
+
 /// Blurring mean shift (`blurring=True`) or fixed-kernel diffusion (`blurring=False`).
-/// Returns (positions, support, n_iter, converged, history|None).
 #[pyfunction]
 #[pyo3(signature = (x, weights=None, kernel="flat", bandwidth=1.0, step=1.0, tol=1e-3, max_iter=300, blurring=true,
     history=false, n_jobs=None, progress=None))]
@@ -112,29 +218,29 @@ fn mean_shift_grid<'py>(
 fn mean_shift_diffuse<'py>(
     py: Python<'py>, x: &Bound<'py, PyAny>, weights: Option<&Bound<'py, PyAny>>, kernel: &str, bandwidth: f64, step: f64,
     tol: f64, max_iter: usize, blurring: bool, history: bool, n_jobs: Option<NJobs>, progress: Option<Py<PyAny>>,
-) -> PyResult<Bound<'py, PyTuple>> {
+) -> PyResult<PyDiffused> {
     let p = params(kernel, bandwidth, step, tol, max_iter, history)?;
     with_float!(x, F, {
         let xr = view2::<F>(x, "X")?;
         let w = weights.map(|w| view1::<F>(w, "sample_weight")).transpose()?;
         let (xa, wa) = (xr.as_array(), w.as_ref().map(|a| a.as_array()));
         let out = run(py, n_jobs, progress.as_ref(), |mon| mean_shift::diffuse(xa, wa, &p, blurring, mon))?;
-        let hist: Option<Bound<'py, PyAny>> = if history {
+        let history = if history {
             let list = PyList::empty(py);
             for a in out.history {
                 list.append(a.into_pyarray(py))?;
             }
-            Some(list.into_any())
+            Some(list.into_any().unbind())
         } else {
             None
         };
-        PyTuple::new(py, [
-            Some(out.positions.into_pyarray(py).into_any()),
-            Some(out.support.into_pyarray(py).into_any()),
-            Some(out.n_iter.into_pyobject(py)?.into_any()),
-            Some(pyo3::types::PyBool::new(py, out.converged).to_owned().into_any()),
-            hist,
-        ])
+        Ok(PyDiffused {
+            positions: out.positions.into_pyarray(py).into_any().unbind(),
+            support: out.support.into_pyarray(py).into_any().unbind(),
+            n_iter: out.n_iter,
+            converged: out.converged,
+            history,
+        })
     })
 }
 
@@ -175,8 +281,8 @@ impl WrapWindow for f64 {
     }
 }
 
-fn sums_to_py<'py>(py: Python<'py>, s: Sums) -> PyResult<Bound<'py, PyTuple>> {
-    PyTuple::new(py, [s.num.into_pyarray(py).into_any(), s.den.into_pyarray(py).into_any(), s.log_scale.into_pyarray(py).into_any()])
+fn sums_to_py<'py>(py: Python<'py>, s: Sums) -> PyResult<Bound<'py, PySums>> {
+    PySums::of(py, s.num.into_pyarray(py).into_any(), s.den.into_pyarray(py).into_any(), s.log_scale.into_pyarray(py).into_any(), None, None)
 }
 
 /// MeanShift windows over (X, weights) for one kernel and bandwidth, prepared once (a tree
@@ -207,10 +313,10 @@ impl MeanShiftWindow {
         Ok(MeanShiftWindow { x: x.clone().unbind(), weights: weights.map(|w| w.clone().unbind()), kernel: kernel.to_string(), bandwidth, inner })
     }
 
-    /// (Σ K w x (m×d), Σ K w (m), log_scale (m)), float64, of the windows at `positions`;
-    /// the sums are stored divided by exp(log_scale).
+    /// The sums (num = Σ K w x, m×d; den = Σ K w; log_scale), float64, of the windows at
+    /// `positions`; the sums are stored divided by exp(log_scale).
     #[pyo3(signature = (positions, n_jobs=None))]
-    fn sums<'py>(&self, py: Python<'py>, positions: &Bound<'py, PyAny>, n_jobs: Option<NJobs>) -> PyResult<Bound<'py, PyTuple>> {
+    fn sums<'py>(&self, py: Python<'py>, positions: &Bound<'py, PyAny>, n_jobs: Option<NJobs>) -> PyResult<Bound<'py, PySums>> {
         macro_rules! go {
             ($win:expr, $F:ty) => {{
                 let q = view2::<$F>(positions, "positions")?;
@@ -325,8 +431,8 @@ impl MeanShiftSeeds {
         Ok(())
     }
 
-    /// End the run: (modes, support, n_iter, converged, valid, trajectories|None).
-    fn result<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+    /// End the run: where each seed ended.
+    fn result(&mut self, py: Python<'_>) -> PyResult<PyShifted> {
         let set = self.inner.take().ok_or_else(|| state_error("the run has ended (result() was called)"))?;
         match set {
             AnySeeds::F32(s) => shifted_to_py(py, s.finish()?, self.d),
@@ -432,5 +538,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(grid_keys, m)?)?;
     m.add_class::<MeanShiftWindow>()?;
     m.add_class::<MeanShiftSeeds>()?;
+    m.add_class::<PyShifted>()?;
+    m.add_class::<PyDiffused>()?;
     Ok(())
 }

@@ -1,6 +1,6 @@
 //! `_core.Reference`: a prepared `engine::Reference` that `local_sums` accepts in place of X.
 
-use super::{is_f32, kernel_args, sums_tuple, value_error, view1, view2};
+use super::{is_f32, kernel_args, value_error, view1, view2, PySums};
 use crate::algorithms::local_poly;
 use crate::engine::{self, Neighborhood, Options};
 use crate::real::Real;
@@ -96,7 +96,7 @@ pub(super) fn local_sums<'py>(
     py: Python<'py>, reference: &PyReference, queries: &Bound<'py, PyAny>, kernel: &str, bandwidth: f64,
     query_bandwidth: Option<&Bound<'py, PyAny>>, n_neighbors: Option<usize>, knn_profile: Option<&str>, temperature: Option<f64>,
     degree: Option<usize>, exclude_self: bool, nbh: Neighborhood, n_jobs: Option<NJobs>, progress: Option<&Py<PyAny>>,
-) -> PyResult<Bound<'py, PyTuple>> {
+) -> PyResult<Bound<'py, PySums>> {
     macro_rules! go {
         ($r:expr, $F:ty) => {{
             let ka = kernel_args::<$F>(kernel, bandwidth, query_bandwidth, None, n_neighbors, knn_profile, temperature)?;
@@ -106,7 +106,7 @@ pub(super) fn local_sums<'py>(
                 let opts = Options { degree, exclude_self, neighborhood: nbh, monitor: mon.clone(), progress: progress.is_some() };
                 $r.local_sums(qa, &ka.kernel, &ka.bandwidth, &opts)
             })?;
-            sums_tuple(py, s)
+            PySums::new(py, s)
         }};
     }
     match &reference.inner {

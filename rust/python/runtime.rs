@@ -42,6 +42,13 @@ pub(crate) fn threads(n_jobs: Option<NJobs>) -> PyResult<usize> {
     Ok(parallel::resolve_n_jobs(n_jobs.map(|n| n.0))?)
 }
 
+/// The number of threads `n_jobs` resolves to.
+#[pyfunction]
+#[pyo3(signature = (n_jobs=None))]
+pub(crate) fn effective_n_jobs(n_jobs: Option<NJobs>) -> PyResult<usize> {
+    threads(n_jobs)
+}
+
 /// Run `job` off the GIL on the pool `n_jobs` selects. Every `parallel::TICK` the calling
 /// thread re-attaches to Python, checks for Ctrl-C and calls `progress(done, total)` when
 /// the job's progress changed; a `KeyboardInterrupt` or an exception from `progress` stops the

@@ -125,7 +125,8 @@ class LocalModeClustering(ClusterMixin, LocalEstimator):
             alive, compact = np.unique(codes, return_inverse=True)
             onehot = np.zeros((len(codes), len(alive)), dtype=X.dtype)
             onehot[np.arange(len(codes)), compact] = 1
-            num, den, *_ = bk.sums(X, onehot, exclude_self=bool(self.exclude_self), algorithm=self.algorithm, n_jobs=self.n_jobs)
+            sums = bk.sums(X, onehot, exclude_self=bool(self.exclude_self), algorithm=self.algorithm, n_jobs=self.n_jobs)
+            num, den = sums.num, sums.den
             # A sample no other sample reaches keeps its label (argmax of an all-zero row would
             # silently move it to the first cluster).
             new = np.where(den > 0, alive[np.argmax(num, axis=1)], codes)

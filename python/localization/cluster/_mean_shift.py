@@ -469,34 +469,31 @@ class MeanShift(ClusterMixin, BaseEstimator):
         if h == 0:
             return self._fit_radius_zero(X, w)
         if algorithm in ("blurring", "fixed_kernel"):
-            pos, support, n_iter, converged, hist = _core.mean_shift_diffuse(
+            run = _core.mean_shift_diffuse(
                 X, w, kernel, h, blurring=algorithm == "blurring", history=bool(self.return_trajectories), **common
             )
             self.seeds_ = X
-            self.seed_modes_, self.seed_support_ = pos, support
-            self.seed_n_iter_ = np.full(n, n_iter, dtype=np.int64)
-            self.seed_converged_ = np.full(n, bool(converged))
+            self.seed_modes_, self.seed_support_ = run.positions, run.support
+            self.seed_n_iter_ = np.full(n, run.n_iter, dtype=np.int64)
+            self.seed_converged_ = np.full(n, bool(run.converged))
             self.seed_valid_ = np.ones(n, dtype=bool)
             if self.return_trajectories:
-                path = np.stack([X] + list(hist), axis=1)
+                path = np.stack([X] + list(run.history), axis=1)
                 self.trajectories_ = list(path)
             return X, np.arange(n)
         seeds, point_seed = self._initial_seeds(X, h)
         traj = bool(self.return_trajectories)
         if algorithm == "grid":
             out = _core.mean_shift_grid(X, seeds, w, h, res, trajectories=traj, **common)
-            modes, support, n_iter, converged, valid, paths, cell_of_point, cell_seeds = out
             if seeds is None:
-                seeds, point_seed = cell_seeds, cell_of_point
+                seeds, point_seed = out.seeds, out.point_seed
         else:
-            modes, support, n_iter, converged, valid, paths = _core.mean_shift_seeds(
-                X, seeds, w, kernel, h, trajectories=traj, **common
-            )
+            out = _core.mean_shift_seeds(X, seeds, w, kernel, h, trajectories=traj, **common)
         self.seeds_ = seeds
-        self.seed_modes_, self.seed_support_, self.seed_n_iter_ = modes, support, n_iter
-        self.seed_converged_, self.seed_valid_ = converged, valid
+        self.seed_modes_, self.seed_support_, self.seed_n_iter_ = out.modes, out.support, out.n_iter
+        self.seed_converged_, self.seed_valid_ = out.converged, out.valid
         if traj:
-            self.trajectories_ = paths
+            self.trajectories_ = out.trajectories
         return seeds, point_seed
 
     def _fit_radius_zero(self, X, w):
@@ -573,7 +570,7 @@ class MeanShift(ClusterMixin, BaseEstimator):
             out = _core.mean_shift_grid(self._X, Q, self._w, self.bandwidth_, self._grid_resolution, **common)
         else:
             out = _core.mean_shift_seeds(self._X, Q, self._w, self.kernel_, self.bandwidth_, **common)
-        return out[0], out[4]
+        return out.modes, out.valid
 
     def predict(self, X: ArrayLike) -> IntArray:
         """Label new points by the mode they climb to.

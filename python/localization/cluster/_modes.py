@@ -30,6 +30,7 @@ from .. import _core
 from .._base import KERNEL_CONSTRAINTS, keeps_state_on_error, knn_k, local_frames
 from .._fixed_point import iterate
 from .._progress import Progress
+from .._sums import LocalSums
 from .._validation import (
     COUNT,
     COUNT_OR_ZERO,
@@ -114,7 +115,8 @@ def _medoid_pass(X, precomputed, k, name, h, weights, n_jobs, progress=None):
         ind, dist = _with_self_first(ind, dist)
         return _core.medoid_shift_knn(X, ind, np.ascontiguousarray(dist), False, name, h, wf, n_jobs, progress)
     w = None if wf is None else wf.astype(X.dtype)
-    num, den, *_ = bind(name, h, X).sums(X, X, w, n_jobs=n_jobs, progress=progress)
+    sums = bind(name, h, X).sums(X, X, w, n_jobs=n_jobs, progress=progress)
+    num, den = sums.num, sums.den
     nxt = np.arange(n, dtype=np.int64)
     ok = den > 0  # a sample alone in a compact support stays a root
     M = np.ascontiguousarray(num[ok] / den[ok, None])
@@ -417,7 +419,7 @@ class QuickShift(ClusterMixin, BaseEstimator):
         if window is None:
             bk = bind(self.kernel, self.bandwidth, X, knn_k(self.kernel, self.n_neighbors), w, consumer="QuickShift")
             with Progress(self.verbose, "QuickShift densities", unit="sample") as bar:
-                _, den, log_scale, _, _ = bk.sums(X, None, w, algorithm=self.algorithm, n_jobs=n_jobs, progress=bar.callback)
+                sums = bk.sums(X, None, w, algorithm=self.algorithm, n_jobs=n_jobs, progress=bar.callback)
         else:
             if not scalar_h:
                 raise LocalizationError("`window` needs a scalar `bandwidth`", "window")
@@ -425,9 +427,8 @@ class QuickShift(ClusterMixin, BaseEstimator):
                 den = _core.quickshift_density(X, window[0], window[1], _profile_name(self.kernel), float(self.bandwidth),
                                                None if w is None else w.astype(np.float64), n_jobs=n_jobs,
                                                progress=bar.callback)
-            log_scale = np.zeros(len(X))
-        with np.errstate(divide="ignore"):
-            log_density = np.log(den.astype(np.float64)) + log_scale.astype(np.float64)
+            sums = LocalSums(np.zeros((len(X), 0)), den, np.zeros(len(X)))
+        log_density = sums.log_total()
         features, half = window if window is not None else (None, None)
         with Progress(self.verbose, "QuickShift links", unit="sample") as bar:
             parent, dist = _core.quickshift_links(X, np.ascontiguousarray(log_density), float(max_dist),
@@ -466,7 +467,8 @@ class QuickShift(ClusterMixin, BaseEstimator):
 def _step(bk, Y, w, q, algorithm, n_jobs):
     """PC-Shift step (I − P)(m(y) − y) at each row of Y, and the validity mask."""
     if q == 0:
-        num, den, *_ = bk.sums(Y, bk.X, w, algorithm=algorithm, n_jobs=n_jobs, prepared=True)
+        sums = bk.sums(Y, bk.X, w, algorithm=algorithm, n_jobs=n_jobs, prepared=True)
+        num, den = sums.num, sums.den
         valid = den > 0
         with np.errstate(invalid="ignore", divide="ignore"):
             step = num.astype(np.float64) / den.astype(np.float64)[:, None] - Y

@@ -64,7 +64,7 @@ def _window(X, w, kernel, h, n_jobs):
 
 
 def _window_sums(window, positions, n_jobs):
-    return LocalSums(*window.sums(positions, n_jobs=n_jobs))
+    return LocalSums.from_engine(window.sums(positions, n_jobs=n_jobs))
 
 
 def _bins(X, bin_size, lo, hi):
@@ -193,14 +193,15 @@ class MeanShift(cluster.MeanShift):
         progress, close = progress_bar(self.verbose, "MeanShift", "iteration")
         try:
             seeds, point_seed = self._seed(shards, h, algorithm, res)
-            modes, support, n_iter, converged, valid, paths = self._climb(seeds, progress)
+            run = self._climb(seeds, progress)
         finally:
             close()
+        modes, support, valid = run.modes, run.support, run.valid
         self.seeds_ = seeds
-        self.seed_modes_, self.seed_support_, self.seed_n_iter_ = modes, support, n_iter
-        self.seed_converged_, self.seed_valid_ = converged, valid
+        self.seed_modes_, self.seed_support_, self.seed_n_iter_ = modes, support, run.n_iter
+        self.seed_converged_, self.seed_valid_ = run.converged, valid
         if self.return_trajectories:
-            self.trajectories_ = paths
+            self.trajectories_ = run.trajectories
         if not np.any(valid):
             raise LocalizationError(
                 f"No point was within bandwidth={h:f} of any seed. Try a different seeding strategy or "
@@ -209,7 +210,7 @@ class MeanShift(cluster.MeanShift):
             )
         kept = _core.merge_modes(modes, support, valid, radius)
         self.cluster_centers_ = np.ascontiguousarray(modes[kept])
-        self.n_iter_ = int(n_iter.max()) if len(n_iter) else 0
+        self.n_iter_ = int(run.n_iter.max()) if len(run.n_iter) else 0
         self.labels_ = self._fit_labels(point_seed)
         return self
 
@@ -275,8 +276,7 @@ class MeanShift(cluster.MeanShift):
         return self._window_futures
 
     def _climb(self, seeds, progress=None):
-        """Shift every seed to its mode over all shards: (modes, support, n_iter, converged,
-        valid, trajectories)."""
+        """Shift every seed to its mode over all shards (a ``_core.Shifted``)."""
         kernel = "tophat" if self._cells is not None else self.kernel_
         state = _core.MeanShiftSeeds(
             np.ascontiguousarray(seeds), kernel, self.bandwidth_, step=float(self.step), tol=float(self.tol),
@@ -297,8 +297,8 @@ class MeanShift(cluster.MeanShift):
 
     def _shift(self, Q):
         """Climb from the rows of an in-memory Q on the sharded sample: (end points, valid)."""
-        modes, _, _, _, valid, _ = self._climb(np.ascontiguousarray(Q, dtype=self._shards.dtype))
-        return modes, valid
+        run = self._climb(np.ascontiguousarray(Q, dtype=self._shards.dtype))
+        return run.modes, run.valid
 
     # -- labels -------------------------------------------------------------------------
 

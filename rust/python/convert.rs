@@ -1,0 +1,143 @@
+//! From Python to the core and back: the error conversion, array views checked for dtype and
+//! layout, the f32/f64 dispatch and the kernel arguments shared by the engine's bindings.
+
+use crate::engine::{Bandwidth, Kernel, Neighborhood};
+use crate::error::LocalizationError;
+use crate::kernel::Profile;
+use crate::real::Real;
+use numpy::{Element, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
+use pyo3::exceptions::{PyKeyboardInterrupt, PyMemoryError, PyRuntimeError};
+use pyo3::prelude::*;
+
+/// The library's exceptions, defined in Python (`localization._validation`) so that the
+/// native core and the Python checks raise the same classes: `(message, parameter)`.
+mod exceptions {
+    pyo3::import_exception!(localization._validation, LocalizationError);
+    pyo3::import_exception!(localization._validation, LocalizationTypeError);
+}
+
+/// The one conversion of core errors into Python exceptions.
+impl From<LocalizationError> for PyErr {
+    fn from(e: LocalizationError) -> PyErr {
+        match e {
+            LocalizationError::Interrupted => PyKeyboardInterrupt::new_err("interrupted"),
+            e @ LocalizationError::OutOfMemory { .. } => PyMemoryError::new_err(e.to_string()),
+            e @ LocalizationError::ThreadPool { .. } => PyRuntimeError::new_err(e.to_string()),
+            other => exceptions::LocalizationError::new_err((other.to_string(), other.parameter())),
+        }
+    }
+}
+
+/// A `LocalizationError` (a `ValueError`) about the argument `name`.
+pub(crate) fn value_error(name: &str, message: String) -> PyErr {
+    exceptions::LocalizationError::new_err((message, name.to_owned()))
+}
+
+/// A `LocalizationTypeError` (a `TypeError`) about the argument `name`.
+pub(crate) fn type_error(name: &str, message: String) -> PyErr {
+    exceptions::LocalizationTypeError::new_err((message, name.to_owned()))
+}
+
+/// A `LocalizationError` about no single argument (a run used after it ended).
+pub(crate) fn state_error(message: &str) -> PyErr {
+    exceptions::LocalizationError::new_err((message.to_owned(), None::<String>))
+}
+
+/// An array a binding built itself has an impossible shape: a bug here, never the caller's
+/// input, hence not in the `LocalizationError` family.
+pub(crate) fn internal(what: impl std::fmt::Display) -> PyErr {
+    PyRuntimeError::new_err(format!("internal error in the localization core ({what}); please report it"))
+}
+
+/// A 2-D int64 array of indices as usize rows, with its number of columns.
+pub(crate) fn indices2(a: &Bound<'_, PyAny>, name: &str) -> PyResult<(Vec<usize>, usize)> {
+    let arr: PyReadonlyArray2<i64> = a.extract().map_err(|_| type_error(name, format!("`{name}` must be a 2-D int64 array")))?;
+    let k = arr.shape()[1];
+    let out: Option<Vec<usize>> = arr.as_array().iter().map(|&j| usize::try_from(j).ok()).collect();
+    Ok((out.ok_or_else(|| value_error(name, format!("`{name}` has negative entries")))?, k))
+}
+
+/// Borrow a 2-D array of a given float type, refusing non-contiguous memory.
+pub(crate) fn view2<'py, F: Element>(obj: &Bound<'py, PyAny>, name: &str) -> PyResult<PyReadonlyArray2<'py, F>> {
+    let a: PyReadonlyArray2<'py, F> = obj
+        .extract()
+        .map_err(|_| type_error(name, format!("`{name}` must be a 2-D float array with the same dtype as X")))?;
+    if !a.is_c_contiguous() {
+        return Err(value_error(name, format!("`{name}` must be C-contiguous")));
+    }
+    Ok(a)
+}
+
+pub(crate) fn view1<'py, F: Element>(obj: &Bound<'py, PyAny>, name: &str) -> PyResult<PyReadonlyArray1<'py, F>> {
+    let a: PyReadonlyArray1<'py, F> = obj
+        .extract()
+        .map_err(|_| type_error(name, format!("`{name}` must be a 1-D float array with the same dtype as X")))?;
+    if !a.is_c_contiguous() {
+        return Err(value_error(name, format!("`{name}` must be C-contiguous")));
+    }
+    Ok(a)
+}
+
+pub(crate) fn is_f32(x: &Bound<'_, PyAny>) -> PyResult<bool> {
+    if x.extract::<PyReadonlyArray2<f64>>().is_ok() {
+        Ok(false)
+    } else if x.extract::<PyReadonlyArray2<f32>>().is_ok() {
+        Ok(true)
+    } else {
+        Err(type_error("X", "`X` must be a 2-D float32 or float64 array".into()))
+    }
+}
+
+/// Run `$body` with `$F` = f32 or f64 according to the dtype of `$x` (the caller has
+/// `is_f32` in scope).
+macro_rules! with_float {
+    ($x:expr, $F:ident, $body:expr) => {
+        if is_f32($x)? {
+            type $F = f32;
+            $body
+        } else {
+            type $F = f64;
+            $body
+        }
+    };
+}
+
+/// The kernel and bandwidth of one call, from the arguments every engine binding takes.
+pub(crate) struct KernelArgs<F> {
+    pub(crate) kernel: Kernel,
+    pub(crate) bandwidth: Bandwidth<F>,
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn kernel_args<F: Real + Element>(
+    kernel: &str, bandwidth: f64, query_bandwidth: Option<&Bound<'_, PyAny>>, sample_bandwidth: Option<&Bound<'_, PyAny>>,
+    n_neighbors: Option<usize>, knn_profile: Option<&str>, temperature: Option<f64>,
+) -> PyResult<KernelArgs<F>> {
+    let kernel = match kernel {
+        "knn" => Kernel::Knn {
+            k: n_neighbors.ok_or_else(|| value_error("n_neighbors", "kernel='knn' needs `n_neighbors`".into()))?,
+            profile: knn_profile.map(Profile::from_name).transpose()?,
+        },
+        "dot" => Kernel::Dot { temperature: temperature.unwrap_or(1.0) },
+        name => Kernel::Radial(Profile::from_name(name)?),
+    };
+    let bandwidth = if let Some(h) = query_bandwidth {
+        Bandwidth::PerQuery(view1::<F>(h, "bandwidth")?.as_array().to_vec())
+    } else if let Some(h) = sample_bandwidth {
+        Bandwidth::PerReference(view1::<F>(h, "bandwidth")?.as_array().to_vec())
+    } else {
+        Bandwidth::Scalar(F::of(bandwidth))
+    };
+    Ok(KernelArgs { kernel, bandwidth })
+}
+
+/// The engine's `algorithm` argument.
+pub(crate) fn neighborhood(s: &str) -> PyResult<Neighborhood> {
+    match s {
+        "auto" => Ok(Neighborhood::Auto),
+        "brute" => Ok(Neighborhood::Brute),
+        "tree" | "kd_tree" => Ok(Neighborhood::Tree),
+        "expansion" => Ok(Neighborhood::Expansion),
+        o => Err(value_error("algorithm", format!("`algorithm` must be 'auto', 'brute', 'kd_tree' or 'expansion', got {o:?}"))),
+    }
+}

@@ -2,10 +2,13 @@
 
 Run it once per build (e.g. with ``PYTHONPATH`` pointing at an older tree and its extension)
 to compare: MeanShift's engine path (Gaussian kernel, binned seeds climbing against every
-point), the non-blurring ``SelfLocalMean`` (fit and predict), and ``LabelPropagation`` (whose values
-change every step, so it has no fixed reference to prepare: a control). Best of ``--repeat`` in wall and CPU time, with the load.
+point), the non-blurring ``SelfLocalMean`` (fit and predict), and the iterations whose values
+change every step against samples that stay, ``LabelPropagation`` and the fixed-kernel
+diffusion (``MeanShift(fixed_kernel=True)``), Gaussian and Epanechnikov, on all n points.
+Best of ``--repeat`` in wall and CPU time, with the load. ``--only`` runs the cases whose
+name contains it.
 
-Usage: python benches/bench_iterations.py [--n 100000] [--repeat 3]
+Usage: python benches/bench_iterations.py [--n 100000] [--repeat 3] [--only LabelPropagation]
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=100_000)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--only", default="")
     args = ap.parse_args()
     rng = np.random.default_rng(0)
     n = args.n
@@ -56,6 +60,14 @@ def main():
         f"LabelPropagation gaussian (n = {n // 20:,}, 10 it)":
             lambda: LabelPropagation(bandwidth=0.3, max_iter=10).fit(X[: n // 20], labels[: n // 20]),
     }
+    # All n points, 5 steps each (tol=0: no early stop); bandwidths for which the steps are not
+    # dominated by pairs far beyond the clusters' scale.
+    for kernel, h in [("gaussian", 0.05), ("epanechnikov", 0.2)]:
+        cases[f"LabelPropagation {kernel} h={h} (n = {n:,}, 5 it)"] = (
+            lambda k=kernel, h=h: LabelPropagation(kernel=k, bandwidth=h, max_iter=5, tol=0.0).fit(X, labels))
+        cases[f"MeanShift fixed_kernel {kernel} h={h} (n = {n:,}, 5 it)"] = (
+            lambda k=kernel, h=h: MeanShift(kernel=k, bandwidth=h, fixed_kernel=True, max_iter=5, tol=0.0).fit(X))
+    cases = {name: f for name, f in cases.items() if args.only in name}
     print(f"localization from {os.path.dirname(localization.__file__)}; n = {n:,}; load {os.getloadavg()[0]:.2f}")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -287,6 +287,47 @@ def test_nearest_neighbors_on_a_sharded_sample(data):
         LD.NearestNeighbors(n_neighbors=400).fit(Xd).kneighbors()
 
 
+@pytest.mark.parametrize("scheduler", ["distributed", pytest.param("threads", marks=pytest.mark.xfail(
+    strict=True, reason="local scheduler: kneighbors' output chunks (aliases) are not seen by the posttask callback; fit's are"))])
+def test_nearest_neighbors_verbose_counts_partitions_on_the_client(scheduler, data, capsys, monkeypatch):
+    """The bar advances as the per-partition tasks end, on the client, with the cluster's
+    futures or the local scheduler's callbacks; silent below the delay, closed on Ctrl-C,
+    and the results are those of a quiet run."""
+    import dask
+
+    from localization import _progress
+    from localization.dask import _common
+
+    X, Q, _, _ = data
+    Xd = dx(X, X_CHUNKS)
+    if scheduler == "threads":
+        monkeypatch.setattr(_common, "client", lambda: None)
+        monkeypatch.setitem(dask.config.config, "scheduler", "threads")
+    parts = len([c for c in X_CHUNKS if c])
+    quiet = LD.NearestNeighbors(n_neighbors=4).fit(Xd).kneighbors(Q)
+    assert capsys.readouterr().err == ""
+    monkeypatch.setattr(_progress, "DELAY", 5.0)
+    LD.NearestNeighbors(n_neighbors=4, verbose=True).fit(Xd).kneighbors(Q)
+    assert capsys.readouterr().err == ""
+    monkeypatch.setattr(_progress, "DELAY", 0.0)
+    nn = LD.NearestNeighbors(n_neighbors=4, verbose=True).fit(Xd)
+    err = capsys.readouterr().err
+    assert "NearestNeighbors.fit: 100%" in err and f"{parts}/{parts}" in err, err
+    shown = nn.kneighbors(Q)
+    err = capsys.readouterr().err
+    # One query partition: its distances and its indices.
+    assert "NearestNeighbors.kneighbors: 100%" in err and "2/2" in err and err.endswith("\n"), err
+    assert np.array_equal(shown[1], quiet[1]) and np.array_equal(shown[0], quiet[0])
+
+    def interrupt(self, k=1, **postfix):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(_progress.Progress, "update", interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        nn.kneighbors(Q)
+    assert capsys.readouterr().err.endswith("\n")
+
+
 # -- any fitted estimator, blockwise ---------------------------------------------------
 
 

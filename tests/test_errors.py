@@ -367,15 +367,8 @@ def _arguments(label, f, args, kwargs):
                 yield f"{label}({p.name}={bad!r})", (lambda kw=dict(kwargs, **{p.name: bad}): f(*args, **kw))
 
 
-# Left to the change that owns the module this session (no native conversion is involved: the
-# function's own Python code uses its arguments unchecked).
-_LEFT = {"get_bin_seeds": "MeanShift's seeding helper: X, bin_size and min_bin_freq reach NumPy unchecked"}
-
-
 @pytest.mark.filterwarnings("ignore")
-@pytest.mark.parametrize("label, f, args, kwargs", [
-    pytest.param(*c, marks=pytest.mark.xfail(strict=True, reason=_LEFT[c[0]])) if c[0] in _LEFT else c for c in _public_calls()
-], ids=lambda v: v if isinstance(v, str) else "")
+@pytest.mark.parametrize("label, f, args, kwargs", _public_calls(), ids=lambda v: v if isinstance(v, str) else "")
 def test_wrong_types_for_every_argument_of_the_public_api_name_it(label, f, args, kwargs):
     unnamed = [f"{what}: {type(e).__name__}: {str(e)[:120]}" for what, call in _arguments(label, f, args, kwargs)
                if (e := _unnamed(call)) is not None]

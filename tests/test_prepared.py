@@ -143,6 +143,81 @@ def test_reference_refuses_bad_input_naming_it():
     _identical(_core.local_sums(Q, ref), _core.local_sums(Q, X, V, w))
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("d", [2, 20])
+def test_reference_takes_values_per_call_bit_for_bit(dtype, d):
+    """A Reference built without values takes new ones at every call (the steps of an
+    iteration): each call gives the raw samples' sums bit for bit, with few and many (the
+    wide-values product) columns, and the layouts kept from earlier calls serve later ones."""
+    X, Q, V, w = _data(dtype, d=d)
+    rng = np.random.default_rng(2)
+    steps = [V, rng.normal(size=(len(X), 10)).astype(dtype), 1e250 * V if dtype == np.float64 else 1e30 * V, V[:, :1].copy()]
+    for weights in [None, w]:
+        ref = _core.Reference(X, None, weights)
+        for kw in KERNELS:
+            for algorithm in ["auto", "brute", "kd_tree", "expansion"]:
+                for degree, exclude_self in [(None, False), (1, False), (None, True)]:
+                    if degree is not None and kw["kernel"] == "dot":
+                        continue
+                    q = X if exclude_self else Q
+                    args = dict(kw, degree=degree, exclude_self=exclude_self, algorithm=algorithm)
+                    for values in steps:
+                        _identical(_core.local_sums(q, ref, values, **args), _core.local_sums(q, X, values, weights, **args))
+    # Without values, the sums of the kernel weights alone, as before.
+    _identical(_core.local_sums(Q, ref), _core.local_sums(Q, X, None, w))
+
+
+def test_values_per_call_are_checked():
+    X, Q, V, w = _data(np.float64)
+    ref = _core.Reference(X, None, w)
+    with pytest.raises(ValueError, match="values"):
+        _core.local_sums(Q, ref, V[:10])
+    bad = V.copy()
+    bad[3, 1] = np.nan
+    with pytest.raises(ValueError, match="values"):
+        _core.local_sums(Q, ref, bad)
+    with pytest.raises(TypeError, match="values"):
+        _core.local_sums(Q, ref, V.astype(np.float32))
+    with pytest.raises(ValueError, match="values"):
+        _core.local_sums(Q, ref, np.asfortranarray(V))
+    with pytest.raises(ValueError, match="values"):
+        _core.local_sums(Q, _core.Reference(X, V, w), V)
+
+
+@pytest.mark.parametrize("kernel", [dict(kernel="gaussian", bandwidth=0.3), dict(kernel="epanechnikov", bandwidth=0.5),
+                                    dict(kernel="knn", n_neighbors=9)], ids=lambda k: k["kernel"])
+def test_label_propagation_reuses_one_reference_across_iterations(kernel):
+    from localization.engine import BoundKernel
+    from localization.semi_supervised import LabelPropagation
+
+    X, _, _, _ = _data(np.float64, n=2000)
+    y = np.full(len(X), -1)
+    y[:40] = (X[:40, 0] > 0).astype(int)
+    built = []
+    real = _core.Reference
+
+    def counting(*args):
+        built.append(args[1])
+        return real(*args)
+
+    lp = LabelPropagation(**kernel, max_iter=20)
+    try:
+        _core.Reference = counting
+        lp.fit(X, y)
+    finally:
+        _core.Reference = real
+    assert lp.n_iter_ > 2 and len(built) == 1 and built[0] is None, "one reference without values for the whole fit"
+    # The same distributions as the raw samples at every step.
+    prepare = BoundKernel.prepare
+    try:
+        BoundKernel.prepare = lambda self: self
+        raw = LabelPropagation(**kernel, max_iter=20).fit(X, y)
+    finally:
+        BoundKernel.prepare = prepare
+    assert raw.n_iter_ == lp.n_iter_
+    np.testing.assert_array_equal(raw.label_distributions_, lp.label_distributions_)
+
+
 def _estimators():
     return [
         (LocalMeanRegressor(kernel="gaussian", bandwidth=0.3), "predict"),

@@ -124,7 +124,8 @@ def masked_knn(
 class Reference:
     """Samples (with values, weights, per-sample bandwidths) checked once (NaN and infinity are
     refused) and copied; ``local_sums`` and ``local_polynomial`` accept it as ``x`` and reuse the
-    layouts the engine builds from it."""
+    layouts the engine builds from it. Built without values, it takes them per ``local_sums``
+    call (the same sums as a Reference built with them)."""
 
     def __new__(
         cls, x: _Array, values: Optional[_Array] = None, weights: Optional[_Array] = None,

@@ -204,12 +204,15 @@ class BoundKernel:
         return kw
 
     def sums(self, Q, values=None, sample_weight=None, *, degree=None, exclude_self=False, algorithm="auto", n_jobs=None,
-             grid_size=None, progress=None, prepared=False):
+             grid_size=None, progress=None, prepared=False, values_per_call=False):
         """Native local sums for validated queries, as :class:`~localization.LocalSums`.
 
         ``progress(done, total)`` is called with the queries done (the binned path: its steps).
         ``prepared=True``: through the kept reference of (values, sample_weight) if
-        :meth:`prepare` was called (same results, no per-call work on the samples)."""
+        :meth:`prepare` was called (same results, no per-call work on the samples). With
+        ``values_per_call`` the values are new at every call (the iterations of a method): the
+        kept reference of ``sample_weight`` alone serves, and only the values are laid out
+        for the call."""
         check_algorithm(algorithm)
         Qs = self._scale(Q)
         if algorithm == "binned":
@@ -223,9 +226,10 @@ class BoundKernel:
             sums = _callable_sums if self.callable else _identity_sums
             return LocalSums(*sums(self, Qs, values, sample_weight, exclude_self))
         kw = self.core_args(Qs)
-        ref = self.reference(values, sample_weight) if prepared else None
+        ref = self.reference(None if values_per_call else values, sample_weight) if prepared else None
         if ref is not None:
-            return LocalSums.from_engine(_core.local_sums(Qs, ref, degree=degree, exclude_self=exclude_self, algorithm=algorithm,
+            return LocalSums.from_engine(_core.local_sums(Qs, ref, values if values_per_call else None, degree=degree,
+                                                          exclude_self=exclude_self, algorithm=algorithm,
                                                           n_jobs=n_jobs, progress=progress, **kw))
         if self.sample_h is not None:
             kw["sample_bandwidth"] = self.sample_h

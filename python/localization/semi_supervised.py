@@ -129,8 +129,10 @@ class LabelPropagation(ClassifierMixin, LocalEstimator):
         labelled = ~unlabelled[:, None]
 
         def update(idx, P):
-            # The values change every step, so each step is one engine call on the current P.
-            sums = bk.sums(X, np.ascontiguousarray(P, dtype=X.dtype), algorithm=self.algorithm, n_jobs=self.n_jobs)
+            # Each step is one engine call with the current P as the values, against the
+            # samples prepared once for the whole fit (layout, kd-tree, neighbour index).
+            sums = bk.sums(X, np.ascontiguousarray(P, dtype=X.dtype), algorithm=self.algorithm, n_jobs=self.n_jobs,
+                           prepared=True, values_per_call=True)
             num, den = sums.num, sums.den
             # K̃P = num/den; the row renormalisation then cancels den, but dividing first keeps
             # the numbers in the same range as scikit-learn's D⁻¹K product.

@@ -154,7 +154,7 @@ pub fn predict_prepared<F: Real>(
         return Err(LocalizationError::param("y", "local polynomial regression needs a Reference built with values"));
     }
     let opts = Options { degree: Some(degree), neighborhood, exclude_self, monitor: mon.clone(), progress: true };
-    let (sums, lengths) = reference.local_sums_scaled(queries, kernel, bw, &opts)?;
+    let (sums, lengths) = reference.local_sums_scaled(queries, None, kernel, bw, &opts)?;
     predictions(&sums, lengths, queries.ncols(), degree, ridge)
 }
 

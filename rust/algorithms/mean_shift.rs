@@ -169,7 +169,7 @@ impl<F: Real> Window<F> {
         match &self.kind {
             WindowKind::Engine { profile, h, reference } => {
                 let opts = Options { monitor: mon.clone(), ..Options::default() };
-                let s = reference.local_sums(q, &Kernel::Radial(*profile), &Bandwidth::Scalar(*h), &opts)?;
+                let s = reference.local_sums(q, None, &Kernel::Radial(*profile), &Bandwidth::Scalar(*h), &opts)?;
                 Ok(Sums { num: s.num.mapv(|v| v.f64()), den: s.den.iter().map(|v| v.f64()).collect(), log_scale: s.log_scale.iter().map(|v| v.f64()).collect() })
             }
             WindowKind::Tree(t) => {
@@ -512,11 +512,15 @@ fn diffuse_in_range<F: Real>(x: ArrayView2<F>, w: Option<ArrayView1<F>>, p: &Par
     let kernel = Kernel::Radial(p.profile);
     let bw = Bandwidth::Scalar(F::of(p.bandwidth));
     let opts = Options { monitor: mon.clone(), ..Options::default() };
+    // Diffusion: the kernel stays X's, so X is prepared once (layout, kd-tree) and only the
+    // moved positions, its values, change per step. Blurring: the moved set is its own
+    // reference, so nothing carries over from one step to the next.
+    let fixed = (!blurring).then(|| Reference::new(x.to_owned(), None, w.map(|w| w.to_owned()), None)).transpose()?;
     fixed_point::iterate_whole(x.to_owned(), &p.stop(), mon, |y| {
-        // Blurring: the moved set is its own reference; diffusion: the kernel stays X's.
-        let q = if blurring { y } else { x };
-        let pb = Problem { queries: q, x: q, values: Some(y), weights: w };
-        let s = local_sums(&pb, &kernel, &bw, &opts)?;
+        let s = match &fixed {
+            Some(r) => r.local_sums(x, Some(y), &kernel, &bw, &opts)?,
+            None => local_sums(&Problem { queries: y, x: y, values: Some(y), weights: w }, &kernel, &bw, &opts)?,
+        };
         Ok(Sums { num: s.num.mapv(|v| v.f64()), den: s.den.iter().map(|v| v.f64()).collect(), log_scale: s.log_scale.iter().map(|v| v.f64()).collect() })
     })
 }

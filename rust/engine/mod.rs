@@ -54,13 +54,14 @@ use crate::rows::{Rows, Scratch};
 use crate::neighbors::{Algorithm, Index, KdTree, LEAF_SIZE};
 use crate::parallel::Monitor;
 use accumulate::{in_batches, n_basis, per_query, Acc};
-use tiles::{BlockCost, Blocks, Tiles, TILE, WIDE_VALUES};
+use tiles::{BlockCost, Blocks, TileValues, Tiles, TILE, WIDE_VALUES};
 pub use kernel_matrix::kernel_matrix;
 pub(crate) use kernel_matrix::fill_kernel_matrix;
 pub use reference::Reference;
-use reference::{Prepared, TreeOrdered, Working};
+use reference::{Prep, TreeOrdered, Working, WorkingValues};
 pub use types::{Bandwidth, Kernel, LocalSums, Neighborhood, Options, Problem};
 use ndarray::{linalg::general_mat_mul, s, Array2, ArrayView2};
+use std::borrow::Cow;
 
 /// Queries per block: larger for the matrix-product path, where each reference tile is
 /// packed once per block.
@@ -95,7 +96,7 @@ pub(crate) fn local_sums_scaled<F: Real>(pb: &Problem<F>, kernel: &Kernel, bw: &
     let lengths = lengths_of(kernel, pb.queries, pb.x, bw);
     // Keep "the queries are the references" visible (the expansion clusters them once).
     let same = pb.queries.as_ptr() == pb.x.as_ptr() && pb.queries.dim() == pb.x.dim();
-    let sums = Working::new(pb.x, pb.values, pb.weights, lengths).sums(pb, same, kernel, bw, opts, None)?;
+    let sums = Working::new(pb.x, pb.weights, lengths).sums(pb, &WorkingValues::new(pb.values), same, kernel, bw, opts, None)?;
     Ok((sums, lengths))
 }
 
@@ -200,7 +201,7 @@ pub(crate) fn basis_degrees(d: usize, degree: usize) -> Vec<usize> {
 
 /// The sums for inputs inside the floating range's comfortable middle. `prep`: the layouts
 /// of these references kept by a `Reference`, which has checked them already.
-fn sums_in_range<F: Real>(pb: &Problem<F>, kernel: &Kernel, bw: &Bandwidth<F>, opts: &Options, prep: Option<&Prepared<F>>) -> Result<LocalSums<F>> {
+fn sums_in_range<F: Real>(pb: &Problem<F>, kernel: &Kernel, bw: &Bandwidth<F>, opts: &Options, prep: Option<Prep<'_, F>>) -> Result<LocalSums<F>> {
     validate_request(pb, kernel, bw, opts, prep.is_none())?;
     match kernel {
         Kernel::Knn { k, profile } => knn_sums(pb, *k, *profile, opts, prep),
@@ -245,7 +246,7 @@ fn sums_in_range<F: Real>(pb: &Problem<F>, kernel: &Kernel, bw: &Bandwidth<F>, o
 
 /// The kd-tree over the references: the prepared one, or the one in `owned` (built there if
 /// absent).
-fn tree_of<'a, F: Real>(pb: &Problem<F>, prep: Option<&'a Prepared<F>>, mon: &Monitor, owned: &'a mut Option<KdTree<F>>) -> Result<&'a KdTree<F>> {
+fn tree_of<'a, F: Real>(pb: &Problem<F>, prep: Option<Prep<'a, F>>, mon: &Monitor, owned: &'a mut Option<KdTree<F>>) -> Result<&'a KdTree<F>> {
     match prep {
         Some(p) => p.tree(pb.x, mon),
         None => {
@@ -371,7 +372,7 @@ impl TileKernel for DotExp {
     }
 }
 
-fn brute<F: Real, K: TileKernel>(pb: &Problem<F>, bw: &Bandwidth<F>, opts: &Options, c: F, prep: Option<&Prepared<F>>) -> Result<LocalSums<F>> {
+fn brute<F: Real, K: TileKernel>(pb: &Problem<F>, bw: &Bandwidth<F>, opts: &Options, c: F, prep: Option<Prep<'_, F>>) -> Result<LocalSums<F>> {
     let d = pb.x.ncols();
     // Bounding boxes prune in low dimensions only (and mean nothing to the dot kernel).
     let spatial = !K::DOT && d < GEMM_MIN_DIM;
@@ -388,16 +389,21 @@ fn brute<F: Real, K: TileKernel>(pb: &Problem<F>, bw: &Bandwidth<F>, opts: &Opti
             &owned
         }
     };
+    let values = match prep {
+        Some(p) => p.tile_values(tiles, pb, spatial),
+        None => Cow::Owned(tiles.lay_out(pb.values)),
+    };
+    let values = &*values;
     let qblock = if gemm { QUERY_BLOCK_GEMM } else { QUERY_BLOCK };
     let pricing = TilePricing::<F, K> { tiles, bw, c, kernel: std::marker::PhantomData };
     let blocks = Blocks::new(pb.queries, qblock, spatial, &opts.monitor, &pricing)?;
     let rows = (Rows::new("X_query", pb.queries)?, Rows::new("X", pb.x)?, Rows::new("X_query", blocks.queries.view())?);
     let m = pb.queries.nrows();
-    let mut out = LocalSums::try_zeros(m, tiles.p, basis)?;
+    let mut out = LocalSums::try_zeros(m, values.p, basis)?;
     opts.start_progress(m);
     in_batches(&mut out, blocks.len(), blocks.order(), |b| {
         opts.monitor.check()?;
-        let part = Acc::finish(run_block::<F, K>(&Ctx { pb, tiles, blocks: &blocks, queries: rows.0, x: rows.1, blocked: rows.2, bw, opts, basis, c }, b), tiles.p, basis);
+        let part = Acc::finish(run_block::<F, K>(&Ctx { pb, tiles, values, blocks: &blocks, queries: rows.0, x: rows.1, blocked: rows.2, bw, opts, basis, c }, b), values.p, basis);
         opts.advance(blocks.range(b).len());
         part
     })?;
@@ -450,6 +456,8 @@ impl<F: Real, K: TileKernel> BlockCost<F> for TilePricing<'_, F, K> {
 struct Ctx<'a, 'p, F> {
     pb: &'a Problem<'p, F>,
     tiles: &'a Tiles<F>,
+    /// The request's values in the tiles' order.
+    values: &'a TileValues<F>,
     blocks: &'a Blocks<'p, F>,
     /// The rows of the queries, the references and the queries in block order.
     queries: Rows<'p, F>,
@@ -521,8 +529,8 @@ fn negligible<F: Real, K: TileKernel>(u2: F, c: F, acc: &Acc, total_weight: f64)
 
 #[inline(always)]
 fn block<F: Real, K: TileKernel, const FMA: bool>(cx: &Ctx<'_, '_, F>, b: usize) -> Vec<Acc> {
-    let Ctx { pb, tiles, blocks, queries, x, blocked, bw, opts, basis, c } = *cx;
-    let (d, p, n) = (tiles.d, tiles.p, tiles.n);
+    let Ctx { pb, tiles, values, blocks, queries, x, blocked, bw, opts, basis, c } = *cx;
+    let (d, p, n) = (tiles.d, values.p, tiles.n);
     let (b0, b1) = (blocks.range(b).start, blocks.range(b).end);
     let nb = b1 - b0;
     let mut accs: Vec<Acc> = (0..nb).map(|_| Acc::new(p, basis, K::EXP)).collect();
@@ -624,7 +632,7 @@ fn block<F: Real, K: TileKernel, const FMA: bool>(cx: &Ctx<'_, '_, F>, b: usize)
             }
         }
         let w = &tiles.weights[t0..t0 + len];
-        let vals = &tiles.values[t * p * TILE..(t + 1) * p * TILE];
+        let vals = &values.values[t * p * TILE..(t + 1) * p * TILE];
         for (i, acc) in accs.iter_mut().enumerate() {
             let gi = blocks.original(b0 + i);
             let kw = kwb.row_mut(i, len);
@@ -718,7 +726,7 @@ fn block<F: Real, K: TileKernel, const FMA: bool>(cx: &Ctx<'_, '_, F>, b: usize)
                 }
             }
         }
-        if let (true, Some(v)) = (wide, tiles.value_rows(pb, t0, len)) {
+        if let (true, Some(v)) = (wide, values.rows(pb.values, t0, len)) {
             general_mat_mul(F::one(), &kwb.view(len), &v, F::zero(), &mut wide_out);
             for (acc, row) in accs.iter_mut().zip(wide_out.rows()) {
                 for (a, &b) in acc.num.iter_mut().zip(row) {
@@ -859,7 +867,7 @@ enum KernelScale<'a, F> {
 /// from the blocks it would run (scattered queries reach many more tiles together than each
 /// alone), and the tree is taken when its visits cost less.
 fn cheaper_tree<'a, F: Real>(
-    pb: &Problem<F>, profile: Profile, bw: &Bandwidth<F>, mon: &Monitor, prep: Option<&'a Prepared<F>>, owned: &'a mut Option<KdTree<F>>,
+    pb: &Problem<F>, profile: Profile, bw: &Bandwidth<F>, mon: &Monitor, prep: Option<Prep<'a, F>>, owned: &'a mut Option<KdTree<F>>,
 ) -> Result<Option<&'a KdTree<F>>> {
     let (n, d) = pb.x.dim();
     let m = pb.queries.nrows();
@@ -931,7 +939,7 @@ fn expansion<F: Real>(pb: &Problem<F>, profile: Profile, bw: &Bandwidth<F>, opts
 /// all reach: the sums from the reference's far-field Hermite moments (`hermite`, built once
 /// per bandwidth), within the series expansion's error bound; queries for which that bound
 /// cannot be met are summed exactly. None where it does not apply.
-fn far_field_sums<F: Real>(pb: &Problem<F>, profile: Profile, bw: &Bandwidth<F>, opts: &Options, prep: Option<&Prepared<F>>) -> Result<Option<LocalSums<F>>> {
+fn far_field_sums<F: Real>(pb: &Problem<F>, profile: Profile, bw: &Bandwidth<F>, opts: &Options, prep: Option<Prep<'_, F>>) -> Result<Option<LocalSums<F>>> {
     let (Some(prep), Bandwidth::Scalar(h)) = (prep, bw) else { return Ok(None) };
     let (n, d) = pb.x.dim();
     let m = pb.queries.nrows();
@@ -1014,27 +1022,27 @@ fn support_radius<F: Real>(bw: &Bandwidth<F>, i: usize) -> F {
 }
 
 /// Compact kernels: visit only the references inside each query's support.
-fn tree_sums<F: Real, P: ProfileFn>(pb: &Problem<F>, tree: &KdTree<F>, bw: &Bandwidth<F>, opts: &Options, prep: Option<&Prepared<F>>) -> Result<LocalSums<F>> {
+fn tree_sums<F: Real, P: ProfileFn>(pb: &Problem<F>, tree: &KdTree<F>, bw: &Bandwidth<F>, opts: &Options, prep: Option<Prep<'_, F>>) -> Result<LocalSums<F>> {
     let order = tree.order();
     let p = pb.values.as_ref().map_or(0, |v| v.ncols());
     // Tree-ordered copies so the visit streams memory.
     let build = || TreeOrdered {
         weights: order.iter().map(|&i| pb.weights.as_ref().map_or(F::one(), |w| w[i])).collect(),
-        values: match &pb.values {
-            Some(v) => order.iter().flat_map(|&i| v.row(i).to_vec()).collect(),
-            None => Vec::new(),
-        },
         inv_h2: match bw {
             Bandwidth::PerReference(h) => Some(order.iter().map(|&i| F::one() / (h[i] * h[i])).collect()),
             _ => None,
         },
     };
+    let build_values = || match &pb.values {
+        Some(v) => order.iter().flat_map(|&i| v.row(i).to_vec()).collect(),
+        None => Vec::new(),
+    };
     let owned;
-    let TreeOrdered { weights: w, values: vals, inv_h2 } = match prep {
-        Some(p) => p.tree_order(build),
+    let (TreeOrdered { weights: w, inv_h2 }, vals) = match prep {
+        Some(p) => (p.tree_order(build), p.tree_values(build_values)),
         None => {
             owned = build();
-            &owned
+            (&owned, Cow::Owned(build_values()))
         }
     };
     let basis = opts.degree.map(|g| n_basis(pb.x.ncols(), g));
@@ -1073,7 +1081,7 @@ fn tree_sums<F: Real, P: ProfileFn>(pb: &Problem<F>, tree: &KdTree<F>, bw: &Band
 }
 
 /// The kNN kernel through the neighbour index.
-fn knn_sums<F: Real>(pb: &Problem<F>, k: usize, profile: Option<Profile>, opts: &Options, prep: Option<&Prepared<F>>) -> Result<LocalSums<F>> {
+fn knn_sums<F: Real>(pb: &Problem<F>, k: usize, profile: Option<Profile>, opts: &Options, prep: Option<Prep<'_, F>>) -> Result<LocalSums<F>> {
     let owned;
     let index = match prep {
         Some(p) => p.index(pb.x, &opts.monitor)?,

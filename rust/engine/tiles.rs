@@ -25,7 +25,6 @@ pub(super) struct Tiles<F> {
     /// Empty when nothing reads them (the matrix-product path without design moments).
     pub coords: Vec<F>,
     pub weights: Vec<F>,
-    pub values: Vec<F>,
     pub inv_h2: Option<Vec<F>>,
     /// Matrix-product path of a distance kernel: the reference mean μ, the references minus μ
     /// (row-major, input order) and their squared norms.
@@ -38,7 +37,6 @@ pub(super) struct Tiles<F> {
     /// Σ w over all references.
     pub total_weight: f64,
     pub d: usize,
-    pub p: usize,
     pub n: usize,
     /// Input row at each position (None: input order).
     order: Option<Vec<usize>>,
@@ -52,8 +50,30 @@ pub(super) struct Tiles<F> {
     /// 1/h²) of 2^(l+1) tiles, so that a query block finds the tiles within a compact kernel's
     /// reach in time logarithmic in the tiles rather than testing every tile's box.
     groups: Vec<(Vec<F>, Vec<F>)>,
+}
+
+/// The values of one request laid out as the pair loop reads them, for the order of one
+/// `Tiles`: apart from the tiles because they change where the references do not (a prepared
+/// reference keeps its layout and takes new values per call).
+#[derive(Clone)]
+pub(super) struct TileValues<F> {
+    /// Tile by tile, column-major inside a tile.
+    pub values: Vec<F>,
+    pub p: usize,
     /// Values in position order, row-major, for the wide-values matrix product (with `order`).
-    wide_values: Option<Array2<F>>,
+    wide: Option<Array2<F>>,
+}
+
+impl<F: Real> TileValues<F> {
+    /// Rows `t0..t0 + len` of the values in position order (row-major); `values`: the
+    /// request's, in input order.
+    pub fn rows<'a>(&'a self, values: Option<ArrayView2<'a, F>>, t0: usize, len: usize) -> Option<ArrayView2<'a, F>> {
+        match (&self.wide, values) {
+            (Some(v), _) => Some(v.slice(s![t0..t0 + len, ..])),
+            (None, Some(v)) => Some(v.slice_move(s![t0..t0 + len, ..])),
+            _ => None,
+        }
+    }
 }
 
 impl<F: Real> Tiles<F> {
@@ -61,22 +81,15 @@ impl<F: Real> Tiles<F> {
     /// `centre`: centre the references for the matrix product.
     pub fn new(pb: &Problem<F>, bw: &Bandwidth<F>, spatial: bool, coords: bool, centre: bool, mon: &Monitor) -> Result<Self> {
         let (n, d) = pb.x.dim();
-        let p = pb.values.as_ref().map_or(0, |v| v.ncols());
         let order = spatial.then(|| chunked_order(pb.x, TILE, mon)).transpose()?;
         let row = |i: usize| order.as_ref().map_or(i, |o| o[i]);
         let n_tiles = n.div_ceil(TILE);
         let mut coords = vec![F::zero(); if coords { n_tiles * TILE * d } else { 0 }];
-        let mut values = vec![F::zero(); n_tiles * TILE * p];
-        for i in 0..n {
-            let (t, j, src) = (i / TILE, i % TILE, row(i));
-            if !coords.is_empty() {
+        if !coords.is_empty() {
+            for i in 0..n {
+                let (t, j, src) = (i / TILE, i % TILE, row(i));
                 for k in 0..d {
                     coords[(t * d + k) * TILE + j] = pb.x[(src, k)];
-                }
-            }
-            if let Some(v) = &pb.values {
-                for c in 0..p {
-                    values[(t * p + c) * TILE + j] = v[(src, c)];
                 }
             }
         }
@@ -100,7 +113,6 @@ impl<F: Real> Tiles<F> {
         let total_weight = weights.iter().map(|w| w.f64()).sum();
         let mut boxes = Vec::new();
         let mut position = Vec::new();
-        let mut wide_values = None;
         if let Some(o) = &order {
             for t in 0..n_tiles {
                 let len = (n - t * TILE).min(TILE);
@@ -117,12 +129,28 @@ impl<F: Real> Tiles<F> {
             for (pos, &i) in o.iter().enumerate() {
                 position[i] = pos;
             }
-            if let (Some(v), true) = (&pb.values, p > WIDE_VALUES) {
-                wide_values = Some(v.select(ndarray::Axis(0), o));
-            }
         }
         let groups = if order.is_some() { group_boxes(&boxes, &min_inv_h2, d) } else { Vec::new() };
-        Ok(Tiles { coords, weights, values, inv_h2, centre, centred, norms, h2, has_zero_weight, total_weight, d, p, n, order, position, boxes, min_inv_h2, groups, wide_values })
+        Ok(Tiles { coords, weights, inv_h2, centre, centred, norms, h2, has_zero_weight, total_weight, d, n, order, position, boxes, min_inv_h2, groups })
+    }
+
+    /// `values` (n×p, input order) in this layout's order.
+    pub fn lay_out(&self, values: Option<ArrayView2<F>>) -> TileValues<F> {
+        let Some(v) = values else { return TileValues { values: Vec::new(), p: 0, wide: None } };
+        let p = v.ncols();
+        let row = |i: usize| self.order.as_ref().map_or(i, |o| o[i]);
+        let wide = match &self.order {
+            Some(o) if p > WIDE_VALUES => Some(v.select(ndarray::Axis(0), o)),
+            _ => None,
+        };
+        let mut values = vec![F::zero(); self.n.div_ceil(TILE) * TILE * p];
+        for i in 0..self.n {
+            let (t, j, src) = (i / TILE, i % TILE, row(i));
+            for c in 0..p {
+                values[(t * p + c) * TILE + j] = v[(src, c)];
+            }
+        }
+        TileValues { values, p, wide }
     }
 
     /// Position of input row `i`.
@@ -131,15 +159,6 @@ impl<F: Real> Tiles<F> {
             self.position[i]
         } else {
             i
-        }
-    }
-
-    /// Rows `t0..t0 + len` of the values in position order (row-major).
-    pub fn value_rows<'a>(&'a self, pb: &'a Problem<F>, t0: usize, len: usize) -> Option<ArrayView2<'a, F>> {
-        match (&self.wide_values, &pb.values) {
-            (Some(v), _) => Some(v.slice(s![t0..t0 + len, ..])),
-            (None, Some(v)) => Some(v.slice(s![t0..t0 + len, ..])),
-            _ => None,
         }
     }
 

@@ -12,8 +12,9 @@ use numpy::{Element, IntoPyArray, PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
 
 /// Kernel-weighted sums (the engine), as a `Sums`.
-/// `x` is the samples or a `Reference` built from them (then it holds values, weights and
-/// per-sample bandwidths, and the results are bit-identical).
+/// `x` is the samples or a `Reference` built from them (then it holds weights and per-sample
+/// bandwidths, and values unless they are given here to a Reference built without them; the
+/// results are bit-identical).
 #[pyfunction]
 #[pyo3(signature = (queries, x, values=None, weights=None, kernel="gaussian", bandwidth=1.0, query_bandwidth=None,
     sample_bandwidth=None, n_neighbors=None, knn_profile=None, temperature=None, degree=None, exclude_self=false,
@@ -28,12 +29,12 @@ fn local_sums<'py>(
 ) -> PyResult<Bound<'py, PySums>> {
     let nbh = neighborhood(algorithm)?;
     if let Ok(r) = x.cast::<reference::PyReference>() {
-        for (given, name) in [(values.is_some(), "values"), (weights.is_some(), "sample_weight"), (sample_bandwidth.is_some(), "sample_bandwidth")] {
+        for (given, name) in [(weights.is_some(), "sample_weight"), (sample_bandwidth.is_some(), "sample_bandwidth")] {
             if given {
                 return Err(reference::own_arrays(name));
             }
         }
-        return reference::local_sums(py, r.get(), queries, kernel, bandwidth, query_bandwidth, n_neighbors, knn_profile, temperature, degree, exclude_self, nbh, n_jobs, progress.as_ref());
+        return reference::local_sums(py, r.get(), queries, values, kernel, bandwidth, query_bandwidth, n_neighbors, knn_profile, temperature, degree, exclude_self, nbh, n_jobs, progress.as_ref());
     }
     with_float!(x, F, {
         let ka = kernel_args::<F>(kernel, bandwidth, query_bandwidth, sample_bandwidth, n_neighbors, knn_profile, temperature)?;

@@ -90,10 +90,11 @@ impl PyReference {
     }
 }
 
-/// `local_sums` against a Reference (values, weights and per-sample bandwidths are its own).
+/// `local_sums` against a Reference (weights and per-sample bandwidths are its own; values
+/// too, or given per call to a Reference built without them).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn local_sums<'py>(
-    py: Python<'py>, reference: &PyReference, queries: &Bound<'py, PyAny>, kernel: &str, bandwidth: f64,
+    py: Python<'py>, reference: &PyReference, queries: &Bound<'py, PyAny>, values: Option<&Bound<'py, PyAny>>, kernel: &str, bandwidth: f64,
     query_bandwidth: Option<&Bound<'py, PyAny>>, n_neighbors: Option<usize>, knn_profile: Option<&str>, temperature: Option<f64>,
     degree: Option<usize>, exclude_self: bool, nbh: Neighborhood, n_jobs: Option<NJobs>, progress: Option<&Py<PyAny>>,
 ) -> PyResult<Bound<'py, PySums>> {
@@ -101,10 +102,11 @@ pub(super) fn local_sums<'py>(
         ($r:expr, $F:ty) => {{
             let ka = kernel_args::<$F>(kernel, bandwidth, query_bandwidth, None, n_neighbors, knn_profile, temperature)?;
             let q = view2::<$F>(queries, "X_query")?;
-            let qa = q.as_array();
+            let v = values.map(|v| view2::<$F>(v, "values")).transpose()?;
+            let (qa, va) = (q.as_array(), v.as_ref().map(|v| v.as_array()));
             let s = run(py, n_jobs, progress, |mon| {
                 let opts = Options { degree, exclude_self, neighborhood: nbh, monitor: mon.clone(), progress: progress.is_some() };
-                $r.local_sums(qa, &ka.kernel, &ka.bandwidth, &opts)
+                $r.local_sums(qa, va, &ka.kernel, &ka.bandwidth, &opts)
             })?;
             PySums::new(py, s)
         }};

@@ -27,6 +27,7 @@ from .._base import keeps_state_on_error
 from .._progress import progress_bar
 from .._validation import (
     COUNT,
+    COUNT_OR_ZERO,
     FLOAT_DTYPES,
     N_JOBS,
     NON_NEGATIVE,
@@ -114,6 +115,10 @@ def estimate_bandwidth(X: ArrayLike, *, quantile: float = 0.3, n_samples: int | 
     return np.float64(np.mean(dist[:, -1], dtype=np.float64))
 
 
+@validate_params(
+    {"X": ["array-like"], "bin_size": [Real], "min_bin_freq": [COUNT_OR_ZERO]},
+    prefer_skip_nested_validation=True,
+)
 def get_bin_seeds(X: ArrayLike, bin_size: float, min_bin_freq: int = 1) -> FloatArray:
     """Seeds on a grid of side ``bin_size``: the rounded positions of bins holding ≥ ``min_bin_freq`` points.
 
@@ -128,7 +133,7 @@ def get_bin_seeds(X: ArrayLike, bin_size: float, min_bin_freq: int = 1) -> Float
     >>> get_bin_seeds(np.array([[0.1, 0.0], [0.2, 0.1], [2.0, 2.1]]), 1.0).tolist()
     [[0.0, 0.0], [2.0, 2.0]]
     """
-    X = np.asarray(X)
+    X = as_float_array(X, "X")
     if not bin_size > 0:
         return X
     binned = np.round(X / bin_size)

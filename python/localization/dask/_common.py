@@ -9,9 +9,12 @@ import dask
 import dask.array as da
 import numpy as np
 from dask import delayed
+from dask.callbacks import Callback
+from dask.core import flatten
 from dask.base import tokenize
 from dask.highlevelgraph import HighLevelGraph
 
+from .._progress import Progress
 from .._sums import LocalSums, tree_reduce
 from ..engine import BoundKernel
 from ..engine import check_algorithm as _check_any_algorithm
@@ -132,6 +135,34 @@ def each(fn, held, *args):
 
         return c.gather([c.submit(fn, f, *args, pure=False) for h in held for f in futures_of(h)])
     return list(dask.compute(*[delayed(fn, pure=False)(h, *args) for h in held]))
+
+
+def computed(*collections, verbose=False, desc="", persist=False):
+    """``dask.compute(*collections)`` (``dask.persist`` with ``persist``), with a progress bar
+    on the client when ``verbose``: it counts the collections' output chunks (one task per
+    partition) as they complete, whichever scheduler runs them (the tasks themselves run on
+    the workers, where no bar can be seen). Like every bar of the library it appears only
+    after a delay and is closed when the call ends, interrupted or not."""
+    run = dask.persist if persist else dask.compute
+    if not verbose:
+        return run(*collections)
+    keys = {k for c in collections for k in flatten(c.__dask_keys__())}
+    with Progress(True, desc, unit="part", total=len(keys)) as bar:
+        c = client()
+        if c is None:
+            # Dask's local schedulers call back in the calling thread as each task ends.
+            def posttask(key, result, dsk, state, worker_id):
+                if key in keys:
+                    bar.update()
+
+            with Callback(posttask=posttask):
+                return run(*collections)
+        from distributed import as_completed, futures_of
+
+        held = c.persist(list(collections))
+        for _ in as_completed(futures_of(held)):
+            bar.update()
+        return tuple(held) if persist else dask.compute(*held)
 
 
 def whole(A):

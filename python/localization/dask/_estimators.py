@@ -20,7 +20,9 @@ from .._validation import LocalizationError, check_positive_int, check_weight_su
 from ..adaptive import is_loo
 from ..engine import BoundKernel
 from ..kernels import SPECIAL, log_normalization
-from ._common import Shards, Spec, aligned, as_dask, assemble, check_algorithm, check_features, float_dtype, is_dask, sharded_kernel, task_threads
+from ._common import (
+    Shards, Spec, aligned, as_dask, assemble, check_algorithm, check_features, computed, float_dtype, is_dask, sharded_kernel, task_threads,
+)
 
 if TYPE_CHECKING:
     from .._typing import ArrayLike, FloatArray, IntArray, SeedLike, Self
@@ -256,7 +258,9 @@ class NearestNeighbors(neighbors.NearestNeighbors):
     every shard for its k nearest and the candidate lists are merged in a fixed tree by
     (distance, index), so the indices are those of :class:`localization.NearestNeighbors`
     on the whole sample (ties aside). ``kneighbors`` returns dask arrays for dask input and
-    NumPy arrays otherwise. ``n_jobs`` is the threads of each task (None: 1).
+    NumPy arrays otherwise. ``n_jobs`` is the threads of each task (None: 1). ``verbose=True``
+    shows a bar on the client counting the partitions done by the tasks that ``fit`` and a
+    ``kneighbors`` on in-memory queries run (a dask result is computed later, by its user).
 
     Examples
     --------
@@ -274,7 +278,8 @@ class NearestNeighbors(neighbors.NearestNeighbors):
         """Keep the sample sharded and build one index per shard on the workers. Returns self."""
         task_threads(self.n_jobs)
         self._shards, _ = fit_sample(self, X)
-        self._indexes = dask.persist(*[delayed(_shard_index, pure=True)(xb, self.algorithm, self.leaf_size) for _, xb, _, _ in self._shards.blocks])
+        self._indexes = computed(*[delayed(_shard_index, pure=True)(xb, self.algorithm, self.leaf_size) for _, xb, _, _ in self._shards.blocks],
+                                 verbose=self.verbose, desc="NearestNeighbors.fit", persist=True)
         self.n_samples_fit_ = self._shards.n
         return self
 
@@ -308,7 +313,7 @@ class NearestNeighbors(neighbors.NearestNeighbors):
         dist = assemble([None if f is None else delayed(operator.getitem)(f, 0) for f in found], Q.chunks[0], (k,), sh.dtype)
         ind = assemble([None if f is None else delayed(operator.getitem)(f, 1) for f in found], Q.chunks[0], (k,), np.int64)
         if not (self_query or is_dask(X)):
-            dist, ind = dask.compute(dist, ind)
+            dist, ind = computed(dist, ind, verbose=self.verbose, desc="NearestNeighbors.kneighbors")
         return (dist, ind) if return_distance else ind
 
     def radius_neighbors(self, X: ArrayLike | da.Array | None = None, radius: float | ArrayLike | None = None, return_distance: bool = True,

@@ -78,7 +78,7 @@ def _fill_by_definition(imp, Xm):
     from sklearn.metrics.pairwise import nan_euclidean_distances
 
     n, p = Xm.shape
-    k, s, h, w0 = imp.n_neighbors, imp.bandwidth_, imp.feature_bandwidth_, imp.self_weight_
+    k, s, h, w0 = imp.n_neighbors_, imp.bandwidth_, imp.feature_bandwidth_, imp.self_weight_
     D = nan_euclidean_distances(Xm)
     np.fill_diagonal(D, np.inf)
     mean = np.nanmean(Xm, 0)
@@ -177,6 +177,39 @@ def test_block_pattern_beats_knn_imputer():
     assert r_ours < 0.95 * r_knn
 
 
+def _planted(n=300, seed=0):
+    """Four Gaussian-blob templates on 12×12 images, brightness 0.5–1.5, noise 0.01, one 4×4
+    block missing per image: distances so concentrated that a Gaussian in d/dₖ over 20
+    neighbours cannot weight the nearest few evenly."""
+    rng = np.random.default_rng(seed)
+    yy, xx = np.mgrid[:12, :12]
+    templates = np.array([np.exp(-((yy - a) ** 2 + (xx - b) ** 2) / 8.0).ravel() for a, b in ((3, 3), (3, 8), (8, 3), (8, 8))])
+    X = templates[rng.integers(0, 4, n)] * rng.uniform(0.5, 1.5, (n, 1)) + 0.01 * rng.normal(size=(n, 144))
+    miss = np.zeros((n, 12, 12), dtype=bool)
+    for i, (r, c) in enumerate(rng.integers(0, 9, size=(n, 2))):
+        miss[i, r:r + 4, c:c + 4] = True
+    miss = miss.reshape(n, -1)
+    return X, miss, np.where(miss, np.nan, X)
+
+
+def test_neighbour_count_chosen_on_the_holdout_wins_the_planted_case():
+    # With k fixed at 20 this case loses to KNNImputer(10); k chosen on the hold-out wins.
+    from sklearn.impute import KNNImputer
+
+    X, miss, Xm = _planted()
+
+    def rmse(out):
+        return np.sqrt(np.mean((out[miss] - X[miss]) ** 2))
+
+    imp = LocalMeanImputer(image_shape=(12, 12), random_state=0)
+    chosen = rmse(imp.fit_transform(Xm))
+    fixed = rmse(LocalMeanImputer(image_shape=(12, 12), n_neighbors=20, random_state=0).fit_transform(Xm))
+    knn = rmse(KNNImputer(n_neighbors=10).fit_transform(Xm))
+    assert imp.n_neighbors_ < 20 and "n_neighbors" in imp.cv_results_
+    assert fixed > knn
+    assert chosen <= knn and chosen < fixed
+
+
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_masked_knn_matches_nan_euclidean_distances_on_images(dtype):
     # The core's co-observed k-NN (784-D, 30 % missing) against scikit-learn's
@@ -249,11 +282,13 @@ def test_spatial_kernel_is_hollow_and_normalised():
 def test_bandwidths_and_weights_minimise_the_holdout_error():
     _, Xm = _images(200)
     imp = LocalMeanImputer(image_shape=(28, 28), random_state=0).fit(Xm)
-    for name in ("bandwidth", "feature_bandwidth", "self_weight", "imputed_weight"):
+    for name in ("n_neighbors", "bandwidth", "feature_bandwidth", "self_weight", "imputed_weight"):
         res = imp.cv_results_[name]
         assert getattr(imp, name + "_") == res["bandwidth"][np.argmin(res["objective"])]
-    fixed = LocalMeanImputer(image_shape=(28, 28), bandwidth=1.0, feature_bandwidth=1.0).fit(Xm)
-    assert set(fixed.cv_results_) == {"self_weight", "imputed_weight"} and fixed.bandwidth_ == 1.0
+    ks = imp.cv_results_["n_neighbors"]["bandwidth"]  # the candidates from 1 (the scan stops once the error rises)
+    np.testing.assert_array_equal(ks, [1, 2, 3, 5, 8, 13, 20][: len(ks)])
+    fixed = LocalMeanImputer(image_shape=(28, 28), n_neighbors=20, bandwidth=1.0, feature_bandwidth=1.0).fit(Xm)
+    assert set(fixed.cv_results_) == {"self_weight", "imputed_weight"} and fixed.bandwidth_ == 1.0 and fixed.n_neighbors_ == 20
     assert "imputed_weight" not in LocalMeanImputer(image_shape=(28, 28), n_iter=1).fit(Xm).cv_results_
 
 

@@ -286,23 +286,40 @@ def _grid_stage(rec, grid, refine, tol, warn_edge):
 def _bracket(f, t0, step=_BRACKET_STEP, max_steps=_BRACKET_STEPS):
     """(a, b, c) with f(b) < f(a) and f(b) < f(c), searched downhill from t0 with steps that
     grow by the golden ratio; None when no bracket is found within ``max_steps`` steps or the
-    objective is undefined at t0."""
+    objective is undefined at t0.
+
+    Where the parabola through the last three points is convex with its vertex between the
+    last two, the vertex is tried first: a LOO curve is smooth in log h, so the vertex is
+    mostly next to the minimum, which the bracket then holds as its middle point and its
+    refinement starts from (each evaluation is a full pass). If it is not lower than the last
+    point, the golden step follows as without it."""
     grow = (1 + math.sqrt(5)) / 2
     f0 = f(t0)
     if not np.isfinite(f0):
         return None
-    a, b, fb = t0, t0 + step, f(t0 + step)
+    prev = None
+    a, fa, b, fb = t0, f0, t0 + step, f(t0 + step)
     if not fb < f0:
-        fa = f(t0 - step)
-        if fa > f0:
+        fc = f(t0 - step)
+        if fc > f0:
             return t0 - step, t0, t0 + step
-        b, fb = t0 - step, fa
+        prev, (a, fa), (b, fb) = (b, fb), (t0, f0), (t0 - step, fc)
     for _ in range(max_steps):
+        if prev is not None:
+            p, fp = prev
+            if ((fb - fa) / (b - a) - (fa - fp) / (a - p)) / (b - p) > 0:  # convex
+                num = (b - a) ** 2 * (fb - fp) - (b - p) ** 2 * (fb - fa)
+                den = (b - a) * (fb - fp) - (b - p) * (fb - fa)
+                r = (b - 0.5 * num / den - a) / (b - a)
+                if 0.1 <= r <= 0.9:  # (a new point between a and b)
+                    u = a + r * (b - a)
+                    if f(u) < fb:
+                        return (a, u, b) if a < b else (b, u, a)
         c = b + grow * (b - a)
         fc = f(c)
         if fc > fb:
             return (a, b, c) if a < c else (c, b, a)
-        a, b, fb = b, c, fc
+        prev, (a, fa), (b, fb) = (a, fa), (b, fb), (c, fc)
     return None
 
 

@@ -322,6 +322,11 @@ def _positive_int(text):
     return value
 
 
+def _positive_int_or_loo(text):
+    """argparse type: an integer >= 1 or 'loo'."""
+    return text if text == "loo" else _positive_int(text)
+
+
 def cmd_cluster(args):
     """Cluster points by mode seeking and report what was found."""
     if args.plot and _pyplot() is None:
@@ -507,7 +512,8 @@ def _build_impute(p):
     p.add_argument("output", help="where to write the filled table (.npy or CSV, by extension)")
     p.add_argument("--image-shape", type=_positive_int, nargs=2, metavar=("H", "W"), default=None,
                    help="rows are H×W images: the first layer averages neighbouring pixels")
-    p.add_argument("--n-neighbors", type=_positive_int, default=20, help="samples in the sample-level mean (default 20)")
+    p.add_argument("--n-neighbors", type=_positive_int_or_loo, default="loo",
+                   help="samples in the sample-level mean, or 'loo' (default: chosen on a hold-out, at most 20)")
     p.add_argument("--n-iter", type=_positive_int, default=2, help="rounds of the fill (default 2)")
     p.add_argument("--bandwidth", default="loo", help="sample-level bandwidth scale, or 'loo' (default)")
     p.add_argument("--feature-bandwidth", default="loo", help="pixel/feature bandwidth, or 'loo' (default)")
@@ -539,7 +545,7 @@ def cmd_impute(args):
     )
     t0 = time.perf_counter()
     out = imp.fit_transform(X)
-    print(f"filled in {time.perf_counter() - t0:.2f} s (bandwidth {imp.bandwidth_:.3g}, "
+    print(f"filled in {time.perf_counter() - t0:.2f} s ({imp.n_neighbors_} neighbours, bandwidth {imp.bandwidth_:.3g}, "
           f"feature bandwidth {imp.feature_bandwidth_:.3g})")
     if args.output.endswith(".npy"):
         np.save(args.output, out)

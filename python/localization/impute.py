@@ -33,6 +33,8 @@ if TYPE_CHECKING:
 
 
 _FLOATS = (np.float64, np.float32)
+# The candidates of n_neighbors="loo".
+_LOO_NEIGHBORS = (1, 2, 3, 5, 8, 13, 20)
 
 
 class LocalMeanImputer(TransformerMixin, BaseEstimator):
@@ -48,8 +50,8 @@ class LocalMeanImputer(TransformerMixin, BaseEstimator):
       both (``δ² = 2(1 − |correlation|)``; an anti-correlated column votes with its sign
       flipped). The kernel is normalised so that a fully observed neighbourhood weighs 1: a
       pixel deep inside a missing block gets almost nothing from its own image;
-    * the same entry p of the ``n_neighbors`` nearest *other* fitted samples j that observe
-      it (layer 2), with weights exp(−d²ᵢⱼ/(2(s·dₖ)²)): d is the Euclidean distance on
+    * the same entry p of the k = ``n_neighbors_`` nearest *other* fitted samples j that
+      observe it (layer 2), with weights exp(−d²ᵢⱼ/(2(s·dₖ)²)): d is the Euclidean distance on
       the coordinates both samples observe, scaled by p / (number of such coordinates) as
       scikit-learn's ``nan_euclidean_distances``, dₖ the distance to the k-th neighbour and
       s ``bandwidth``.
@@ -60,7 +62,7 @@ class LocalMeanImputer(TransformerMixin, BaseEstimator):
     (β = ``imputed_weight_``). Missing entries take the estimate; observed entries never
     change. An entry that no kernel weight reaches takes its column mean.
 
-    ``"loo"`` chooses s and σ / h, and w₀ and β are always chosen, on a **hold-out that
+    ``"loo"`` chooses k, s and σ / h, and w₀ and β are always chosen, on a **hold-out that
     mimics the missing pattern**: at most ``max_loo_samples`` rows (drawn with
     ``random_state``) each hide the observed entries that another of those rows misses (a
     block pattern hides blocks, scattered NaN hide scattered entries), their neighbours
@@ -75,8 +77,11 @@ class LocalMeanImputer(TransformerMixin, BaseEstimator):
     image_shape : tuple of int, optional
         (height, width) of each sample seen as an image (n_features = height × width).
         Without it the data are a table.
-    n_neighbors : int, default=20
-        Samples in the sample-level local mean.
+    n_neighbors : int or "loo", default="loo"
+        Samples in the sample-level local mean; ``"loo"`` chooses k among 1, 2, 3, 5, 8, 13
+        and 20 on the hold-out (the neighbours are found once, for the largest): with
+        distances this concentrated a Gaussian in d/dₖ cannot weight the few nearest samples
+        evenly, a smaller k can.
     bandwidth : float or "loo", default="loo"
         Scale s of the sample-level Gaussian relative to each sample's k-th neighbour distance.
     feature_bandwidth : float or "loo", default="loo"
@@ -92,6 +97,8 @@ class LocalMeanImputer(TransformerMixin, BaseEstimator):
 
     Attributes
     ----------
+    n_neighbors_ : int
+        k, the samples in the sample-level local mean (the hold-out choice for ``"loo"``).
     bandwidth_, feature_bandwidth_ : float
         The bandwidths used (the hold-out choices for ``"loo"``).
     self_weight_ : float
@@ -101,8 +108,8 @@ class LocalMeanImputer(TransformerMixin, BaseEstimator):
         β, the relative weight of the sample's own filled entries in rounds after the first
         (0 with ``n_iter=1``).
     cv_results_ : dict
-        The search records (see :mod:`localization.adaptive`) keyed by "bandwidth",
-        "feature_bandwidth" (for ``"loo"``), "self_weight" and "imputed_weight" (for
+        The search records (see :mod:`localization.adaptive`) keyed by "n_neighbors",
+        "bandwidth", "feature_bandwidth" (for ``"loo"``), "self_weight" and "imputed_weight" (for
         ``n_iter > 1``).
     statistics_ : ndarray of shape (n_features,)
         Column means of the observed values (the fill where no kernel weight reaches an
@@ -116,7 +123,7 @@ class LocalMeanImputer(TransformerMixin, BaseEstimator):
     O(n_queries · n_fitted · n_features) in one tiled, multithreaded pass of the core (a
     matrix product screens the pairs, direct differences rank the candidates; no
     n_queries × n_fitted matrix; the packed fitted rows take 3 · n · n_features floats) and
-    O(n · n_neighbors) output; they are found once per
+    O(n · k) output; they are found once per
     ``fit`` (for the hold-out rows) and once per ``transform`` and reused by every round
     and every value tried; the rest is O(n · (k + window) · p) per round.
 
@@ -132,7 +139,7 @@ class LocalMeanImputer(TransformerMixin, BaseEstimator):
 
     _parameter_constraints = {
         "image_shape": ["array-like", None],
-        "n_neighbors": [COUNT],
+        "n_neighbors": [COUNT, StrOptions({"loo"})],
         "bandwidth": [POSITIVE, StrOptions({"loo"})],
         "feature_bandwidth": [POSITIVE, StrOptions({"loo"})],
         "n_iter": [COUNT],
@@ -142,7 +149,7 @@ class LocalMeanImputer(TransformerMixin, BaseEstimator):
     }
 
     def __init__(
-        self, image_shape: tuple[int, ...] | None = None, n_neighbors: int | None = 20,
+        self, image_shape: tuple[int, ...] | None = None, n_neighbors: int | str = "loo",
         bandwidth: BandwidthLike = "loo", feature_bandwidth: float | str = "loo", n_iter: int = 2,
         max_loo_samples: int = 1000, random_state: SeedLike = None, progress: bool = False,
     ) -> None:
@@ -198,6 +205,7 @@ class LocalMeanImputer(TransformerMixin, BaseEstimator):
         if self.bandwidth == "loo" and n < 2:
             raise LocalizationError("bandwidth='loo' needs at least 2 samples, got 1 sample", "bandwidth")
         self.cv_results_ = {}
+        self.n_neighbors_ = _LOO_NEIGHBORS[-1] if self.n_neighbors == "loo" else self.n_neighbors
         self.bandwidth_ = 1.0 if self.bandwidth == "loo" else float(self.bandwidth)
         # Starting values while the others are searched: one pixel; half a standard unit.
         start_h = 1.0 if self.image_shape is not None else 0.5
@@ -206,6 +214,11 @@ class LocalMeanImputer(TransformerMixin, BaseEstimator):
         hold = self._holdout(X, observed, check_random_state(self.random_state))
         if hold is None:  # nothing observed in the sampled rows: keep the starting values
             return self
+        if n > 1 and self.n_neighbors == "loo":
+            # Before s: the scale h = s·dₖ follows k. The hold-out holds the largest k's neighbours.
+            grid = [k for k in _LOO_NEIGHBORS if k <= hold.idx.shape[1]]
+            self.n_neighbors_ = int(self._choose("n_neighbors", "loo", grid, lambda k: hold.error(self, n_neighbors=int(k)),
+                                                 refine=False))
         if n > 1:
             self.bandwidth_ = self._choose("bandwidth", self.bandwidth, np.geomspace(0.1, 10, 12),
                                            lambda s: hold.error(self, bandwidth=s))
@@ -241,11 +254,11 @@ class LocalMeanImputer(TransformerMixin, BaseEstimator):
         Q = np.where(seen, X[rows], np.nan).astype(X.dtype)
         return _Holdout(X[rows], seen, hidden, *self._neighbours(Q, rows))
 
-    def _choose(self, name, value, grid, objective):
+    def _choose(self, name, value, grid, objective, refine=True):
         if value != "loo":
             return float(value)
         # To 1 % is plenty for imputation; each evaluation is a fill of the hold-out rows.
-        best, results = search(objective, check_grid(grid), tol=0.01, warn_edge=False)
+        best, results = search(objective, check_grid(grid), tol=0.01, warn_edge=False, refine=refine)
         self.cv_results_[name] = results
         return float(best)
 
@@ -375,12 +388,12 @@ class LocalMeanImputer(TransformerMixin, BaseEstimator):
         return num / full, den / full
 
     def _neighbours(self, Q, self_rows):
-        """The n_neighbors nearest fitted samples of each query row on co-observed coordinates
+        """The ``n_neighbors_`` nearest fitted samples of each query row on co-observed coordinates
         (sorted distances, indices); ``self_rows[i]`` is query i's own fitted row (excluded).
         One tiled pass of the core (no n_queries × n_fitted matrix), exact to direct
         differences, the GIL released."""
         X = self.X_fit_
-        k = min(self.n_neighbors, len(X) - (self_rows is not None))
+        k = min(self.n_neighbors_, len(X) - (self_rows is not None))
         if k == 0:
             return np.empty((len(Q), 0)), np.empty((len(Q), 0), dtype=np.int64)
         exclude = None if self_rows is None else np.ascontiguousarray(self_rows, dtype=np.int64)
@@ -408,13 +421,15 @@ class _Holdout:
         self._sample = self._own = (None, None)
         self._donors = None
 
-    def error(self, imp, bandwidth=None, feature_bandwidth=None, self_weight=None, imputed_weight=None):
+    def error(self, imp, bandwidth=None, feature_bandwidth=None, self_weight=None, imputed_weight=None, n_neighbors=None):
         s = imp.bandwidth_ if bandwidth is None else bandwidth
         h = imp.feature_bandwidth_ if feature_bandwidth is None else feature_bandwidth
-        if self._sample[0] != s:
+        # The first k of the neighbours found (sorted by distance, as a k-NN search for k gives).
+        k = imp.n_neighbors_ if n_neighbors is None else n_neighbors
+        if self._sample[0] != (s, k):
             if self._donors is None:
                 self._donors = imp._donors()
-            self._sample = (s, imp._sample_sums(self.dist, self.idx, s, self._donors))
+            self._sample = ((s, k), imp._sample_sums(self.dist[:, :k], self.idx[:, :k], s, self._donors))
         if self._own[0] != h:
             self._own = (h, imp._feature_sums(np.where(self.seen, self.X, 0.0), self.seen, h))
         est = imp._fill(self.seen, self._sample[1], self._own[1], h, self_weight, imputed_weight)

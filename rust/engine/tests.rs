@@ -712,3 +712,60 @@ fn design_moments_in_lanes_give_the_bits_of_the_stored_basis() {
     check::<f32>(&mut rng);
     check::<f64>(&mut rng);
 }
+
+/// The same skip with design moments (degree 1 and 2): tiles whose every term k·u^(2·degree)
+/// is negligible leave each moment Σ k·w·φ_a φ_b (and Σ k·w·φ_a v) within 2⁻⁶¹ of its own scale
+/// Σ k·w·h^(|a|+|b|) (times the largest |v|), against the definition summed in f64.
+#[test]
+fn negligible_tiles_with_design_moments_are_skipped_within_the_bound() {
+    let mut rng = StdRng::seed_from_u64(29);
+    let (n, d, h) = (2500, 2, 0.03);
+    let mut x = rand_mat(&mut rng, n, d);
+    let mut v = rand_mat(&mut rng, n, 1);
+    let mut w: Vec<f64> = (0..n).map(|_| 0.5 + rng.random::<f64>()).collect();
+    // A heavy far cluster, as in the test above: terms far below the running maximum count.
+    for i in 0..800 {
+        x[(i, 0)] = 1.0 + 0.21 + 0.18 * rng.random::<f64>();
+        x[(i, 1)] = 0.1 * rng.random::<f64>();
+        w[i] = 1e6;
+        v[(i, 0)] = 1e6;
+    }
+    for degree in [1usize, 2] {
+        let pb = Problem { queries: x.view(), x: x.view(), values: Some(v.view()), weights: Some(ndarray::ArrayView1::from(&w)) };
+        let opts = Options { exclude_self: true, degree: Some(degree), neighborhood: Neighborhood::Brute, ..Options::default() };
+        let s = local_sums(&pb, &Kernel::Radial(Profile::Gaussian), &Bandwidth::Scalar(h), &opts).unwrap();
+        let (mom, cross) = (s.moments.as_ref().unwrap(), s.cross.as_ref().unwrap());
+        let powers: Vec<i32> = basis_degrees(d, degree).iter().map(|&p| p as i32).collect();
+        let nb = powers.len();
+        for i in (0..n).step_by(7) {
+            let (mut want, mut abs) = (vec![0.0; nb * (nb + 1)], vec![0.0; nb * (nb + 1)]);
+            let mut den = 0.0;
+            for j in (0..n).filter(|&j| j != i) {
+                let (dx, dy) = (x[(j, 0)] - x[(i, 0)], x[(j, 1)] - x[(i, 1)]);
+                let kw = (-0.5 * (dx * dx + dy * dy) / (h * h)).exp() * w[j];
+                let mut phi = vec![1.0, dx, dy];
+                if degree == 2 {
+                    phi.extend([dx * dx, dx * dy, dy * dy]);
+                }
+                den += kw;
+                for a in 0..nb {
+                    for b in 0..nb {
+                        want[a * (nb + 1) + b] += kw * phi[a] * phi[b];
+                        abs[a * (nb + 1) + b] += (kw * phi[a] * phi[b]).abs();
+                    }
+                    want[a * (nb + 1) + nb] += kw * phi[a] * v[(j, 0)];
+                    abs[a * (nb + 1) + nb] += (kw * phi[a] * v[(j, 0)]).abs();
+                }
+            }
+            let scale = s.log_scale[i].exp();
+            for a in 0..nb {
+                for b in 0..=nb {
+                    let (got, vmax, pw) = if b < nb { (mom[(i, a, b)], 1.0, powers[a] + powers[b]) } else { (cross[(i, a, 0)], 1e6, powers[a]) };
+                    let bound = 2f64.powi(-61) * den * h.powi(pw) * vmax + 1e-13 * abs[a * (nb + 1) + b];
+                    let want = want[a * (nb + 1) + b];
+                    assert!((got * scale - want).abs() <= bound, "degree {degree} query {i} moment ({a}, {b}): {} vs {want}", got * scale);
+                }
+            }
+        }
+    }
+}

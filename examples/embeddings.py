@@ -104,8 +104,8 @@ def part1(args):
             m = y == c
             ax.scatter(Y[m, 0], Y[m, 1], s=0.5 if n > 10_000 else 3, color=cmap(c), label=names[c], rasterized=True)
         ax.set_title(name, fontsize=10)
-        ax.set_xlabel("dimension 1")
-        ax.set_ylabel("dimension 2")
+        ax.set_xlabel("embedding coordinate 1 (arbitrary units)")
+        ax.set_ylabel("embedding coordinate 2 (arbitrary units)")
     for ax in axes.ravel()[len(embeddings):]:
         ax.axis("off")
     handles, labels = axes[0, 0].get_legend_handles_labels()
@@ -188,8 +188,8 @@ def plot_words(args, model, vocab):
     for i in range(show):
         ax.annotate(vocab[i], Z1[i], fontsize=8, color="tab:blue", xytext=(2, 2), textcoords="offset points")
         ax.annotate(vocab[i], Z2[i], fontsize=7, color="tab:orange", xytext=(2, -8), textcoords="offset points")
-    ax.set_xlabel("dimension 1")
-    ax.set_ylabel("dimension 2")
+    ax.set_xlabel("embedding coordinate 1 (arbitrary units)")
+    ax.set_ylabel("embedding coordinate 2 (arbitrary units)")
     ax.set_title(f"Oliver Twist: asymmetric MDS (softmax) of next-word counts, {len(vocab)} words\n"
                  f"P(next = v | w) ≈ softmax(z₁(w)·z₂(v)); the {show} most frequent words, query—key joined")
     ax.legend(loc="best", fontsize=9)

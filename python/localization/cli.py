@@ -500,8 +500,8 @@ def cmd_embed(args):
                 label = names[int(c)] if names is not None else str(c)
                 ax.scatter(Y[m, 0], Y[m, 1], s=2 if len(X) > 5000 else 6, color=cmap(c_i % cmap.N), label=label)
             ax.legend(markerscale=4, fontsize=8, loc="best")
-        ax.set_xlabel("embedding dimension 1")
-        ax.set_ylabel("embedding dimension 2")
+        ax.set_xlabel("embedding coordinate 1 (arbitrary units)")
+        ax.set_ylabel("embedding coordinate 2 (arbitrary units)")
         ax.set_title(f"{type(model).__name__} of {len(X):,} points")
         print(f"plot written to {_save(fig, args.plot)}")
     return 0

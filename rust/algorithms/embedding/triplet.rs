@@ -134,7 +134,7 @@ pub fn anchor_groups(triplets: &[Triplet]) -> Vec<(usize, usize)> {
 pub fn loss_grad(y: ArrayView2<f64>, triplets: &[Triplet], weights: &[f64], loss: Loss) -> Result<(f64, Array2<f64>)> {
     check_triplets(triplets, weights, y.nrows())?;
     check_embedding(y, "embedding")?;
-    Ok(loss_grad_grouped(y, triplets, &anchor_groups(triplets), weights, loss))
+    Ok(loss_grad_grouped(y, triplets, &anchor_groups(triplets), weights, abs_sum(weights), loss))
 }
 
 /// Finite coordinates small enough that the gradient's fixed-point bound stays finite.
@@ -148,12 +148,42 @@ fn check_embedding(y: ArrayView2<f64>, name: &'static str) -> Result<()> {
     Ok(())
 }
 
-fn loss_grad_grouped(y: ArrayView2<f64>, triplets: &[Triplet], groups: &[(usize, usize)], weights: &[f64], loss: Loss) -> (f64, Array2<f64>) {
+/// Σ|w_t|: it bounds the gradient (with [`Loss::grad_bound`]); the optimiser sums it once.
+fn abs_sum(weights: &[f64]) -> f64 {
+    weights.iter().map(|w| w.abs()).sum()
+}
+
+fn loss_grad_grouped(y: ArrayView2<f64>, triplets: &[Triplet], groups: &[(usize, usize)], weights: &[f64], wsum: f64, loss: Loss) -> (f64, Array2<f64>) {
     let (n, q) = y.dim();
     let ys = row_major(y);
     let r = ys.iter().fold(0.0f64, |m, v| m.max(v.abs())) * (q as f64).sqrt();
-    let bound = weights.iter().map(|w| w.abs()).sum::<f64>() * loss.grad_bound(r);
-    let sc = Scatter::new(n, q, bound);
+    let sc = Scatter::new(n, q, wsum * loss.grad_bound(r));
+    // One copy of the loop per loss and for the usual q = 2, 3: with the loss and the row
+    // length known at compile time the per-triplet match and the short coordinate loops
+    // (with their bounds checks) go away.
+    macro_rules! by_q {
+        ($eval:expr) => {
+            match q {
+                2 => grouped::<2>(&sc, &ys, triplets, groups, weights, $eval),
+                3 => grouped::<3>(&sc, &ys, triplets, groups, weights, $eval),
+                _ => grouped::<0>(&sc, &ys, triplets, groups, weights, $eval),
+            }
+        };
+    }
+    match loss {
+        Loss::TriMap => by_q!(|a, b| Loss::TriMap.eval(a, b)),
+        Loss::Linear => by_q!(|a, b| Loss::Linear.eval(a, b)),
+        Loss::Ste => by_q!(|a, b| Loss::Ste.eval(a, b)),
+        Loss::TSte { alpha } => by_q!(move |a, b| Loss::TSte { alpha }.eval(a, b)),
+    }
+}
+
+/// The body of [`loss_grad_grouped`] for rows of `Q` coordinates (`Q = 0`: any, `sc.q`);
+/// `eval` is the loss's [`Loss::eval`].
+fn grouped<const Q: usize>(
+    sc: &Scatter, ys: &[f64], triplets: &[Triplet], groups: &[(usize, usize)], weights: &[f64], eval: impl Fn(f64, f64) -> (f64, f64, f64) + Sync,
+) -> (f64, Array2<f64>) {
+    let q = if Q == 0 { sc.q } else { Q };
     let row = |i: usize| &ys[i * q..(i + 1) * q];
     let (g, total) = sc.run(groups, CHUNK, |_, &(start, end), emit| {
         // Scratch rows on the stack for the usual small q: the anchor's gradient, the
@@ -169,8 +199,8 @@ fn loss_grad_grouped(y: ArrayView2<f64>, triplets: &[Triplet], groups: &[(usize,
         let mut cur_j = usize::MAX;
         let mut a = 0.0;
         let mut total = 0.0;
-        for t in start..end {
-            let [_, j, k] = triplets[t].map(|v| v as usize);
+        for (&[_, j, k], &w) in triplets[start..end].iter().zip(&weights[start..end]) {
+            let (j, k) = (j as usize, k as usize);
             if j != cur_j {
                 if cur_j != usize::MAX {
                     emit.add(cur_j, 0, gj);
@@ -190,8 +220,7 @@ fn loss_grad_grouped(y: ArrayView2<f64>, triplets: &[Triplet], groups: &[(usize,
                 gk[c] = yi[c] - yk[c];
                 b += gk[c] * gk[c];
             }
-            let w = weights[t];
-            let (l, la, lb) = loss.eval(a, b);
+            let (l, la, lb) = eval(a, b);
             let (ca, cb) = (2.0 * w * la, 2.0 * w * lb);
             for c in 0..q {
                 gi[c] += ca * uij[c] + cb * gk[c];
@@ -407,6 +436,7 @@ pub fn optimize(y0: ArrayView2<f64>, triplets: &[Triplet], weights: &[f64], loss
     check_embedding(y0, "init")?;
     check_triplets(triplets, weights, y0.nrows())?;
     let groups = anchor_groups(triplets);
+    let wsum = abs_sum(weights);
     let mut y = y0.as_standard_layout().into_owned();
     let mut vel = Array2::<f64>::zeros(y.dim());
     let mut gain = Array2::<f64>::ones(y.dim());
@@ -419,7 +449,7 @@ pub fn optimize(y0: ArrayView2<f64>, triplets: &[Triplet], weights: &[f64], loss
         let l = {
             let mut look = y.clone();
             look.scaled_add(gamma, &vel);
-            let (l, g) = loss_grad_grouped(look.view(), triplets, &groups, weights, loss);
+            let (l, g) = loss_grad_grouped(look.view(), triplets, &groups, weights, wsum, loss);
             Zip::from(&mut y).and(&mut vel).and(&mut gain).and(&g).par_for_each(|y, v, gn, &g| {
                 *gn = if sign(*v) != sign(g) { *gn + 0.2 } else { (*gn * 0.8).max(0.01) };
                 *v = gamma * *v - opt.learning_rate * *gn * g;
@@ -466,19 +496,24 @@ mod tests {
     #[test]
     fn gradients_match_finite_differences() {
         let mut rng = StdRng::seed_from_u64(0);
-        let y = Array2::from_shape_fn((12, 3), |_| rng.random::<f64>() * 2.0 - 1.0);
-        let tr: Vec<Triplet> = (0..60).map(|_| [rng.random_range(0..12), rng.random_range(0..12), rng.random_range(0..12)]).collect();
-        let w: Vec<f64> = (0..60).map(|_| rng.random::<f64>()).collect();
-        for loss in [Loss::TriMap, Loss::Linear, Loss::Ste, Loss::TSte { alpha: 1.5 }] {
-            let (l, g) = loss_grad(y.view(), &tr, &w, loss).unwrap();
-            assert!((l - naive(&y, &tr, &w, loss)).abs() < 1e-12);
-            for idx in [(0, 0), (3, 1), (11, 2), (7, 0)] {
-                let h = 1e-6;
-                let (mut a, mut b) = (y.clone(), y.clone());
-                a[idx] += h;
-                b[idx] -= h;
-                let fd = (naive(&a, &tr, &w, loss) - naive(&b, &tr, &w, loss)) / (2.0 * h);
-                assert!((fd - g[idx]).abs() < 1e-6 * (1.0 + fd.abs()), "{loss:?} {idx:?} {fd} {}", g[idx]);
+        // q = 2 and 3 have their own copies of the loop; 5 takes the general one.
+        for q in [2, 3, 5] {
+            let y = Array2::from_shape_fn((12, q), |_| rng.random::<f64>() * 2.0 - 1.0);
+            let mut tr: Vec<Triplet> = (0..60).map(|_| [rng.random_range(0..12), rng.random_range(0..12), rng.random_range(0..12)]).collect();
+            // Runs sharing the anchor and the near point, as the sampled triplets come.
+            tr.sort();
+            let w: Vec<f64> = (0..60).map(|_| rng.random::<f64>()).collect();
+            for loss in [Loss::TriMap, Loss::Linear, Loss::Ste, Loss::TSte { alpha: 1.5 }] {
+                let (l, g) = loss_grad(y.view(), &tr, &w, loss).unwrap();
+                assert!((l - naive(&y, &tr, &w, loss)).abs() < 1e-12);
+                for idx in [(0, 0), (3, 1), (11, q - 1), (7, 0)] {
+                    let h = 1e-6;
+                    let (mut a, mut b) = (y.clone(), y.clone());
+                    a[idx] += h;
+                    b[idx] -= h;
+                    let fd = (naive(&a, &tr, &w, loss) - naive(&b, &tr, &w, loss)) / (2.0 * h);
+                    assert!((fd - g[idx]).abs() < 1e-6 * (1.0 + fd.abs()), "q={q} {loss:?} {idx:?} {fd} {}", g[idx]);
+                }
             }
         }
     }

@@ -4,8 +4,12 @@
     python benches/bench_attention.py --full     # also T = 16,384 (8 heads) and f64
     python benches/bench_attention.py --no-memory
 
-Every line times ours and the peer on the same arrays in the same run (best of k) and prints
-the ratio peer / ours (> 1: ours faster). PyTorch is optional: its lines are skipped without it.
+Every line times ours and the peer on the same arrays in the same run and prints the ratio
+peer / ours (> 1: ours faster). The forward against NumPy alternates the two, run for run, and
+takes the best of k of each: a burst of load on the shared machine then hits both sides. Both use
+every core (NumPy's BLAS, named in the output, has as many threads as ours); a second line
+compares the CPU time of one thread each (`threadpoolctl` limits both), which the machine's load
+disturbs much less. PyTorch is optional: its lines are skipped without it.
 The memory case runs in a fresh process: it resets the kernel's peak-RSS mark once the inputs
 exist (Linux /proc/self/clear_refs) and reports the peak above them, minus the outputs.
 """
@@ -14,10 +18,13 @@ import argparse
 import subprocess
 import sys
 
+import time
+
 import numpy as np
 from _common import best_time, report
+from threadpoolctl import threadpool_info, threadpool_limits
 
-from localization import attention, attention_backward
+from localization import _core, attention, attention_backward
 
 
 def numpy_attention(Q, K, V, causal):
@@ -33,6 +40,23 @@ def numpy_attention(Q, K, V, causal):
     return S @ V
 
 
+def alternating(fns, repeat, clock=time.perf_counter):
+    """Best time of each of `fns` over `repeat` rounds that run each once, in turn; and their outputs."""
+    best, outs = [float("inf")] * len(fns), [None] * len(fns)
+    for _ in range(repeat):
+        for i, fn in enumerate(fns):
+            t = clock()
+            outs[i] = fn()
+            best[i] = min(best[i], clock() - t)
+    return best, outs
+
+
+def blas():
+    """The BLAS behind NumPy's matrix products and its threads."""
+    return ", ".join(f"{i['internal_api']} {i.get('version', '')} {i.get('architecture', '')} {i['num_threads']} threads"
+                     for i in threadpool_info() if i["user_api"] == "blas")
+
+
 def try_torch():
     try:
         import torch
@@ -46,10 +70,13 @@ def forward_case(H, T, d, dtype, repeat):
     rng = np.random.default_rng(0)
     Q, K, V = (rng.standard_normal((1, H, T, d), dtype=np.float64).astype(dtype) for _ in range(3))
     name = f"causal fwd {np.dtype(dtype).name} H={H} T={T:,} d={d}"
-    ours, out = best_time(lambda: attention(Q, K, V, mask="causal"), repeat)
-    peer, ref = best_time(lambda: numpy_attention(Q, K, V, True), max(1, repeat // 2))
+    (ours, peer), (out, ref) = alternating([lambda: attention(Q, K, V, mask="causal"), lambda: numpy_attention(Q, K, V, True)], repeat)
     report(name, ours, peer, "NumPy unfused")
-    print(f"{'':<46} max |ours − NumPy| = {np.max(np.abs(out - ref)):.1e}")
+    print(f"{'':<46} ours {_core.effective_n_jobs()} threads, NumPy: {blas()}; max |ours − NumPy| = {np.max(np.abs(out - ref)):.1e}")
+    with threadpool_limits(1):
+        (c_ours, c_peer), _ = alternating([lambda: attention(Q, K, V, mask="causal", n_jobs=1), lambda: numpy_attention(Q, K, V, True)],
+                                          max(2, repeat // 2), time.process_time)
+    report(f"  (CPU time, one thread each)", c_ours, c_peer, "NumPy unfused")
     torch = try_torch()
     if torch is not None:
         tq, tk, tv = (torch.from_numpy(A) for A in (Q, K, V))

@@ -216,7 +216,9 @@ def test_a_reference_refuses_non_finite_samples_and_values(bad):
 
 def test_core_binding_errors_are_in_the_family():
     ref = _core.Reference(X)
-    assert raised(lambda: _core.local_sums(X, ref, values=np.ones((30, 1)))).parameter == "values"
+    # Values per call go to a reference built without them, not to one that holds its own.
+    own = _core.Reference(X, values=np.ones((30, 1)))
+    assert raised(lambda: _core.local_sums(X, own, values=np.ones((30, 1)))).parameter == "values"
     assert raised(lambda: _core.local_sums(X, X, n_jobs=1.5), LocalizationTypeError).parameter == "n_jobs"
     img = np.zeros((4, 4, 1))
     assert raised(lambda: _core.bilateral_filter(img, np.ones((1, 1)), -1.0)).parameter == "range_bandwidth"

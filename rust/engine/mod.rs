@@ -38,7 +38,7 @@ mod accumulate;
 pub mod binned;
 mod expansion;
 mod hermite;
-mod lanes;
+pub(crate) mod lanes;
 mod reference;
 pub mod temporal;
 mod tiles;

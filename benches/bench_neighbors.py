@@ -29,6 +29,7 @@ def main():
     ap.add_argument("--n", type=int, default=100_000)
     ap.add_argument("--full", action="store_true", help="also d = 16 (slow for every tree)")
     ap.add_argument("--high", action="store_true", help="only the high-dimensional cases")
+    ap.add_argument("--threads", type=int, nargs="+", default=[2], help="thread counts for the high-d cases")
     args = ap.parse_args()
     rng = np.random.default_rng(0)
     n, k = args.n, 10
@@ -41,7 +42,8 @@ def main():
         report(f"kNN k={k} n={n} d={d} (build + query)", t_ours, t_sp, "scipy cKDTree(workers=2)")
         report("", t_ours, t_sk, "sklearn KDTree")
         print(f"  identical indices: {same:.4%}, max distance diff {np.max(np.abs(do - ds)):.1e}")
-    high_dimensions(rng, k)
+    for threads in args.threads:
+        high_dimensions(np.random.default_rng(1), k, threads)
 
 
 def timed(fn, repeat=3):

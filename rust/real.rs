@@ -24,6 +24,10 @@ pub trait Real:
     const EXP_UNDERFLOW: f64;
     /// Binary exponent range: finite positive normal values lie in [2^(1 − MAX_EXP), 2^MAX_EXP).
     const MAX_EXP: i32;
+    /// The precision the brute-force k-NN screens candidates in before ranking them exactly:
+    /// single precision for both types, since the screen's rounding bound is what matters
+    /// and f32 products run at twice the SIMD width.
+    type Screen: Real;
     fn of(x: f64) -> Self;
     fn f64(self) -> f64;
 }
@@ -49,6 +53,7 @@ const MAGIC64: f64 = 6_755_399_441_055_744.0; // 1.5 · 2^52
 impl Real for f32 {
     const EXP_UNDERFLOW: f64 = -87.3;
     const MAX_EXP: i32 = f32::MAX_EXP;
+    type Screen = f32;
     #[inline(always)]
     fn exp_with<const FMA: bool>(self) -> f32 {
         // Plain comparisons (not f32::min/max, whose NaN rules cost extra instructions).
@@ -82,6 +87,7 @@ impl Real for f32 {
 impl Real for f64 {
     const EXP_UNDERFLOW: f64 = -708.0;
     const MAX_EXP: i32 = f64::MAX_EXP;
+    type Screen = f32;
     #[inline(always)]
     fn exp_with<const FMA: bool>(self) -> f64 {
         let x = if self > 709.0 { 709.0 } else if self < -708.0 { -708.0 } else { self };

@@ -41,10 +41,7 @@ pub struct Panels<F> {
 impl<F: Real> Panels<F> {
     /// The reference side, packed once per index (allocated fallibly: it is as large as the data).
     pub fn references(x: ArrayView2<F>, centre: &[F]) -> Result<Self> {
-        let mut p = Panels { data: Vec::new(), rows: 0, dim: x.ncols(), width: nr::<F>(), norms: Vec::new() };
-        p.data = memory::try_vec("packed samples", &[x.nrows().div_ceil(p.width) * p.width, x.ncols()], F::zero())?;
-        p.fill(x, centre);
-        Ok(p)
+        Ok(Panels::references_from(x, centre, F::one())?.0)
     }
 
     /// An empty query side, refilled block by block with [`Panels::repack`].
@@ -68,27 +65,49 @@ impl<F: Real> Panels<F> {
 
     /// Repack with the rows of `q` minus `centre` (as many features as `q` has columns).
     pub fn repack(&mut self, q: ArrayView2<F>, centre: &[F]) {
+        self.repack_from(q, centre, F::one());
+    }
+
+    /// The references of another precision `T`, scaled by `scale` (an exact power of two)
+    /// after centring and then rounded to `F`: the k-NN's single-precision screen of
+    /// double-precision data. Returns the panels and the largest |scaled centred entry|.
+    pub fn references_from<T: Real>(x: ArrayView2<T>, centre: &[T], scale: T) -> Result<(Self, f64)> {
+        let mut p = Panels { data: Vec::new(), rows: 0, dim: x.ncols(), width: nr::<F>(), norms: Vec::new() };
+        p.data = memory::try_vec("packed samples", &[x.nrows().div_ceil(p.width) * p.width, x.ncols()], F::zero())?;
+        let max = p.fill(x, centre, scale);
+        Ok((p, max))
+    }
+
+    /// [`Panels::repack`] from another precision, as [`Panels::references_from`]; returns the
+    /// largest |scaled centred entry|.
+    pub fn repack_from<T: Real>(&mut self, q: ArrayView2<T>, centre: &[T], scale: T) -> f64 {
         self.dim = q.ncols();
         self.data.clear();
         self.data.resize(q.nrows().div_ceil(self.width) * self.width * self.dim, F::zero());
-        self.fill(q, centre);
+        self.fill(q, centre, scale)
     }
 
-    fn fill(&mut self, x: ArrayView2<F>, centre: &[F]) {
+    /// Packs (x − centre)·scale rounded to `F`, with the squared norms of the packed rows
+    /// (summed in `F`), and returns the largest |(x − centre)·scale|.
+    fn fill<T: Real>(&mut self, x: ArrayView2<T>, centre: &[T], scale: T) -> f64 {
         let (w, d) = (self.width, self.dim);
         assert!(centre.len() == d && x.ncols() == d, "a centre per feature");
         self.rows = x.nrows();
         self.norms.clear();
+        let mut max = 0.0f64;
         for (r, row) in x.rows().into_iter().enumerate() {
             let base = (r / w) * d * w + r % w;
             let mut s = F::zero();
             for (k, (&v, &c)) in row.iter().zip(centre).enumerate() {
-                let t = v - c;
+                let t = ((v - c) * scale).f64();
+                max = max.max(t.abs());
+                let t = F::of(t);
                 self.data[base + k * w] = t;
                 s = s + t * t;
             }
             self.norms.push(s);
         }
+        max
     }
 
     /// Squared norms of the centred rows.

@@ -38,7 +38,7 @@ mod accumulate;
 pub mod binned;
 mod expansion;
 mod hermite;
-mod lanes;
+pub(crate) mod lanes;
 mod reference;
 pub mod temporal;
 mod tiles;
@@ -231,7 +231,7 @@ fn sums_in_range<F: Real>(pb: &Problem<F>, kernel: &Kernel, bw: &Bandwidth<F>, o
                 // The tree `auto` built to probe the density is not kept through a brute force
                 // that does not read it (its reordered copy of the samples is ~27 bytes per
                 // sample in 2-D float64: 0.27 GB at 10^7).
-                owned = None;
+                drop(owned.take());
                 None
             };
             dispatch_profile!(*profile, P, {

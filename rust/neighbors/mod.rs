@@ -14,9 +14,10 @@ pub mod masked;
 pub mod projected;
 
 use crate::distance::packed::{minus_two_dots, Panels};
-use crate::distance::{column_means, product_error, sq_euclidean, sq_euclidean_wide, Scale, GEMM_MIN_DIM};
+use crate::distance::{column_means, pow2, product_error, sq_euclidean, sq_euclidean_wide, Scale, GEMM_MIN_DIM};
 use crate::error::{LocalizationError, Result};
 use crate::real::Real;
+use num_traits::Float;
 use crate::rows::Rows;
 use crate::memory;
 use crate::parallel::Monitor;
@@ -71,12 +72,9 @@ enum Inner<F: Real> {
     Brute(Brute<F>),
 }
 
-/// The brute-force index: the rows, and for the product path (d ≥ `GEMM_MIN_DIM`) the rows
-/// centred on their mean, packed for the product, with per row its squared norm ‖x̂‖² minus
-/// and plus its part c·‖x̂‖² of the product's rounding bound (`distance::product_error`):
-/// the terms the screen adds to a product entry for a lower and an upper bound of a squared
-/// distance.
-struct Brute<F> {
+/// The brute-force index: the rows, and for the product path (d ≥ `GEMM_MIN_DIM`) the screen
+/// of [`Product`].
+struct Brute<F: Real> {
     x: Array2<F>,
     product: Option<Product<F>>,
     /// The k-NN's lower bound from a few principal directions, when the data has the
@@ -84,11 +82,80 @@ struct Brute<F> {
     projection: Option<projected::Projection>,
 }
 
-struct Product<F> {
+/// The product screen: the rows centred on their mean, scaled by 2^−e (`screen`) and rounded
+/// to the screen precision `F::Screen` (single precision: f64 data is screened at twice the
+/// SIMD width, then ranked exactly in f64), packed for the product; per row its squared norm
+/// ‖x̃‖² minus and plus its part c·‖x̃‖² + a of the rounding bound — the terms the screen adds
+/// to a product entry for a lower and an upper bound of a squared distance (in screen units).
+struct Product<F: Real> {
     centre: Vec<F>,
-    packed: Panels<F>,
-    lower: Vec<F>,
-    upper: Vec<F>,
+    screen: Scale,
+    packed: Panels<F::Screen>,
+    /// The bound's relative factor c and absolute term a (see [`Product::new`]).
+    c: F::Screen,
+    a: F::Screen,
+    /// Largest scaled centred query coordinate for which the bound holds.
+    query_max: f64,
+    lower: Vec<F::Screen>,
+    upper: Vec<F::Screen>,
+}
+
+impl<F: Real> Product<F> {
+    /// The bound. In the data's own precision it is `product_error(d)` (no conversion, a = 0).
+    /// Rounding the centred f64 rows to f32 moves each squared distance by at most
+    /// 2ε₃₂(‖q̂‖² + ‖x̂‖²) (relative error u₃₂ per coordinate), and the f64 centring by a few
+    /// units of f64 roundoff: `product_error::<f32>(d + 2)` adds 4ε₃₂ for both. Underflow in
+    /// f32 (coordinates below 2^−126) adds absolute errors of at most 2^−150 per coordinate
+    /// and product; with both sides scaled to at most 2^32 they total below d·2^−116, which
+    /// a = d·2^−100 covers.
+    fn new(x: ArrayView2<F>) -> Result<Self> {
+        let (d, converts) = (x.ncols(), std::mem::size_of::<F::Screen>() != std::mem::size_of::<F>());
+        let centre = column_means(x);
+        let screen = if converts {
+            let max = x.rows().into_iter().fold(0.0f64, |m, r| r.iter().zip(&centre).fold(m, |m, (&v, &c)| m.max((v - c).abs().f64())));
+            Scale::for_max::<F::Screen>(max)
+        } else {
+            Scale::ONE
+        };
+        let (packed, _) = Panels::references_from(x, &centre, screen.down(F::one()))?;
+        let (c, a, query_max) = if converts {
+            (product_error::<F::Screen>(d + 2), F::Screen::of(d as f64 * 2f64.powi(-100)), 2f64.powi(F::Screen::MAX_EXP / 4))
+        } else {
+            (product_error::<F::Screen>(d), F::Screen::of(0.0), f64::INFINITY)
+        };
+        let lower = packed.norms().iter().map(|&v| v - c * v - a).collect();
+        let upper = packed.norms().iter().map(|&v| v + c * v + a).collect();
+        Ok(Product { centre, screen, packed, c, a, query_max, lower, upper })
+    }
+
+    /// Packs a block of queries into `qp` with their norms' lower and upper terms, or `None`
+    /// when converting and some scaled centred coordinate exceeds 2^32 (a query ~4·10⁹ times
+    /// farther out than the samples' spread), where the bound would not hold: the caller then
+    /// ranks that block by direct differences.
+    fn queries(&self, qb: ArrayView2<F>, qp: &mut Panels<F::Screen>) -> Option<(Vec<F::Screen>, Vec<F::Screen>)> {
+        let max = qp.repack_from(qb, &self.centre, self.screen.down(F::one()));
+        if !(max <= self.query_max) {
+            return None;
+        }
+        let (c, a) = (self.c, self.a);
+        Some(qp.norms().iter().map(|&v| (v - c * v - a, v + c * v + a)).unzip())
+    }
+
+    /// A squared distance in working units as an upper bound in screen units (rounded up).
+    fn to_screen(&self, w: F) -> F::Screen {
+        let x = pow2(w.f64(), -2 * self.screen.exponent());
+        let t = F::Screen::of(x);
+        if t.f64() < x {
+            t + t.abs() * F::Screen::epsilon() + F::Screen::min_positive_value()
+        } else {
+            t
+        }
+    }
+
+    /// A squared distance in screen units back in working units (exact: f32 → f64 and 2^2e).
+    fn from_screen(&self, v: F::Screen) -> F {
+        F::of(pow2(v.f64(), 2 * self.screen.exponent()))
+    }
 }
 
 impl<F: Real> Index<F> {
@@ -109,13 +176,9 @@ impl<F: Real> Index<F> {
             let x = x.as_standard_layout().into_owned();
             let mut projection = None;
             let product = if x.ncols() >= GEMM_MIN_DIM {
-                let centre = column_means(x.view());
-                let packed = Panels::references(x.view(), &centre)?;
-                let c = product_error::<F>(x.ncols());
-                let lower = packed.norms().iter().map(|&v| v - c * v).collect();
-                let upper = packed.norms().iter().map(|&v| v + c * v).collect();
-                projection = projected::Projection::build(x.view(), &centre);
-                Some(Product { centre, packed, lower, upper })
+                let p = Product::new(x.view())?;
+                projection = projected::Projection::build(x.view(), &p.centre);
+                Some(p)
             } else {
                 None
             };
@@ -367,23 +430,18 @@ fn brute_knn<F: Real>(
         return projected::knn(q, b.x.view(), p, k, indices, distances, mon, report);
     }
     let (n, d) = b.x.dim();
-    let c = product_error::<F>(d);
     let block = query_block(q.nrows());
     indices.par_chunks_mut(block * k).zip(distances.par_chunks_mut(block * k)).enumerate().for_each(|(blk, (ind, dist))| {
         let b0 = blk * block;
         let b1 = (b0 + block).min(q.nrows());
         let qb = q.slice(s![b0..b1, ..]);
         let mut qp = Panels::queries(d);
-        // Per query: ‖q̂‖² minus and plus its part of the rounding bound.
-        let (mut q_lower, mut q_upper) = (Vec::new(), Vec::new());
-        if let Some(p) = &b.product {
-            qp.repack(qb, &p.centre);
-            (q_lower, q_upper) = qp.norms().iter().map(|&v| (v - c * v, v + c * v)).unzip();
-        }
+        // The screen with, per query, ‖q̃‖² minus and plus its part of the rounding bound.
+        let screen = b.product.as_ref().and_then(|p| Some((p, p.queries(qb, &mut qp)?)));
         let mut best: Vec<Best<F>> = (0..b1 - b0).map(|_| Best::new(k)).collect();
-        let rows = if b.product.is_some() { qp.padded_rows() } else { b1 - b0 };
-        // `rows` rows of REF_TILE entries, row-major.
-        let mut tile = vec![F::zero(); rows * REF_TILE];
+        // Product entries (screen units) or direct squared distances, one tile at a time.
+        let mut products = vec![F::Screen::of(0.0); if screen.is_some() { qp.padded_rows() * REF_TILE } else { 0 }];
+        let mut direct = vec![F::zero(); if screen.is_some() { 0 } else { (b1 - b0) * REF_TILE }];
         let mut pending: Vec<(F, F, usize)> = Vec::with_capacity(REF_TILE);
         let mut scratch: Vec<F> = Vec::with_capacity(REF_TILE + k);
         for t0 in (0..n).step_by(REF_TILE) {
@@ -391,56 +449,58 @@ fn brute_knn<F: Real>(
                 return;
             }
             let t1 = (t0 + REF_TILE).min(n);
-            match &b.product {
-                Some(p) => {
+            match &screen {
+                Some((p, _)) => {
                     let w = p.packed.width();
-                    minus_two_dots(&qp, &p.packed, t0 / w..t1.div_ceil(w), &mut tile, REF_TILE);
+                    minus_two_dots(&qp, &p.packed, t0 / w..t1.div_ceil(w), &mut products, REF_TILE);
                 }
                 None => {
-                    for (i, row) in tile.chunks_exact_mut(REF_TILE).enumerate() {
+                    // Blocks beyond the screen's range rank as the screen's survivors do.
+                    let dist = if b.product.is_some() { sq_euclidean_wide::<F> } else { sq_euclidean::<F> };
+                    for (i, row) in direct.chunks_exact_mut(REF_TILE).enumerate() {
                         let qs = q_rows.row(b0 + i);
                         for (j, v) in row.iter_mut().take(t1 - t0).enumerate() {
-                            *v = sq_euclidean(qs, x_rows.row(t0 + j));
+                            *v = dist(qs, x_rows.row(t0 + j));
                         }
                     }
                 }
             }
             for (i, best) in best.iter_mut().enumerate() {
                 pending.clear();
-                let row = &tile[i * REF_TILE..i * REF_TILE + (t1 - t0)];
-                if let Some(p) = &b.product {
+                if let Some((p, (q_lower, q_upper))) = &screen {
                     // (lower bound, upper bound, index) of each candidate.
-                    let (ql, qu, w) = (q_lower[i], q_upper[i], best.worst());
+                    let row = &products[i * REF_TILE..i * REF_TILE + (t1 - t0)];
+                    let (ql, qu, w) = (q_lower[i], q_upper[i], p.to_screen(best.worst()));
                     let (lower, upper) = (&p.lower[t0..t1], &p.upper[t0..t1]);
                     for (ci, (vs, ls)) in row.chunks(SCREEN_CHUNK).zip(lower.chunks(SCREEN_CHUNK)).enumerate() {
                         if vs.iter().zip(ls).fold(false, |hit, (&v, &l)| hit | ((v + l) + ql <= w)) {
                             for (jj, (&v, &l)) in vs.iter().zip(ls).enumerate() {
                                 let j = ci * SCREEN_CHUNK + jj;
                                 if (v + l) + ql <= w {
-                                    pending.push(((v + l) + ql, (v + upper[j]) + qu, t0 + j));
+                                    pending.push((p.from_screen((v + l) + ql), p.from_screen((v + upper[j]) + qu), t0 + j));
                                 }
                             }
                         }
                     }
+                    if pending.len() > k {
+                        // At least k candidates lie at or below the k-th smallest upper bound:
+                        // whatever lies wholly above it cannot be among the k nearest.
+                        scratch.clear();
+                        scratch.extend(best.dist2());
+                        scratch.extend(pending.iter().map(|p| p.1));
+                        scratch.select_nth_unstable_by(k - 1, |a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+                        let cut = scratch[k - 1];
+                        pending.retain(|p| p.0 <= cut);
+                    }
+                    let qs = q_rows.row(b0 + i);
+                    for &(_, _, j) in &pending {
+                        best.offer(sq_euclidean_wide(qs, x_rows.row(j)), j);
+                    }
                 } else {
                     // The direct path's entries are exact.
-                    let w = best.worst();
-                    pending.extend(row.iter().enumerate().filter(|(_, &v)| v <= w).map(|(j, &v)| (v, v, t0 + j)));
-                }
-                if b.product.is_some() && pending.len() > k {
-                    // At least k candidates lie at or below the k-th smallest upper bound:
-                    // whatever lies wholly above it cannot be among the k nearest.
-                    scratch.clear();
-                    scratch.extend(best.dist2());
-                    scratch.extend(pending.iter().map(|p| p.1));
-                    scratch.select_nth_unstable_by(k - 1, |a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
-                    let cut = scratch[k - 1];
-                    pending.retain(|p| p.0 <= cut);
-                }
-                let qs = q_rows.row(b0 + i);
-                for &(lo, _, j) in &pending {
-                    let d2 = if b.product.is_some() { sq_euclidean_wide(qs, x_rows.row(j)) } else { lo };
-                    best.offer(d2, j);
+                    for (j, &v) in direct[i * REF_TILE..i * REF_TILE + (t1 - t0)].iter().enumerate() {
+                        best.offer(v, t0 + j);
+                    }
                 }
             }
         }
@@ -643,6 +703,45 @@ mod tests {
                         w.sort();
                         assert_eq!(g, w, "radius d={d} case {case} 2^{e} {alg:?}");
                     }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn single_precision_screen_of_double_data_is_exact() {
+        // f64 data is screened in f32 (scaled by a power of two into f32's range) and ranked
+        // in f64: the same neighbours and distances as direct differences at magnitudes f64
+        // keeps unscaled but f32 cannot hold (2^±100), with near-ties finer than f32 resolves,
+        // and for queries beyond the screen's range (ranked directly).
+        let mut rng = StdRng::seed_from_u64(21);
+        let (n, d, k) = (900, 64, 8);
+        let base = Array2::from_shape_fn((n, d), |_| rng.random::<f64>());
+        // Pairs of samples 1e-12 apart: ties for f32, not for f64.
+        let x = Array2::from_shape_fn((n, d), |(i, c)| base[[i - i % 2, c]] + if i % 2 == 1 && c == 0 { 1e-12 } else { 0.0 });
+        let mut q = Array2::from_shape_fn((60, d), |(i, c)| x[[i * 7, c]] + 1e-3 * rng.random::<f64>());
+        for c in 0..d {
+            q[[59, c]] += 2f64.powi(40); // out of the screen's range: its block is ranked directly
+        }
+        let mon = Monitor::default();
+        for e in [0, 100, -100] {
+            let f = 2f64.powi(e);
+            let (xs, qs) = (x.mapv(|v| v * f), q.mapv(|v| v * f));
+            // The exact ranking, by the direct differences the search ranks with.
+            let want: Vec<Vec<usize>> = qs
+                .rows()
+                .into_iter()
+                .map(|qr| {
+                    let mut t: Vec<(f64, usize)> = (0..n).map(|j| (sq_euclidean_wide(qr.as_slice().unwrap(), xs.row(j).as_slice().unwrap()), j)).collect();
+                    t.sort_by(by_distance_then_index);
+                    t.into_iter().take(k).map(|t| t.1).collect()
+                })
+                .collect();
+            let got = Index::build(xs.view(), Algorithm::Brute, 16, &mon).unwrap().knn(qs.view(), k, &mon).unwrap();
+            for i in 0..q.nrows() {
+                assert_eq!(got.row(i).0, &want[i][..], "2^{e} query {i}");
+                for (&dist, &j) in got.row(i).1.iter().zip(&want[i]) {
+                    assert_eq!(dist, sq_euclidean_wide(qs.row(i).as_slice().unwrap(), xs.row(j).as_slice().unwrap()).sqrt());
                 }
             }
         }

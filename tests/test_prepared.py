@@ -52,22 +52,26 @@ def _identical(a, b):
             np.testing.assert_array_equal(x, y)
 
 
+def _every_call(X, Q):
+    """(queries, keyword arguments) of every kernel × algorithm × moments/hollow combination."""
+    for kw in KERNELS:
+        for algorithm in ["auto", "brute", "kd_tree", "expansion"]:
+            for degree, exclude_self in [(None, False), (1, False), (None, True)]:
+                if degree is not None and kw["kernel"] == "dot":
+                    continue
+                yield (X if exclude_self else Q), dict(kw, degree=degree, exclude_self=exclude_self, algorithm=algorithm)
+
+
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("d", [2, 20])
 def test_reference_equals_raw_samples_bit_for_bit(dtype, d):
     X, Q, V, w = _data(dtype, d=d)
     for values, weights in [(None, None), (V, w)]:
         ref = _core.Reference(X, values, weights)
-        for kw in KERNELS:
-            for algorithm in ["auto", "brute", "kd_tree", "expansion"]:
-                for degree, exclude_self in [(None, False), (1, False), (None, True)]:
-                    if degree is not None and kw["kernel"] == "dot":
-                        continue
-                    q = X if exclude_self else Q
-                    args = dict(kw, degree=degree, exclude_self=exclude_self, algorithm=algorithm)
-                    raw = _core.local_sums(q, X, values, weights, **args)
-                    for n_jobs in [1, 2, 1]:  # the last call reuses what the first ones built
-                        _identical(_core.local_sums(q, ref, n_jobs=n_jobs, **args), raw)
+        for q, args in _every_call(X, Q):
+            raw = _core.local_sums(q, X, values, weights, **args)
+            for n_jobs in [1, 2, 1]:  # the last call reuses what the first ones built
+                _identical(_core.local_sums(q, ref, n_jobs=n_jobs, **args), raw)
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
@@ -154,15 +158,9 @@ def test_reference_takes_values_per_call_bit_for_bit(dtype, d):
     steps = [V, rng.normal(size=(len(X), 10)).astype(dtype), 1e250 * V if dtype == np.float64 else 1e30 * V, V[:, :1].copy()]
     for weights in [None, w]:
         ref = _core.Reference(X, None, weights)
-        for kw in KERNELS:
-            for algorithm in ["auto", "brute", "kd_tree", "expansion"]:
-                for degree, exclude_self in [(None, False), (1, False), (None, True)]:
-                    if degree is not None and kw["kernel"] == "dot":
-                        continue
-                    q = X if exclude_self else Q
-                    args = dict(kw, degree=degree, exclude_self=exclude_self, algorithm=algorithm)
-                    for values in steps:
-                        _identical(_core.local_sums(q, ref, values, **args), _core.local_sums(q, X, values, weights, **args))
+        for q, args in _every_call(X, Q):
+            for values in steps:
+                _identical(_core.local_sums(q, ref, values, **args), _core.local_sums(q, X, values, weights, **args))
     # Without values, the sums of the kernel weights alone, as before.
     _identical(_core.local_sums(Q, ref), _core.local_sums(Q, X, None, w))
 

@@ -270,6 +270,22 @@ def test_gradients_equal_finite_differences(pos):
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.parametrize("T, window", [(300, 5), (513, 5), (513, 200)])
+def test_window_gradients_where_a_key_group_has_no_queries(T, window):
+    # A window without a causal mask leaves some key groups of a full query block with an
+    # empty band of queries; the backward pass once indexed past the tile there (a panic).
+    rng = np.random.default_rng(11)
+    Q, K, V, W = rand(rng, T, 3), rand(rng, T, 3), rand(rng, T, 2), rand(rng, T, 2)
+    loss = lambda Q, K, V: float(np.sum(attention(Q, K, V, window=window) * W))  # noqa: E731
+    g = attention_backward(W, Q, K, V, window=window)
+    for _ in range(6):
+        idx = tuple(rng.integers(0, n) for n in Q.shape)
+        assert abs(g.dQ[idx] - _fd(lambda A: loss(A, K, V), Q, idx)) < 1e-6
+        assert abs(g.dK[idx] - _fd(lambda A: loss(Q, A, V), K, idx)) < 1e-6
+        idv = idx[:-1] + (idx[-1] % 2,)
+        assert abs(g.dV[idv] - _fd(lambda A: loss(Q, K, A), V, idv)) < 1e-6
+
+
 def test_gradients_equal_torch_autograd():
     torch = pytest.importorskip("torch")
     rng = np.random.default_rng(10)

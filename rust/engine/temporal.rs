@@ -812,7 +812,9 @@ fn add_into<F: Real>(mut acc: ndarray::ArrayViewMut2<f64>, prod: &[F], ldp: usiz
 fn queries_times<F: Real>(tile: &[F], pos: &Position, t: usize, queries: Range<usize>, keys: Range<usize>, x: &Panels<F>, prod: &mut [F], ldp: usize) {
     let panels = 0..x.padded_rows() / x.width();
     for_groups(queries, keys.clone(), |a, e| pos.key_band(a, e, t), |g, n, band| {
-        let a = &tile[g * BK + band.start - keys.start..];
+        // An empty band may start past the tile's last entry; nothing of `a` is read then
+        // (`products` writes the group's zero rows).
+        let a = tile.get(g * BK + band.start - keys.start..).unwrap_or(&[]);
         products(a, Layout::Rows(BK), n, x, panels.clone(), band, F::one(), &mut prod[g * ldp..], ldp);
     });
 }
@@ -824,7 +826,7 @@ fn queries_times<F: Real>(tile: &[F], pos: &Position, t: usize, queries: Range<u
 fn keys_times<F: Real>(tile: &[F], pos: &Position, t: usize, queries: Range<usize>, keys: Range<usize>, x: &Panels<F>, prod: &mut [F], ldp: usize) {
     let panels = 0..x.padded_rows() / x.width();
     for_groups(keys, queries.clone(), |a, e| pos.query_band(a, e, t), |g, n, band| {
-        let a = &tile[(band.start - queries.start) * BK + g..];
+        let a = tile.get((band.start - queries.start) * BK + g..).unwrap_or(&[]);
         products(a, Layout::Columns(BK), n, x, panels.clone(), band, F::one(), &mut prod[g * ldp..], ldp);
     });
 }

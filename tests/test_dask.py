@@ -287,8 +287,7 @@ def test_nearest_neighbors_on_a_sharded_sample(data):
         LD.NearestNeighbors(n_neighbors=400).fit(Xd).kneighbors()
 
 
-@pytest.mark.parametrize("scheduler", ["distributed", pytest.param("threads", marks=pytest.mark.xfail(
-    strict=True, reason="local scheduler: kneighbors' output chunks (aliases) are not seen by the posttask callback; fit's are"))])
+@pytest.mark.parametrize("scheduler", ["distributed", "threads"])
 def test_nearest_neighbors_verbose_counts_partitions_on_the_client(scheduler, data, capsys, monkeypatch):
     """The bar advances as the per-partition tasks end, on the client, with the cluster's
     futures or the local scheduler's callbacks; silent below the delay, closed on Ctrl-C,

@@ -134,6 +134,11 @@ def get_bin_seeds(X: ArrayLike, bin_size: float, min_bin_freq: int = 1) -> Float
     [[0.0, 0.0], [2.0, 2.0]]
     """
     X = as_float_array(X, "X")
+    try:
+        # A Python int beyond int64 would make ``X / bin_size`` an object array.
+        bin_size = float(bin_size)
+    except OverflowError:
+        raise ValueError(f"bin_size={bin_size!r} is too large for a float") from None
     if not bin_size > 0:
         return X
     binned = np.round(X / bin_size)

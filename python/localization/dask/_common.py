@@ -146,9 +146,13 @@ def computed(*collections, verbose=False, desc="", persist=False):
     run = dask.persist if persist else dask.compute
     if not verbose:
         return run(*collections)
-    keys = {k for c in collections for k in flatten(c.__dask_keys__())}
+    c = client()
+    if c is None:
+        # Optimised here and not again, so that the output chunks keep the keys counted
+        # (newer Dask renames or elides aliased outputs when it optimises inside compute).
+        collections = dask.optimize(*collections)
+    keys = {k for col in collections for k in flatten(col.__dask_keys__())}
     with Progress(True, desc, unit="part", total=len(keys)) as bar:
-        c = client()
         if c is None:
             # Dask's local schedulers call back in the calling thread as each task ends.
             def posttask(key, result, dsk, state, worker_id):
@@ -156,7 +160,7 @@ def computed(*collections, verbose=False, desc="", persist=False):
                     bar.update()
 
             with Callback(posttask=posttask):
-                return run(*collections)
+                return run(*collections, optimize_graph=False)
         from distributed import as_completed, futures_of
 
         held = c.persist(list(collections))

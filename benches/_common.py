@@ -28,5 +28,6 @@ def fashion_mnist(n):
     try:
         X, _, source = load_fashion_mnist("train", n=n, return_source=True)
     except FileNotFoundError:
-        X, _, source = load_fashion_mnist("test", n=n, return_source=True)
+        X, _, source = load_fashion_mnist("test", return_source=True)
+        X = X[:n]
     return np.ascontiguousarray(X), source

@@ -24,6 +24,7 @@ use crate::real::Real;
 use crate::rows::Rows;
 use ndarray::{s, ArrayView2};
 use rayon::prelude::*;
+use std::sync::Mutex;
 
 /// Queries per block (a multiple of the micro-kernel's 6 rows) and references per tile.
 const QUERY_BLOCK: usize = 120;
@@ -35,9 +36,21 @@ const REF_TILE: usize = 512;
 /// coordinate is at infinite distance; it is returned only when fewer than k references are
 /// at a finite one.
 pub fn masked_knn<F: Real>(q: ArrayView2<F>, x: ArrayView2<F>, k: usize, exclude: Option<&[usize]>, mon: &Monitor) -> Result<(Vec<F>, Vec<usize>)> {
+    check(q, x, k, exclude)?;
+    search(q, x, k, exclude, is_self_query(q, x, exclude), mon)
+}
+
+/// The queries are the references themselves (same values, NaN where they are NaN), each
+/// either excluding its own row or none: then every pair's product serves both rows.
+fn is_self_query<F: Real>(q: ArrayView2<F>, x: ArrayView2<F>, exclude: Option<&[usize]>) -> bool {
+    q.dim() == x.dim()
+        && exclude.map_or(true, |e| e.iter().enumerate().all(|(i, &j)| i == j))
+        && q.iter().zip(x.iter()).all(|(a, b)| a == b || (a.is_nan() && b.is_nan()))
+}
+
+fn search<F: Real>(q: ArrayView2<F>, x: ArrayView2<F>, k: usize, exclude: Option<&[usize]>, symmetric: bool, mon: &Monitor) -> Result<(Vec<F>, Vec<usize>)> {
     let (n, p) = x.dim();
     let m = q.nrows();
-    check(q, x, k, exclude)?;
     // Cannot fail after `check`: the rows as slices for the direct differences.
     let (q_rows, x_rows) = (Rows::new("X_query", q)?, Rows::new("X", x)?);
     let mut distances = memory::try_vec("masked neighbor distances", &[m, k], F::zero())?;
@@ -47,79 +60,173 @@ pub fn masked_knn<F: Real>(q: ArrayView2<F>, x: ArrayView2<F>, k: usize, exclude
     }
     let centre = observed_means(x);
     let refs = Side::new(x, &centre, Role::Reference)?;
-    // Rounding bound of the product (any summation order) relative to ‖q̃‖² + ‖x̃‖², which
-    // bound the sums of |terms| over the co-observed coordinates.
-    let c = product_error::<F>(3 * p);
-    let scale = F::of(p as f64);
+    let screen = Screen {
+        refs: &refs,
+        x_rows: &x_rows,
+        // Rounding bound of the product (any summation order) relative to ‖q̃‖² + ‖x̃‖², which
+        // bound the sums of |terms| over the co-observed coordinates.
+        c: product_error::<F>(3 * p),
+        scale: F::of(p as f64),
+        k,
+    };
     mon.set_progress(0, m);
+    if symmetric && SELF_BLOCK % refs.packed.width() == 0 {
+        let best = self_search(x, &centre, &screen, exclude.is_some(), mon)?;
+        for (i, best) in best.into_iter().enumerate() {
+            let best = best.into_inner().unwrap_or_else(|e| e.into_inner());
+            write_sorted(best, &mut distances[i * k..(i + 1) * k], &mut indices[i * k..(i + 1) * k]);
+        }
+        return Ok((distances, indices));
+    }
     distances.par_chunks_mut(QUERY_BLOCK * k).zip(indices.par_chunks_mut(QUERY_BLOCK * k)).enumerate().try_for_each(
         |(blk, (dist, ind))| -> Result<()> {
             let b0 = blk * QUERY_BLOCK;
             let b1 = (b0 + QUERY_BLOCK).min(m);
-            let qb = q.slice(s![b0..b1, ..]);
-            let queries = Side::new(qb, &centre, Role::Query)?;
+            let queries = Side::new(q.slice(s![b0..b1, ..]), &centre, Role::Query)?;
             let mut best: Vec<Best<F>> = (0..b1 - b0).map(|_| Best::new(k)).collect();
             let mut tile = vec![F::zero(); queries.packed.padded_rows() * REF_TILE];
-            let mut pending: Vec<(F, F, usize)> = Vec::with_capacity(REF_TILE);
-            let mut scratch: Vec<F> = Vec::with_capacity(REF_TILE + 2 * k);
+            let mut work = Work::new(k);
             for t0 in (0..n).step_by(REF_TILE) {
                 mon.check()?;
                 let t1 = (t0 + REF_TILE).min(n);
                 let w = refs.packed.width();
                 minus_two_dots(&queries.packed, &refs.packed, t0 / w..t1.div_ceil(w), &mut tile, REF_TILE);
                 for (i, best) in best.iter_mut().enumerate() {
-                    let own = exclude.map(|e| e[b0 + i]);
                     let row = &tile[i * REF_TILE..i * REF_TILE + (t1 - t0)];
-                    let (qn, qbits) = (queries.norms[i], queries.bits(i));
-                    let worst = best.worst();
-                    pending.clear();
-                    for (jj, &v) in row.iter().enumerate() {
-                        let j = t0 + jj;
-                        let both = co_observed(qbits, refs.bits(j));
-                        if Some(j) == own {
-                            continue;
-                        }
-                        if both == 0 {
-                            if worst == F::infinity() {
-                                pending.push((F::infinity(), F::infinity(), j));
-                            }
-                            continue;
-                        }
-                        let f = scale / F::of(both as f64);
-                        let err = c * (qn + refs.norms[j]);
-                        let lower = (v - err) * f;
-                        if lower <= worst {
-                            pending.push((lower, (v + err) * f, j));
-                        }
-                    }
-                    if pending.len() > k {
-                        // At least k candidates lie at or below the k-th smallest upper bound:
-                        // whatever lies wholly above it cannot be among the k nearest.
-                        scratch.clear();
-                        scratch.extend(best.dist2());
-                        scratch.extend(pending.iter().map(|c| c.1));
-                        scratch.select_nth_unstable_by(k - 1, |a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
-                        let cut = scratch[k - 1];
-                        pending.retain(|c| c.0 <= cut);
-                    }
-                    let qr = q_rows.row(b0 + i);
-                    for &(lower, _, j) in &pending {
-                        let d2 = if lower == F::infinity() { lower } else { direct(qr, x_rows.row(j), scale) };
-                        best.offer(d2, j);
-                    }
+                    let products = row.iter().enumerate().map(|(jj, &v)| (t0 + jj, v));
+                    let own = exclude.map(|e| e[b0 + i]);
+                    screen.offer(best, q_rows.row(b0 + i), queries.norms[i], queries.bits(i), own, products, &mut work);
                 }
             }
             for (i, best) in best.into_iter().enumerate() {
-                for (r, (d2, j)) in best.into_sorted().into_iter().enumerate() {
-                    dist[i * k + r] = d2.sqrt();
-                    ind[i * k + r] = j;
-                }
+                write_sorted(best, &mut dist[i * k..(i + 1) * k], &mut ind[i * k..(i + 1) * k]);
             }
             mon.advance(b1 - b0);
             Ok(())
         },
     )?;
     Ok((distances, indices))
+}
+
+/// Rows per block of the self-query: a multiple of every reference panel width.
+const SELF_BLOCK: usize = 480;
+
+/// The self-query: the product of blocks I and J ≥ I only, each tile offered to the rows of
+/// block I and, transposed, to those of block J — half the products of the general search.
+/// The k best of a row come from several tasks, so each row's list is behind a lock (held
+/// for one tile's row, never two at once). The result does not depend on the order in which
+/// the tasks offer (the k smallest by (distance, index) of the same exact distances; a
+/// screened-out pair is beyond a k-th distance already reached).
+fn self_search<F: Real>(x: ArrayView2<F>, centre: &[F], screen: &Screen<'_, F>, exclude_own: bool, mon: &Monitor) -> Result<Vec<Mutex<Best<F>>>> {
+    let n = x.nrows();
+    let best: Vec<Mutex<Best<F>>> = (0..n).map(|_| Mutex::new(Best::new(screen.k))).collect();
+    let lock = |i: usize| best[i].lock().unwrap_or_else(|e| e.into_inner());
+    let blocks = n.div_ceil(SELF_BLOCK);
+    let w = screen.refs.packed.width();
+    (0..blocks).into_par_iter().with_max_len(1).try_for_each(|bi| -> Result<()> {
+        let b0 = bi * SELF_BLOCK;
+        let b1 = (b0 + SELF_BLOCK).min(n);
+        let rows = Side::new(x.slice(s![b0..b1, ..]), centre, Role::Query)?;
+        let mut tile = vec![F::zero(); rows.packed.padded_rows() * SELF_BLOCK];
+        let mut work = Work::new(screen.k);
+        for t0 in (b0..n).step_by(SELF_BLOCK) {
+            mon.check()?;
+            let t1 = (t0 + SELF_BLOCK).min(n);
+            minus_two_dots(&rows.packed, &screen.refs.packed, t0 / w..t1.div_ceil(w), &mut tile, SELF_BLOCK);
+            for i in 0..b1 - b0 {
+                let row = &tile[i * SELF_BLOCK..i * SELF_BLOCK + (t1 - t0)];
+                let products = row.iter().enumerate().map(|(jj, &v)| (t0 + jj, v));
+                let own = exclude_own.then_some(b0 + i);
+                screen.offer(&mut lock(b0 + i), screen.x_rows.row(b0 + i), rows.norms[i], rows.bits(i), own, products, &mut work);
+            }
+            if t0 == b0 {
+                continue; // the diagonal tile holds both orders of its pairs
+            }
+            for jj in 0..t1 - t0 {
+                let j = t0 + jj;
+                let products = (0..b1 - b0).map(|i| (b0 + i, tile[i * SELF_BLOCK + jj]));
+                let refs = screen.refs;
+                screen.offer(&mut lock(j), screen.x_rows.row(j), refs.norms[j], refs.bits(j), None, products, &mut work);
+            }
+        }
+        mon.advance(b1 - b0);
+        Ok(())
+    })?;
+    Ok(best)
+}
+
+/// What screening a row needs besides the row: the references' norms and masks, their rows
+/// for the direct differences, and the product's rounding bound.
+struct Screen<'a, F> {
+    refs: &'a Side<F>,
+    x_rows: &'a Rows<'a, F>,
+    c: F,
+    scale: F,
+    k: usize,
+}
+
+/// Scratch space of one task.
+struct Work<F> {
+    pending: Vec<(F, F, usize)>,
+    scratch: Vec<F>,
+}
+
+impl<F: Real> Work<F> {
+    fn new(k: usize) -> Self {
+        Work { pending: Vec::with_capacity(REF_TILE), scratch: Vec::with_capacity(REF_TILE + 2 * k) }
+    }
+}
+
+impl<F: Real> Screen<'_, F> {
+    /// Offers a row (values `row`, ‖q̃‖² `qn`, mask `qbits`) its products −2 [q̃, q̃², m]·[x̃, −m/2, −x̃²/2]
+    /// with references j: those that may be among its k nearest given the rounding bound are
+    /// ranked by direct differences. `own` is a reference the row never gets.
+    #[allow(clippy::too_many_arguments)]
+    fn offer(&self, best: &mut Best<F>, row: &[F], qn: F, qbits: &[u64], own: Option<usize>, products: impl Iterator<Item = (usize, F)>, work: &mut Work<F>) {
+        let Work { pending, scratch } = work;
+        let worst = best.worst();
+        pending.clear();
+        for (j, v) in products {
+            if Some(j) == own {
+                continue;
+            }
+            let both = co_observed(qbits, self.refs.bits(j));
+            if both == 0 {
+                if worst == F::infinity() {
+                    pending.push((F::infinity(), F::infinity(), j));
+                }
+                continue;
+            }
+            let f = self.scale / F::of(both as f64);
+            let err = self.c * (qn + self.refs.norms[j]);
+            let lower = (v - err) * f;
+            if lower <= worst {
+                pending.push((lower, (v + err) * f, j));
+            }
+        }
+        let k = self.k;
+        if pending.len() > k {
+            // At least k candidates lie at or below the k-th smallest upper bound:
+            // whatever lies wholly above it cannot be among the k nearest.
+            scratch.clear();
+            scratch.extend(best.dist2());
+            scratch.extend(pending.iter().map(|c| c.1));
+            scratch.select_nth_unstable_by(k - 1, |a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+            let cut = scratch[k - 1];
+            pending.retain(|c| c.0 <= cut);
+        }
+        for &(lower, _, j) in pending.iter() {
+            let d2 = if lower == F::infinity() { lower } else { direct(row, self.x_rows.row(j), self.scale) };
+            best.offer(d2, j);
+        }
+    }
+}
+
+fn write_sorted<F: Real>(best: Best<F>, dist: &mut [F], ind: &mut [usize]) {
+    for (r, (d2, j)) in best.into_sorted().into_iter().enumerate() {
+        dist[r] = d2.sqrt();
+        ind[r] = j;
+    }
 }
 
 fn check<F: Real>(q: ArrayView2<F>, x: ArrayView2<F>, k: usize, exclude: Option<&[usize]>) -> Result<()> {
@@ -303,6 +410,34 @@ mod tests {
             check_against_naive(&q, &x, 7, None);
             let own: Vec<usize> = (0..n).collect();
             check_against_naive(&x, &x, 5, Some(&own));
+        }
+    }
+
+    /// The self-query's half of the products gives what the general search gives, bit for
+    /// bit: several blocks, duplicate rows (ties broken by index), its own row excluded or not,
+    /// rows with nothing in common, f64 and f32, one and three threads.
+    #[test]
+    fn self_query_equals_the_general_search() {
+        let mut rng = StdRng::seed_from_u64(11);
+        let mut x = data(&mut rng, 1100, 30, 0.4, 0.0);
+        for i in (0..1100).step_by(9) {
+            let src = x.row((i * 7 + 3) % 1100).to_owned();
+            x.row_mut(i).assign(&src);
+        }
+        x.row_mut(5).fill(f64::NAN);
+        x[(5, 0)] = 0.3;
+        let own: Vec<usize> = (0..1100).collect();
+        let x32 = x.mapv(|v| v as f32);
+        assert!(is_self_query(x.view(), x.view(), Some(&own)) && !is_self_query(x.view(), x.view(), Some(&[1; 1100])));
+        let mon = Monitor::default();
+        for exclude in [None, Some(own.as_slice())] {
+            for threads in [1, 3] {
+                let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+                pool.install(|| {
+                    assert_eq!(search(x.view(), x.view(), 8, exclude, true, &mon).unwrap(), search(x.view(), x.view(), 8, exclude, false, &mon).unwrap());
+                    assert_eq!(search(x32.view(), x32.view(), 8, exclude, true, &mon).unwrap(), search(x32.view(), x32.view(), 8, exclude, false, &mon).unwrap());
+                });
+            }
         }
     }
 

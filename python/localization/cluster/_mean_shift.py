@@ -33,6 +33,7 @@ from .._validation import (
     NON_NEGATIVE,
     POSITIVE,
     Interval,
+    LocalizationError,
     StrOptions,
     as_float_array,
     check_sample_weight,
@@ -138,7 +139,7 @@ def get_bin_seeds(X: ArrayLike, bin_size: float, min_bin_freq: int = 1) -> Float
         # A Python int beyond int64 would make ``X / bin_size`` an object array.
         bin_size = float(bin_size)
     except OverflowError:
-        raise ValueError(f"bin_size={bin_size!r} is too large for a float") from None
+        raise LocalizationError("is too large for a float", "bin_size") from None
     if not bin_size > 0:
         return X
     binned = np.round(X / bin_size)

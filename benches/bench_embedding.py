@@ -15,8 +15,8 @@
 Fashion-MNIST needs the IDX files (LOCALIZATION_DATA or --data); without them those parts
 run on the 2,000 shipped images.
 
-Usage: python benches/bench_embedding.py [--full] [--only triplet lle amds] [--data DIR]
-    --full: TripletEmbedding on all 70,000 images as well.
+Usage: python benches/bench_embedding.py [--full] [--sizes N ...] [--peers trimap umap opentsne] [--only triplet lle amds] [--data DIR]
+    --full: TripletEmbedding on all 70,000 images as well; --sizes: the TripletEmbedding sizes.
 """
 
 from __future__ import annotations
@@ -78,28 +78,32 @@ def timed(fn):
     return time.perf_counter() - t, time.process_time() - c, out
 
 
-def other_peers():
-    """(name, X -> 2-D) of UMAP and openTSNE where installed, each warmed up on 500 images
-    first (UMAP compiles its numba functions at the first fit)."""
+def other_peers(peers):
+    """(name, X -> 2-D) of UMAP and openTSNE where installed and asked for in `peers`; the
+    caller warms each up on 500 images first (UMAP compiles its numba functions at the first fit)."""
     out = []
     try:
+        if "umap" not in peers:
+            raise ImportError
         import umap
 
         # random_state fixes the result and makes UMAP run on one thread (its documented trade-off).
         out.append((f"UMAP {umap.__version__} (random_state=0)", lambda X: umap.UMAP(random_state=0).fit_transform(X)))
     except ImportError:
-        print("  UMAP (umap-learn) not installed: no row")
+        print("  UMAP (umap-learn) not installed or not asked for: no row")
     try:
+        if "opentsne" not in peers:
+            raise ImportError
         import openTSNE
 
         out.append((f"openTSNE {openTSNE.__version__} (n_jobs=-1)",
                      lambda X: np.asarray(openTSNE.TSNE(random_state=0, n_jobs=-1).fit(X))))
     except ImportError:
-        print("  openTSNE not installed: no row")
+        print("  openTSNE not installed or not asked for: no row")
     return out
 
 
-def bench_triplet(n, data, repeat):
+def bench_triplet(n, data, repeat, peers):
     """TripletEmbedding and trimap alternately `repeat` times each (best of each kept), then
     UMAP and openTSNE once; trustworthiness@10 in the original 784-D space."""
     from localization import TripletEmbedding
@@ -108,13 +112,15 @@ def bench_triplet(n, data, repeat):
     print(f"\nTripletEmbedding vs trimap: Fashion-MNIST, {len(X):,} images × 784{'' if full else ' (shipped subset)'}")
     rows = []
     try:
+        if "trimap" not in peers:
+            raise ImportError
         t0 = time.perf_counter()
         from trimap import TRIMAP  # compiles its numba functions
 
         print(f"  (trimap import and numba compilation: {time.perf_counter() - t0:.1f} s, not counted)")
     except ImportError:
         TRIMAP = None
-        print("  trimap not installed: no ratio")
+        print("  trimap not installed or not asked for: no ratio")
     runs = [("TripletEmbedding (ours)", lambda X: TripletEmbedding(random_state=0).fit_transform(X))]
     if TRIMAP is not None:
         runs.append(("trimap (same triplets, 400 iterations)",
@@ -126,21 +132,20 @@ def bench_triplet(n, data, repeat):
             print(f"  run: {name:<40} {wall:8.2f} s wall  {cpu:8.2f} s CPU", flush=True)
             old = best.get(name)
             best[name] = (min(wall, old[0]), min(cpu, old[1]), Y) if old else (wall, cpu, Y)
-    peers = other_peers()
-    for name, fn in peers:
-        fn(X[:500])
-        best[name] = timed(lambda: fn(X))
     for name, (wall, cpu, Y) in best.items():
-        t, a = quality(X, Y, y)
-        rows.append((name, wall, cpu, t, a))
+        rows.append((name, wall, cpu) + quality(X, Y, y))
     print(f"  {'method':<40} {'wall s':>8} {'CPU s':>8} {'trust@10':>9} {'10-NN acc':>9}")
-    for name, wall, cpu, t, a in rows:
-        print(f"  {name:<40} {wall:8.2f} {cpu:8.2f} {t:9.4f} {a:9.4f}")
+    for row in rows:
+        print("  {:<40} {:8.2f} {:8.2f} {:9.4f} {:9.4f}".format(*row), flush=True)
     if TRIMAP is not None:
         (_, w0, c0, t0, a0), (_, w1, c1, t1, a1) = rows[0], rows[1]
         report(f"TripletEmbedding, n={len(X):,}", w0, w1, "trimap")
         print(f"  CPU ratio trimap/ours {c1 / c0:.1f}x; trustworthiness@10 ours − trimap {t0 - t1:+.4f}, "
-              f"10-NN accuracy ours − trimap {a0 - a1:+.4f}")
+              f"10-NN accuracy ours − trimap {a0 - a1:+.4f}", flush=True)
+    for name, fn in other_peers(peers):  # each row printed when done: these are the long ones
+        fn(X[:500])
+        wall, cpu, Y = timed(lambda: fn(X))
+        print("  {:<40} {:8.2f} {:8.2f} {:9.4f} {:9.4f}".format(name, wall, cpu, *quality(X, Y, y)), flush=True)
 
 
 def bench_lle(n, data):
@@ -213,13 +218,16 @@ def bench_amds():
 if __name__ == "__main__":
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--full", action="store_true")
+    p.add_argument("--sizes", type=int, nargs="+", default=[10_000],
+                   help="TripletEmbedding sizes (default 10000; --full adds 70000)")
+    p.add_argument("--peers", nargs="*", choices=("trimap", "umap", "opentsne"), default=("trimap", "umap", "opentsne"),
+                   help="peers of TripletEmbedding (default all installed)")
     p.add_argument("--only", nargs="+", choices=("triplet", "lle", "amds"), default=("triplet", "lle", "amds"))
     p.add_argument("--data", help="folder with the Fashion-MNIST IDX files")
     args = p.parse_args()
     if "triplet" in args.only:
-        bench_triplet(10_000, args.data, repeat=2)
-        if args.full:
-            bench_triplet(70_000, args.data, repeat=1)
+        for n in args.sizes + ([70_000] if args.full and 70_000 not in args.sizes else []):
+            bench_triplet(n, args.data, 2 if n <= 10_000 else 1, args.peers)
     if "lle" in args.only:
         bench_lle(10_000, args.data)
     if "amds" in args.only:

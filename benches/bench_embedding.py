@@ -2,8 +2,10 @@
 
 * TripletEmbedding vs the ``trimap`` package (TRIMAP, numba + annoy): Fashion-MNIST test
   images, the same triplets per point (12 inliers × 4 outliers + 3 random) and 400
-  iterations; trustworthiness@10 and 10-NN accuracy of both. trimap's numba functions are
-  compiled before timing (its import), so only the fit is timed.
+  iterations, run alternately; trustworthiness@10 (in the original 784-D space) and 10-NN
+  accuracy of both. trimap's numba functions are compiled before timing (its import), so
+  only the fit is timed. UMAP and openTSNE (where installed) on the same images, once each
+  after a warm-up fit on 500 images.
 * LocallyLinearEmbedding (k = 10) vs scikit-learn's (``eigen_solver="arpack"``), float64,
   with the reconstruction error of both.
 * AsymmetricMDS (Frobenius) of a 20,000-word sparse co-occurrence matrix: time and peak
@@ -13,8 +15,8 @@
 Fashion-MNIST needs the IDX files (LOCALIZATION_DATA or --data); without them those parts
 run on the 2,000 shipped images.
 
-Usage: python benches/bench_embedding.py [--full] [--only triplet lle amds] [--data DIR]
-    --full: TripletEmbedding on all 70,000 images as well.
+Usage: python benches/bench_embedding.py [--full] [--sizes N ...] [--peers trimap umap opentsne] [--only triplet lle amds] [--data DIR]
+    --full: TripletEmbedding on all 70,000 images as well; --sizes: the TripletEmbedding sizes.
 """
 
 from __future__ import annotations
@@ -69,26 +71,81 @@ def quality(X, Y, y):
     return trustworthiness(X, Y, n_neighbors=10, sample_size=sample, random_state=0), knn_accuracy(Y, y, n_neighbors=10)
 
 
-def bench_triplet(n, data):
+def timed(fn):
+    """Wall and CPU seconds (all threads of the process) of one call, and its result."""
+    t, c = time.perf_counter(), time.process_time()
+    out = fn()
+    return time.perf_counter() - t, time.process_time() - c, out
+
+
+def other_peers(peers):
+    """(name, X -> 2-D) of UMAP and openTSNE where installed and asked for in `peers`; the
+    caller warms each up on 500 images first (UMAP compiles its numba functions at the first fit)."""
+    out = []
+    try:
+        if "umap" not in peers:
+            raise ImportError
+        import umap
+
+        # random_state fixes the result and makes UMAP run on one thread (its documented trade-off).
+        out.append((f"UMAP {umap.__version__} (random_state=0)", lambda X: umap.UMAP(random_state=0).fit_transform(X)))
+    except ImportError:
+        print("  UMAP (umap-learn) not installed or not asked for: no row")
+    try:
+        if "opentsne" not in peers:
+            raise ImportError
+        import openTSNE
+
+        out.append((f"openTSNE {openTSNE.__version__} (n_jobs=-1)",
+                     lambda X: np.asarray(openTSNE.TSNE(random_state=0, n_jobs=-1).fit(X))))
+    except ImportError:
+        print("  openTSNE not installed or not asked for: no row")
+    return out
+
+
+def bench_triplet(n, data, repeat, peers):
+    """TripletEmbedding and trimap alternately `repeat` times each (best of each kept), then
+    UMAP and openTSNE once; trustworthiness@10 in the original 784-D space."""
     from localization import TripletEmbedding
 
     X, y, full = fashion(n, data)
     print(f"\nTripletEmbedding vs trimap: Fashion-MNIST, {len(X):,} images × 784{'' if full else ' (shipped subset)'}")
-    ours, Y = best_time(lambda: TripletEmbedding(random_state=0).fit_transform(X), repeat=2)
-    t_ours, a_ours = quality(X, Y, y)
+    rows = []
     try:
+        if "trimap" not in peers:
+            raise ImportError
         t0 = time.perf_counter()
         from trimap import TRIMAP  # compiles its numba functions
 
         print(f"  (trimap import and numba compilation: {time.perf_counter() - t0:.1f} s, not counted)")
     except ImportError:
-        print(f"  ours {ours:.2f} s, trustworthiness@10 {t_ours:.4f}, 10-NN accuracy {a_ours:.4f}; trimap not installed")
-        return
-    peer, Yt = best_time(lambda: TRIMAP(n_inliers=12, n_outliers=4, n_random=3, n_iters=400).fit_transform(X.copy()), repeat=1)
-    t_peer, a_peer = quality(X, Yt, y)
-    report(f"TripletEmbedding, n={len(X):,}", ours, peer, "trimap")
-    report_cpu("TripletEmbedding", "trimap")
-    print(f"  trustworthiness@10: ours {t_ours:.4f}  trimap {t_peer:.4f}   10-NN accuracy: ours {a_ours:.4f}  trimap {a_peer:.4f}")
+        TRIMAP = None
+        print("  trimap not installed or not asked for: no ratio")
+    runs = [("TripletEmbedding (ours)", lambda X: TripletEmbedding(random_state=0).fit_transform(X))]
+    if TRIMAP is not None:
+        runs.append(("trimap (same triplets, 400 iterations)",
+                     lambda X: TRIMAP(n_inliers=12, n_outliers=4, n_random=3, n_iters=400).fit_transform(X.copy())))
+    best = {}
+    for _ in range(repeat):
+        for name, fn in runs:
+            wall, cpu, Y = timed(lambda: fn(X))
+            print(f"  run: {name:<40} {wall:8.2f} s wall  {cpu:8.2f} s CPU", flush=True)
+            old = best.get(name)
+            best[name] = (min(wall, old[0]), min(cpu, old[1]), Y) if old else (wall, cpu, Y)
+    for name, (wall, cpu, Y) in best.items():
+        rows.append((name, wall, cpu) + quality(X, Y, y))
+    print(f"  {'method':<40} {'wall s':>8} {'CPU s':>8} {'trust@10':>9} {'10-NN acc':>9}")
+    for row in rows:
+        print("  {:<40} {:8.2f} {:8.2f} {:9.4f} {:9.4f}".format(*row), flush=True)
+    if TRIMAP is not None:
+        (_, w0, c0, t0, a0), (_, w1, c1, t1, a1) = rows[0], rows[1]
+        report(f"TripletEmbedding, n={len(X):,}", w0, w1, "trimap")
+        print(f"  CPU ratio trimap/ours {c1 / c0:.1f}x; trustworthiness@10 ours − trimap {t0 - t1:+.4f}, "
+              f"10-NN accuracy ours − trimap {a0 - a1:+.4f}", flush=True)
+    for name, fn in other_peers(peers):  # each row printed when done: these are the long ones
+        fn(X[:500])
+        wall, cpu, Y = timed(lambda: fn(X))
+        print("  {:<40} {:8.2f} {:8.2f} {:9.4f} {:9.4f}".format(name, wall, cpu, *quality(X, Y, y)), flush=True)
 
 
 def bench_lle(n, data):
@@ -161,13 +218,16 @@ def bench_amds():
 if __name__ == "__main__":
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--full", action="store_true")
+    p.add_argument("--sizes", type=int, nargs="+", default=[10_000],
+                   help="TripletEmbedding sizes (default 10000; --full adds 70000)")
+    p.add_argument("--peers", nargs="*", choices=("trimap", "umap", "opentsne"), default=("trimap", "umap", "opentsne"),
+                   help="peers of TripletEmbedding (default all installed)")
     p.add_argument("--only", nargs="+", choices=("triplet", "lle", "amds"), default=("triplet", "lle", "amds"))
     p.add_argument("--data", help="folder with the Fashion-MNIST IDX files")
     args = p.parse_args()
     if "triplet" in args.only:
-        bench_triplet(10_000, args.data)
-        if args.full:
-            bench_triplet(70_000, args.data)
+        for n in args.sizes + ([70_000] if args.full and 70_000 not in args.sizes else []):
+            bench_triplet(n, args.data, 2 if n <= 10_000 else 1, args.peers)
     if "lle" in args.only:
         bench_lle(10_000, args.data)
     if "amds" in args.only:

@@ -183,10 +183,17 @@ class Lines:
         return line.decode()
 
 
+def default_sigint():
+    """In the child before exec: SIGINT back to its default, so that Python installs its
+    KeyboardInterrupt handler even when the test run itself was started in the background
+    (a shell starts background jobs with SIGINT ignored, and exec keeps it ignored)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def interrupt_each(cmd, ready_prefix, env=None, settle=0.3, first_timeout=120):
     """Start `cmd`; every time it prints a line starting with `ready_prefix`, wait `settle`
     seconds, send SIGINT and collect (ready line, next line, seconds from SIGINT to it)."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, preexec_fn=default_sigint)
     lines, seen = Lines(proc), []
     try:
         while True:
@@ -228,7 +235,7 @@ def test_ctrl_c_stops_every_long_native_call_quickly():
 def test_ctrl_c_stops_the_cli_exact_meanshift():
     cmd = [sys.executable, "-m", "localization.cli", "cluster", "--algorithm", "exact", "--kernel", "gaussian",
            "--n-samples", "300000", "--quiet"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=default_sigint)
     lines = Lines(proc)
     try:
         # The last line printed before the fit starts.

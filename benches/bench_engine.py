@@ -59,7 +59,7 @@ def pair_loop(n=10_000):
         pairs = n * (n - 1)
         for h, degree in ((0.5, None), (0.5, 1), (0.04, None), (0.01, None)):
             def run():
-                return _core.local_sums(x, x, v, kernel="gaussian", bandwidth=h, algorithm="brute", exclude_self=True, degree=degree, n_jobs=1)
+                return _core.local_sums(x, x, v, kernel=_core.KernelSpec("gaussian", h), algorithm="brute", exclude_self=True, degree=degree, n_jobs=1)
             t = cpu_time(run)
             rate = pairs / t
             if h == 0.01:
@@ -87,13 +87,15 @@ def main():
     V = rng.random((n, 1), dtype=np.float32)
     h = 0.5  # wide: no tile can be skipped, every pair is evaluated
     # The pair loop itself (algorithm="brute"); "auto" takes the series expansion here.
-    t_ours, (num, den, ls, _, _) = best_time(lambda: _core.local_sums(X, X, V, kernel="gaussian", bandwidth=h, algorithm="brute"), 2)
+    t_ours, s = best_time(lambda: _core.local_sums(X, X, V, kernel=_core.KernelSpec("gaussian", h), algorithm="brute"), 2)
+    num, den = s.num, s.den
     m_np = min(n, 20_000)
     t_np, ref = best_time(lambda: numpy_local_mean(X[:m_np], X, V, h), 1)
     err = np.max(np.abs(num[:m_np] / den[:m_np, None] - ref))
     print(f"d=2 f32 n=m={n}: ours {n * n / t_ours / 1e9:.2f} Gpairs/s ({t_ours:.2f} s); "
           f"numpy {m_np * n / t_np / 1e9:.3f} Gpairs/s; ratio {(n * n / t_ours) / (m_np * n / t_np):.1f}x; max diff {err:.1e}")
-    t_exp, (num_e, den_e, *_) = best_time(lambda: _core.local_sums(X, X, V, kernel="gaussian", bandwidth=h), 2)
+    t_exp, s = best_time(lambda: _core.local_sums(X, X, V, kernel=_core.KernelSpec("gaussian", h)), 2)
+    num_e, den_e = s.num, s.den
     err_e = np.max(np.abs(num_e / den_e[:, None] - num / den[:, None]))
     print(f"  same with algorithm='auto' (series expansion): {t_exp:.3f} s, {t_ours / t_exp:.0f}x the pair loop; "
           f"max diff to it {err_e:.1e}")
@@ -105,14 +107,15 @@ def main():
     print(f"  scikit-learn KernelDensity(rtol=0) m={m_sk}: {m_sk * n / t_sk / 1e9:.4f} Gpairs/s; "
           f"ratio {(n * n / t_ours) / (m_sk * n / t_sk):.0f}x")
     h_small = 0.01
-    t_small, _ = best_time(lambda: _core.local_sums(X, X, V, kernel="gaussian", bandwidth=h_small), 2)
+    t_small, _ = best_time(lambda: _core.local_sums(X, X, V, kernel=_core.KernelSpec("gaussian", h_small)), 2)
     print(f"  same, h={h_small}: {t_small:.2f} s (tiles whose every term underflows are skipped exactly, by their boxes)")
 
     n64 = 20_000 if args.full else 10_000
     X = rng.standard_normal((n64, 64)).astype(np.float32)
     V = rng.random((n64, 1), dtype=np.float32)
     h = 8.0
-    t_ours, (num, den, *_) = best_time(lambda: _core.local_sums(X, X, V, kernel="gaussian", bandwidth=h), 2)
+    t_ours, s = best_time(lambda: _core.local_sums(X, X, V, kernel=_core.KernelSpec("gaussian", h)), 2)
+    num, den = s.num, s.den
     t_np, ref = best_time(lambda: numpy_local_mean(X, X, V, h), 2)
     err = np.max(np.abs(num / den[:, None] - ref))
     report(f"d=64 f32 n=m={n64} Gaussian local mean", t_ours, t_np, "numpy")
@@ -125,7 +128,8 @@ def main():
     Q, V = X[:m784], rng.random((len(X), 1), dtype=np.float32)
     nn = np.sqrt(np.maximum(((Q[:200, None] - X[None, :5000]) ** 2).sum(-1), 0))
     h = float(0.5 * np.median(np.sort(nn, 1)[:, 1]))
-    t_ours, (num, den, *_) = best_time(lambda: _core.local_sums(Q, X, V, kernel="gaussian", bandwidth=h), 2)
+    t_ours, s = best_time(lambda: _core.local_sums(Q, X, V, kernel=_core.KernelSpec("gaussian", h)), 2)
+    num, den = s.num, s.den
     t_np, ref = best_time(lambda: numpy_local_mean(Q, X, V, h), 2)
     ok = den > 0
     err = np.max(np.abs(num[ok] / den[ok, None] - ref[ok]))

@@ -51,12 +51,12 @@ def main():
         "local_mean (public)": lambda: local_mean(Q, X, v, bandwidth=h),
         "local_mean (checked path)": lambda: local_mean(Q, X, v, bandwidth=h, return_weight=True)[0],
         "local_mean (native ready_local_mean)": lambda: _core.ready_local_mean(Q, X, v, None, "gaussian", h),
-        "local_mean (native local_sums)": lambda: _core.local_sums(Q, X, V, None, kernel="gaussian", bandwidth=h),
+        "local_mean (native local_sums)": lambda: _core.local_sums(Q, X, V, None, kernel=_core.KernelSpec("gaussian", h)),
         "local_mean (NumPy)": lambda: numpy_local_mean(Q, X, v, h),
         "kernel_sum (public)": lambda: kernel_sum(Q, X, bandwidth=h),
         "kernel_sum (checked path)": lambda: kernel_sum(Q, X, bandwidth=h, return_error_bound=True)[0],
         "kernel_sum (native ready_kernel_sum)": lambda: _core.ready_kernel_sum(Q, X, None, None, "gaussian", h),
-        "kernel_sum (native local_sums)": lambda: _core.local_sums(Q, X, None, None, kernel="gaussian", bandwidth=h),
+        "kernel_sum (native local_sums)": lambda: _core.local_sums(Q, X, None, None, kernel=_core.KernelSpec("gaussian", h)),
         "kernel_sum (NumPy)": lambda: numpy_kernel_sum(Q, X, h),
     }
     best = dict.fromkeys(calls, float("inf"))

@@ -27,10 +27,10 @@ X = rng.random((20_000, 2), dtype=np.float32); V = rng.random((20_000, 1), dtype
 X64 = rng.random((6_000, 64), dtype=np.float32); V64 = rng.random((6_000, 1), dtype=np.float32)
 Xk = rng.random((200_000, 3))
 cases = {
-    "gaussian pair loop, d=2, n=m=2e4": lambda: _core.local_sums(X, X, V, kernel="gaussian", bandwidth=0.5, algorithm="brute"),
-    "gaussian series (auto), d=2": lambda: _core.local_sums(X, X, V, kernel="gaussian", bandwidth=0.5),
-    "gaussian h=0.01 (box skipping), d=2": lambda: _core.local_sums(X, X, V, kernel="gaussian", bandwidth=0.01),
-    "gaussian pair loop, d=64, n=m=6e3": lambda: _core.local_sums(X64, X64, V64, kernel="gaussian", bandwidth=4.0),
+    "gaussian pair loop, d=2, n=m=2e4": lambda: _core.local_sums(X, X, V, kernel=_core.KernelSpec("gaussian", 0.5), algorithm="brute"),
+    "gaussian series (auto), d=2": lambda: _core.local_sums(X, X, V, kernel=_core.KernelSpec("gaussian", 0.5)),
+    "gaussian h=0.01 (box skipping), d=2": lambda: _core.local_sums(X, X, V, kernel=_core.KernelSpec("gaussian", 0.01)),
+    "gaussian pair loop, d=64, n=m=6e3": lambda: _core.local_sums(X64, X64, V64, kernel=_core.KernelSpec("gaussian", 4.0)),
     "epanechnikov local_mean (kd-tree), d=3, n=2e5": lambda: localization.local_mean(Xk[:50_000], Xk, Xk[:, 0], kernel="epanechnikov", bandwidth=0.03),
 }
 out = {}

@@ -103,18 +103,23 @@ def test_layouts_give_the_same_answer():
 
 
 def test_native_layer_refuses_bad_memory_without_panicking():
+    gaussian = _core.KernelSpec()
     with pytest.raises(ValueError, match="C-contiguous"):
-        _core.local_sums(np.asfortranarray(np.zeros((3, 2))), np.zeros((3, 2)))
+        _core.local_sums(np.asfortranarray(np.zeros((3, 2))), np.zeros((3, 2)), kernel=gaussian)
     with pytest.raises(TypeError):
-        _core.local_sums(np.zeros((3, 2), np.float32), np.zeros((3, 2)))
+        _core.local_sums(np.zeros((3, 2), np.float32), np.zeros((3, 2)), kernel=gaussian)
     with pytest.raises(TypeError):
-        _core.local_sums(np.zeros(3), np.zeros((3, 2)))
+        _core.local_sums(np.zeros(3), np.zeros((3, 2)), kernel=gaussian)
     with pytest.raises(ValueError):
-        _core.local_sums(np.zeros((3, 2)), np.zeros((3, 2)), n_jobs=0)
+        _core.local_sums(np.zeros((3, 2)), np.zeros((3, 2)), kernel=gaussian, n_jobs=0)
     with pytest.raises(ValueError):
-        _core.local_sums(np.zeros((3, 2)), np.zeros((3, 2)), degree=5)
+        _core.local_sums(np.zeros((3, 2)), np.zeros((3, 2)), kernel=gaussian, degree=5)
     with pytest.raises(ValueError):
-        _core.local_sums(np.zeros((3, 2)), np.zeros((3, 2)), exclude_self=True, n_neighbors=3, kernel="knn")
+        _core.local_sums(np.zeros((3, 2)), np.zeros((3, 2)), exclude_self=True, kernel=_core.KernelSpec("knn", n_neighbors=3))
+    with pytest.raises(TypeError):
+        _core.local_sums(np.zeros((3, 2)), np.zeros((3, 2)), kernel=_core.KernelSpec(query_bandwidth=np.zeros((3, 1))))
+    with pytest.raises(TypeError):
+        _core.local_sums(np.zeros((3, 2)), np.zeros((3, 2)), kernel=_core.KernelSpec(query_bandwidth=np.ones(3, np.float32)))
 
 
 def test_one_sample_duplicates_and_tiny_bandwidths():

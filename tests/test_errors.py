@@ -33,14 +33,16 @@ def test_the_family_is_exported_and_subclasses_the_builtins():
 @pytest.mark.parametrize(
     "call, parameter",
     [
-        (lambda: _core.local_sums(X, X, bandwidth=-1.0), "bandwidth"),
-        (lambda: _core.local_sums(X, X, bandwidth=0.0), "bandwidth"),
-        (lambda: _core.local_sums(X, X, kernel="no-such-kernel"), "kernel"),
-        (lambda: _core.local_sums(X, X, algorithm="fastest"), "algorithm"),
-        (lambda: _core.local_sums(X, X[:, :1].copy()), "X_query"),
-        (lambda: _core.local_sums(X, X, weights=np.ones(3)), "sample_weight"),
-        (lambda: _core.local_sums(X, np.asfortranarray(X)), "X"),
-        (lambda: _core.local_sums(X, X, kernel="knn"), "n_neighbors"),
+        (lambda: _core.local_sums(X, X, kernel=_core.KernelSpec("gaussian", -1.0)), "bandwidth"),
+        (lambda: _core.local_sums(X, X, kernel=_core.KernelSpec("gaussian", 0.0)), "bandwidth"),
+        (lambda: _core.KernelSpec("no-such-kernel"), "kernel"),
+        (lambda: _core.local_sums(X, X, kernel=_core.KernelSpec(), algorithm="fastest"), "algorithm"),
+        (lambda: _core.local_sums(X, X[:, :1].copy(), kernel=_core.KernelSpec()), "X_query"),
+        (lambda: _core.local_sums(X, X, weights=np.ones(3), kernel=_core.KernelSpec()), "sample_weight"),
+        (lambda: _core.local_sums(X, np.asfortranarray(X), kernel=_core.KernelSpec()), "X"),
+        (lambda: _core.KernelSpec("knn"), "n_neighbors"),
+        (lambda: _core.KernelSpec(query_bandwidth=np.ones(30), sample_bandwidth=np.ones(30)), "sample_bandwidth"),
+        (lambda: _core.local_sums(X, X, kernel=_core.KernelSpec(query_bandwidth=np.ones(29))), "bandwidth"),
     ],
 )
 def test_core_errors_name_the_argument(call, parameter):
@@ -50,7 +52,7 @@ def test_core_errors_name_the_argument(call, parameter):
 
 
 def test_core_type_errors_name_the_argument():
-    e = raised(lambda: _core.local_sums(X, X, values=np.ones((30, 1), np.float32)), LocalizationTypeError)
+    e = raised(lambda: _core.local_sums(X, X, values=np.ones((30, 1), np.float32), kernel=_core.KernelSpec()), LocalizationTypeError)
     assert e.parameter == "values"
 
 
@@ -106,7 +108,7 @@ def test_errors_pickle_with_their_parameter():
     e = raised(lambda: localization.local_mean(X, X, y, bandwidth=-1.0))
     back = pickle.loads(pickle.dumps(e))
     assert type(back) is type(e) and back.parameter == "bandwidth" and str(back) == str(e)
-    core = raised(lambda: _core.local_sums(X, X, bandwidth=-1.0))
+    core = raised(lambda: _core.local_sums(X, X, kernel=_core.KernelSpec("gaussian", -1.0)))
     back = pickle.loads(pickle.dumps(core))
     assert back.parameter == "bandwidth" and str(back) == str(core)
 
@@ -218,8 +220,8 @@ def test_core_binding_errors_are_in_the_family():
     ref = _core.Reference(X)
     # Values per call go to a reference built without them, not to one that holds its own.
     own = _core.Reference(X, values=np.ones((30, 1)))
-    assert raised(lambda: _core.local_sums(X, own, values=np.ones((30, 1)))).parameter == "values"
-    assert raised(lambda: _core.local_sums(X, X, n_jobs=1.5), LocalizationTypeError).parameter == "n_jobs"
+    assert raised(lambda: _core.local_sums(X, own, values=np.ones((30, 1)), kernel=_core.KernelSpec())).parameter == "values"
+    assert raised(lambda: _core.local_sums(X, X, kernel=_core.KernelSpec(), n_jobs=1.5), LocalizationTypeError).parameter == "n_jobs"
     img = np.zeros((4, 4, 1))
     assert raised(lambda: _core.bilateral_filter(img, np.ones((1, 1)), -1.0)).parameter == "range_bandwidth"
 

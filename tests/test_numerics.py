@@ -99,11 +99,11 @@ def test_per_sample_and_per_query_bandwidths_on_offset_data(dtype):
     h0 = np.sqrt(np.median(np.sort(D2, 1)[:, 0]))
     hx, hq = h0 * (0.5 + rng.random(len(X))), h0 * (0.5 + rng.random(len(Q)))
     atol = 2e-5 if dtype == np.float32 else 1e-11
-    s = _core.local_sums(Q, X, y[:, None].astype(dtype), sample_bandwidth=hx.astype(dtype))
+    s = _core.local_sums(Q, X, y[:, None].astype(dtype), kernel=_core.KernelSpec(sample_bandwidth=hx.astype(dtype)))
     num, den = s.num, s.den
     K = np.exp(-D2 / (2 * hx[None, :] ** 2))
     np.testing.assert_allclose(num[:, 0] / den, K @ y / K.sum(1), atol=atol)
-    s = _core.local_sums(Q, X, y[:, None].astype(dtype), query_bandwidth=hq.astype(dtype))
+    s = _core.local_sums(Q, X, y[:, None].astype(dtype), kernel=_core.KernelSpec(query_bandwidth=hq.astype(dtype)))
     num, den = s.num, s.den
     K = np.exp(-D2 / (2 * hq[:, None] ** 2))
     np.testing.assert_allclose(num[:, 0] / den, K @ y / K.sum(1), atol=atol)
@@ -249,7 +249,7 @@ def test_values_near_the_float_limits(dtype, big):
     # The unnormalised sum exceeds the float range: it comes back with its excess in log_scale.
     from localization import _core
 
-    s = _core.local_sums(X, X, V, kernel="epanechnikov", bandwidth=1.5)
+    s = _core.local_sums(X, X, V, kernel=_core.KernelSpec("epanechnikov", 1.5))
     num, den, log_scale = s.num, s.den, s.log_scale
     assert np.all(np.isfinite(num)) and np.all(np.isfinite(den))
     ratio = num.astype(np.float64) / den.astype(np.float64)[:, None]

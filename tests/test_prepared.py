@@ -19,11 +19,12 @@ from localization.density import KernelDensity
 from localization.regression import LocalMeanRegressor, LocalPolynomialRegressor
 
 KERNELS = [
-    dict(kernel="gaussian", bandwidth=0.3),
-    dict(kernel="epanechnikov", bandwidth=0.4),
-    dict(kernel="knn", n_neighbors=7, knn_profile="triweight"),
-    dict(kernel="dot", temperature=2.0),
+    _core.KernelSpec("gaussian", 0.3),
+    _core.KernelSpec("epanechnikov", 0.4),
+    _core.KernelSpec("knn", n_neighbors=7, knn_profile="triweight"),
+    _core.KernelSpec("dot", temperature=2.0),
 ]
+GAUSSIAN = _core.KernelSpec()
 
 
 def _data(dtype, n=1500, m=70, d=2, seed=0):
@@ -54,12 +55,12 @@ def _identical(a, b):
 
 def _every_call(X, Q):
     """(queries, keyword arguments) of every kernel × algorithm × moments/hollow combination."""
-    for kw in KERNELS:
+    for kernel in KERNELS:
         for algorithm in ["auto", "brute", "kd_tree", "expansion"]:
             for degree, exclude_self in [(None, False), (1, False), (None, True)]:
-                if degree is not None and kw["kernel"] == "dot":
+                if degree is not None and repr(kernel).startswith("KernelSpec('dot'"):
                     continue
-                yield (X if exclude_self else Q), dict(kw, degree=degree, exclude_self=exclude_self, algorithm=algorithm)
+                yield (X if exclude_self else Q), dict(kernel=kernel, degree=degree, exclude_self=exclude_self, algorithm=algorithm)
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
@@ -81,10 +82,11 @@ def test_reference_with_per_sample_and_per_query_bandwidths(dtype):
     hs = rng.uniform(0.2, 0.6, size=len(X)).astype(dtype)
     hq = rng.uniform(0.2, 0.6, size=len(Q)).astype(dtype)
     for kernel in ["gaussian", "biweight"]:
-        raw = _core.local_sums(Q, X, V, w, kernel=kernel, sample_bandwidth=hs)
-        _identical(_core.local_sums(Q, _core.Reference(X, V, w, hs), kernel=kernel), raw)
-        raw = _core.local_sums(Q, X, V, w, kernel=kernel, query_bandwidth=hq)
-        _identical(_core.local_sums(Q, _core.Reference(X, V, w), kernel=kernel, query_bandwidth=hq), raw)
+        raw = _core.local_sums(Q, X, V, w, kernel=_core.KernelSpec(kernel, sample_bandwidth=hs))
+        _identical(_core.local_sums(Q, _core.Reference(X, V, w, hs), kernel=_core.KernelSpec(kernel)), raw)
+        per_query = _core.KernelSpec(kernel, query_bandwidth=hq)
+        raw = _core.local_sums(Q, X, V, w, kernel=per_query)
+        _identical(_core.local_sums(Q, _core.Reference(X, V, w), kernel=per_query), raw)
 
 
 def test_reference_local_polynomial_bit_for_bit():
@@ -92,28 +94,32 @@ def test_reference_local_polynomial_bit_for_bit():
     ref = _core.Reference(X, V, w)
     for kernel in ["gaussian", "tricube"]:
         for degree in [0, 1, 2]:
-            raw = _core.local_polynomial(Q, X, V, w, kernel=kernel, bandwidth=0.5, degree=degree)
-            _identical(_core.local_polynomial(Q, ref, kernel=kernel, bandwidth=0.5, degree=degree), raw)
+            spec = _core.KernelSpec(kernel, 0.5)
+            raw = _core.local_polynomial(Q, X, V, w, kernel=spec, degree=degree)
+            _identical(_core.local_polynomial(Q, ref, kernel=spec, degree=degree), raw)
 
 
 def test_reference_far_from_the_floating_range_middle():
     # Rescaled working copies (1e200 coordinates), and queries of another magnitude (raw path).
     X, Q, V, w = _data(np.float64)
     ref = _core.Reference(X * 1e200, V, w * 1e300)
-    _identical(_core.local_sums(Q * 1e200, ref, bandwidth=3e199), _core.local_sums(Q * 1e200, X * 1e200, V, w * 1e300, bandwidth=3e199))
+    h = _core.KernelSpec("gaussian", 3e199)
+    _identical(_core.local_sums(Q * 1e200, ref, kernel=h), _core.local_sums(Q * 1e200, X * 1e200, V, w * 1e300, kernel=h))
     X32, Q32 = X.astype(np.float32), (Q * 1e15).astype(np.float32)
     ref = _core.Reference(X32)
-    _identical(_core.local_sums(Q32, ref, bandwidth=1e14), _core.local_sums(Q32, X32, bandwidth=1e14))
+    h = _core.KernelSpec("gaussian", 1e14)
+    _identical(_core.local_sums(Q32, ref, kernel=h), _core.local_sums(Q32, X32, kernel=h))
 
 
 def test_reference_pickles_by_rebuilding():
     X, Q, V, w = _data(np.float64)
     hs = np.full(len(X), 0.4)
     ref = _core.Reference(X, V, w, hs)
-    before = _core.local_sums(Q, ref, kernel="epanechnikov")
+    kernel = _core.KernelSpec("epanechnikov")
+    before = _core.local_sums(Q, ref, kernel=kernel)
     again = pickle.loads(pickle.dumps(ref))
     assert (again.n_samples, again.n_features) == (len(X), 2)
-    _identical(_core.local_sums(Q, again, kernel="epanechnikov"), before)
+    _identical(_core.local_sums(Q, again, kernel=pickle.loads(pickle.dumps(kernel))), before)
 
 
 def test_reference_refuses_bad_input_naming_it():
@@ -132,19 +138,19 @@ def test_reference_refuses_bad_input_naming_it():
         _core.Reference(X, V.astype(np.float32))
     ref = _core.Reference(X, V, w)
     for name, extra in [("values", dict(values=V)), ("sample_weight", dict(weights=w)),
-                        ("sample_bandwidth", dict(sample_bandwidth=np.ones(len(X))))]:
+                        ("sample_bandwidth", dict(kernel=_core.KernelSpec(sample_bandwidth=np.ones(len(X)))))]:
         with pytest.raises(ValueError, match=name):
-            _core.local_sums(Q, ref, **extra)
+            _core.local_sums(Q, ref, **dict(dict(kernel=GAUSSIAN), **extra))
     with pytest.raises(ValueError, match="X_query"):
-        _core.local_sums(Q[:, :1].copy(), ref)
+        _core.local_sums(Q[:, :1].copy(), ref, kernel=GAUSSIAN)
     with pytest.raises(TypeError, match="X_query"):
-        _core.local_sums(Q.astype(np.float32), ref)
+        _core.local_sums(Q.astype(np.float32), ref, kernel=GAUSSIAN)
     with pytest.raises(ValueError, match="exclude_self"):
-        _core.local_sums(Q, ref, exclude_self=True)
+        _core.local_sums(Q, ref, kernel=GAUSSIAN, exclude_self=True)
     with pytest.raises(ValueError, match="bandwidth"):
-        _core.local_sums(Q, _core.Reference(X, None, None, np.ones(len(X))), query_bandwidth=np.ones(len(Q)))
+        _core.local_sums(Q, _core.Reference(X, None, None, np.ones(len(X))), kernel=_core.KernelSpec(query_bandwidth=np.ones(len(Q))))
     # Still usable after the refusals.
-    _identical(_core.local_sums(Q, ref), _core.local_sums(Q, X, V, w))
+    _identical(_core.local_sums(Q, ref, kernel=GAUSSIAN), _core.local_sums(Q, X, V, w, kernel=GAUSSIAN))
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
@@ -162,24 +168,24 @@ def test_reference_takes_values_per_call_bit_for_bit(dtype, d):
             for values in steps:
                 _identical(_core.local_sums(q, ref, values, **args), _core.local_sums(q, X, values, weights, **args))
     # Without values, the sums of the kernel weights alone, as before.
-    _identical(_core.local_sums(Q, ref), _core.local_sums(Q, X, None, w))
+    _identical(_core.local_sums(Q, ref, kernel=GAUSSIAN), _core.local_sums(Q, X, None, w, kernel=GAUSSIAN))
 
 
 def test_values_per_call_are_checked():
     X, Q, V, w = _data(np.float64)
     ref = _core.Reference(X, None, w)
     with pytest.raises(ValueError, match="values"):
-        _core.local_sums(Q, ref, V[:10])
+        _core.local_sums(Q, ref, V[:10], kernel=GAUSSIAN)
     bad = V.copy()
     bad[3, 1] = np.nan
     with pytest.raises(ValueError, match="values"):
-        _core.local_sums(Q, ref, bad)
+        _core.local_sums(Q, ref, bad, kernel=GAUSSIAN)
     with pytest.raises(TypeError, match="values"):
-        _core.local_sums(Q, ref, V.astype(np.float32))
+        _core.local_sums(Q, ref, V.astype(np.float32), kernel=GAUSSIAN)
     with pytest.raises(ValueError, match="values"):
-        _core.local_sums(Q, ref, np.asfortranarray(V))
+        _core.local_sums(Q, ref, np.asfortranarray(V), kernel=GAUSSIAN)
     with pytest.raises(ValueError, match="values"):
-        _core.local_sums(Q, _core.Reference(X, V, w), V)
+        _core.local_sums(Q, _core.Reference(X, V, w), V, kernel=GAUSSIAN)
 
 
 @pytest.mark.parametrize("kernel", [dict(kernel="gaussian", bandwidth=0.3), dict(kernel="epanechnikov", bandwidth=0.5),

@@ -9,7 +9,7 @@ from typing_extensions import Self
 # Every name the extension module registers (stubtest checks this list against it).
 __all__ = [
     "local_sums", "ready_local_mean", "ready_kernel_sum", "local_polynomial", "equivalent_kernel", "kernel_matrix", "profile_values",
-    "log_integral", "profile_info", "effective_n_jobs", "exp_throughput", "masked_knn", "Sums", "Reference", "NeighborIndex", "bin_linear",
+    "log_integral", "profile_info", "effective_n_jobs", "exp_throughput", "masked_knn", "Sums", "KernelSpec", "Reference", "NeighborIndex", "bin_linear",
     "interpolate_grid", "mean_shift_seeds", "mean_shift_grid", "mean_shift_diffuse", "merge_modes",
     "grid_cells", "grid_merge", "grid_centroids", "grid_keys", "MeanShiftWindow", "MeanShiftSeeds", "Shifted", "Diffused",
     "medoid_shift_dense", "medoid_shift_knn", "quickshift_links", "quickshift_density",
@@ -29,18 +29,31 @@ GRID_MAX_FEATURES: int  # most features MeanShift's algorithm="grid" takes
 _Array = NDArray[np.floating]
 _Progress = Optional[Callable[[int, int], object]]
 
+@final
+class KernelSpec:
+    """A kernel with its bandwidth, checked once when built: a profile name (or alias), ``"knn"`` (with
+    ``n_neighbors`` and an optional ``knn_profile``) or ``"dot"`` (``temperature``, 1 by default); the
+    bandwidth ``bandwidth``, or one per query (``query_bandwidth``) or per sample (``sample_bandwidth``,
+    which a ``Reference`` holds itself) in the dtype of the call's arrays. Pickles as its arguments."""
+
+    def __new__(
+        cls, kernel: str = "gaussian", bandwidth: float = 1.0, *, n_neighbors: Optional[int] = None,
+        knn_profile: Optional[str] = None, temperature: Optional[float] = None, query_bandwidth: Optional[_Array] = None,
+        sample_bandwidth: Optional[_Array] = None,
+    ) -> Self: ...
+    def with_query_bandwidth(self, query_bandwidth: _Array) -> KernelSpec:
+        """The same kernel with one bandwidth per query (a balloon estimator's)."""
+    def with_sample_bandwidth(self, sample_bandwidth: _Array) -> KernelSpec:
+        """The same kernel with one bandwidth per sample (a sample-point estimator's)."""
+    def __reduce__(self) -> tuple[object, tuple[type[KernelSpec], tuple[str, float], dict[str, object]]]: ...
+
 def local_sums(
     queries: _Array,
     x: _Array | Reference,
     values: Optional[_Array] = None,
     weights: Optional[_Array] = None,
-    kernel: str = "gaussian",
-    bandwidth: float = 1.0,
-    query_bandwidth: Optional[_Array] = None,
-    sample_bandwidth: Optional[_Array] = None,
-    n_neighbors: Optional[int] = None,
-    knn_profile: Optional[str] = None,
-    temperature: Optional[float] = None,
+    *,
+    kernel: KernelSpec,
     degree: Optional[int] = None,
     exclude_self: bool = False,
     algorithm: str = "auto",
@@ -86,21 +99,16 @@ def ready_kernel_sum(
     float64, the sums being total · exp(log_scale); None for any other input."""
 
 def local_polynomial(
-    queries: _Array, x: _Array | Reference, values: Optional[_Array] = None, weights: Optional[_Array] = None, kernel: str = "gaussian",
-    bandwidth: float = 1.0, query_bandwidth: Optional[_Array] = None, n_neighbors: Optional[int] = None,
-    knn_profile: Optional[str] = None, degree: int = 1, ridge: float = 0.0, exclude_self: bool = False,
-    algorithm: str = "auto", n_jobs: Optional[int] = None, progress: _Progress = None,
-) -> tuple[_Array, NDArray[np.bool_]]: ...
+    queries: _Array, x: _Array | Reference, values: Optional[_Array] = None, weights: Optional[_Array] = None, *,
+    kernel: KernelSpec, degree: int = 1, ridge: float = 0.0, exclude_self: bool = False, algorithm: str = "auto",
+    n_jobs: Optional[int] = None, progress: _Progress = None,
+) -> tuple[_Array, NDArray[np.bool_]]:
+    """Local polynomial predictions and the singular mask (the kernel's bandwidth: one, or one per query)."""
 def equivalent_kernel(
-    queries: _Array, x: _Array, kernel: str = "gaussian", bandwidth: float = 1.0, query_bandwidth: Optional[_Array] = None,
-    n_neighbors: Optional[int] = None, knn_profile: Optional[str] = None, degree: int = 1, ridge: float = 0.0,
-    algorithm: str = "auto", n_jobs: Optional[int] = None,
+    queries: _Array, x: _Array, *, kernel: KernelSpec, degree: int = 1, ridge: float = 0.0, algorithm: str = "auto",
+    n_jobs: Optional[int] = None,
 ) -> tuple[_Array, NDArray[np.bool_]]: ...
-def kernel_matrix(
-    queries: _Array, x: _Array, kernel: str = "gaussian", bandwidth: float = 1.0, query_bandwidth: Optional[_Array] = None,
-    sample_bandwidth: Optional[_Array] = None, n_neighbors: Optional[int] = None, knn_profile: Optional[str] = None,
-    temperature: Optional[float] = None, n_jobs: Optional[int] = None,
-) -> _Array: ...
+def kernel_matrix(queries: _Array, x: _Array, *, kernel: KernelSpec, n_jobs: Optional[int] = None) -> _Array: ...
 def profile_values(kernel: str, u: NDArray[np.float64]) -> NDArray[np.float64]: ...
 def bin_linear(
     x: _Array, lo: Sequence[float], delta: Sequence[float], sizes: Sequence[int], weights: Optional[_Array] = None,

@@ -28,6 +28,13 @@ if TYPE_CHECKING:
 __all__ = ["LocalSums", "tree_reduce"]
 
 
+def rescale(stored, log_scale):
+    """The true sums ``stored · exp(log_scale)`` (one log-scale per query, the first axis), in
+    float64: the one place where the engine's scaled sums are turned back into sums."""
+    scale = np.exp(np.asarray(log_scale).astype(np.float64, copy=False))
+    return stored.astype(np.float64, copy=False) * scale.reshape((-1,) + (1,) * (stored.ndim - 1))
+
+
 def tree_reduce(items, combine):
     """Combine ``items`` pairwise in a balanced tree, neighbours first, in the given order.
 
@@ -190,10 +197,7 @@ class LocalSums:
         """The true sums, float64 (they may underflow to 0 where the log-scale is very
         negative): Σ K w = den · exp(log_scale), shape (m,); with ``values=True`` Σ K w v =
         num · exp(log_scale), shape (m, p)."""
-        scale = np.exp(self.log_scale.astype(np.float64))
-        if values:
-            return self.num.astype(np.float64) * scale[:, None]
-        return self.den.astype(np.float64) * scale
+        return rescale(self.num if values else self.den, self.log_scale)
 
     def log_total(self) -> FloatArray:
         """log Σ K w, finite where the total itself underflows; −inf where it is zero."""

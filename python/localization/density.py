@@ -282,10 +282,11 @@ class KernelDensity(LocalEstimator):
             raise LocalizationError("score_function needs a fixed (scalar or per-feature) bandwidth", "bandwidth")
         Qs = bk._scale(Q)
         shadow, c = _SHADOW[name]
-        kw = dict(bandwidth=bk.h, weights=self.sample_weight_, algorithm=self.algorithm, n_jobs=self.n_jobs)
+        kw = dict(weights=self.sample_weight_, algorithm=self.algorithm, n_jobs=self.n_jobs)
         from . import _binned, _core
 
-        shadowed, plain = _core.local_sums(Qs, bk.Xs, bk.Xs, kernel=shadow, **kw), _core.local_sums(Qs, bk.Xs, None, kernel=name, **kw)
+        shadowed = _core.local_sums(Qs, bk.Xs, bk.Xs, kernel=_core.KernelSpec(shadow, bk.h), **kw)
+        plain = _core.local_sums(Qs, bk.Xs, None, kernel=bk.spec, **kw)
         num, sden, sls = shadowed.num, shadowed.den, shadowed.log_scale
         den, ls = plain.den, plain.log_scale
         num = num.astype(np.float64) - Qs.astype(np.float64) * sden.astype(np.float64)[:, None]

@@ -38,6 +38,7 @@ from threadpoolctl import threadpool_limits
 from . import _core
 from ._base import keeps_state_on_error, knn_k, local_frames
 from ._progress import progress_bar
+from ._sums import LocalSums
 from ._validation import (
     COUNT,
     COUNT_OR_ZERO,
@@ -855,17 +856,12 @@ class _KernelAffinity:
         self.row_h = None if bk.callable else bk.query_bandwidth(bk.Xs)
         self.col_h = bk.sample_h
 
-    @staticmethod
-    def _true(num, den, ls):
-        scale = np.exp(ls.astype(np.float64))
-        return num.astype(np.float64) * scale[:, None], den.astype(np.float64) * scale
-
     def query(self, Q, V, weights=None):
         """(K(Q, X)·diag(weights)·V, K(Q, X)·weights) for rows Q."""
         bk = self.bk
         w = None if weights is None else np.ascontiguousarray(weights, dtype=bk.X.dtype)
         s = bk.sums(Q, np.ascontiguousarray(V, dtype=bk.X.dtype), w, n_jobs=self.n_jobs)
-        return self._true(s.num, s.den, s.log_scale)
+        return s.total(values=True), s.total()
 
     def matmat(self, V, weights=None):
         """K·diag(weights)·V."""
@@ -876,14 +872,14 @@ class _KernelAffinity:
         if self.row_h is None and self.col_h is None:
             return self.matmat(V, weights)
         bk = self.bk
-        kw = dict(kernel=bk.name, bandwidth=bk.h)
+        # The transpose: each side's per-point bandwidths move to the other side.
         if self.col_h is not None:
-            kw["query_bandwidth"] = self.col_h
-        if self.row_h is not None:
-            kw["sample_bandwidth"] = self.row_h
+            spec = bk.spec.with_query_bandwidth(self.col_h)
+        else:
+            spec = bk.spec.with_sample_bandwidth(self.row_h)
         w = None if weights is None else np.ascontiguousarray(weights, dtype=bk.X.dtype)
-        s = _core.local_sums(bk.Xs, bk.Xs, np.ascontiguousarray(V, dtype=bk.X.dtype), w, n_jobs=self.n_jobs, **kw)
-        return self._true(s.num, s.den, s.log_scale)[0]
+        s = _core.local_sums(bk.Xs, bk.Xs, np.ascontiguousarray(V, dtype=bk.X.dtype), w, kernel=spec, n_jobs=self.n_jobs)
+        return LocalSums.from_engine(s).total(values=True)
 
     def row_sums(self):
         return self.query(self.bk.X, np.zeros((self.n, 1)))[1]
@@ -1014,14 +1010,18 @@ class _Target:
         return h
 
 
+# The softmax kernel exp(q·k) of the exact SNE-style objectives.
+_DOT = _core.KernelSpec("dot", temperature=1.0)
+
+
 def _softmax_exact(Z1, Z2, target, H, w, n_jobs, keys=True):
     """Σ_i w_i KL(P_i ‖ softmax(Z₁[i]·Z₂ᵀ)) and its gradient, exactly, from two engine passes
     under the dot-product kernel (no n×n matrix): the normaliser and Q·Z₂ are a local mean of
     the keys at each query; Qᵀ·(w∘Z₁) is a local sum at each key over the queries, each
     query's dot product shifted by its own log-normaliser (an extra coordinate)."""
-    s = _core.local_sums(Z1, Z2, Z2, kernel="dot", temperature=1.0, n_jobs=n_jobs)
-    num, den, ls = s.num, s.den, s.log_scale
-    lse = np.log(den) + ls
+    s = LocalSums.from_engine(_core.local_sums(Z1, Z2, Z2, kernel=_DOT, n_jobs=n_jobs))
+    num, den = s.num, s.den
+    lse = s.log_total()
     PZ2 = target.dot(Z2)
     loss = float(np.sum(w * (H - np.einsum("ij,ij->i", Z1, PZ2) + lse)))
     g1 = w[:, None] * (num / den[:, None] - PZ2)
@@ -1029,8 +1029,8 @@ def _softmax_exact(Z1, Z2, target, H, w, n_jobs, keys=True):
         return loss, g1, None
     Qk = np.ascontiguousarray(np.c_[Z2, np.ones(len(Z2))])
     Rq = np.ascontiguousarray(np.c_[Z1, -lse])
-    s = _core.local_sums(Qk, Rq, Z1, w, kernel="dot", temperature=1.0, n_jobs=n_jobs)
-    g2 = s.num * np.exp(s.log_scale)[:, None] - target.tdot(w[:, None] * Z1)
+    s = LocalSums.from_engine(_core.local_sums(Qk, Rq, Z1, w, kernel=_DOT, n_jobs=n_jobs))
+    g2 = s.total(values=True) - target.tdot(w[:, None] * Z1)
     return loss, g1, g2
 
 
@@ -1297,8 +1297,8 @@ class AsymmetricMDS(TransformerMixin, BaseEstimator):
 
         def fun(theta):
             Z = theta.reshape(m, q)
-            s = _core.local_sums(Z, Z2, Z2, kernel="dot", temperature=1.0, n_jobs=self.n_jobs)
-            loss = float(np.sum(np.log(s.den) + s.log_scale - np.einsum("ij,ij->i", Z, PZ2)))
+            s = LocalSums.from_engine(_core.local_sums(Z, Z2, Z2, kernel=_DOT, n_jobs=self.n_jobs))
+            loss = float(np.sum(s.log_total() - np.einsum("ij,ij->i", Z, PZ2)))
             return loss, (s.num / s.den[:, None] - PZ2).ravel()
 
         # Convex and small: solved to rounding.

@@ -19,7 +19,7 @@ from scipy.spatial.distance import cdist
 
 from . import _binned, _core
 from ._progress import Progress
-from ._sums import LocalSums
+from ._sums import LocalSums, rescale
 from ._validation import (
     LocalizationError,
     LocalizationTypeError,
@@ -117,6 +117,16 @@ class BoundKernel:
         else:
             self.h = check_number(bw, "bandwidth")
         self.Xs = self._scale(X)
+        # The native kernel argument, checked once here (callable and identity kernels are
+        # computed in Python and have none).
+        self.spec = None
+        if not (self.callable or self.name == "identity"):
+            extra = {}
+            if self.name == "knn":
+                extra = dict(n_neighbors=self.k, knn_profile=kernel.knn_profile)
+            elif self.name == "dot":
+                extra = dict(temperature=float(kernel.temperature))
+            self.spec = _core.KernelSpec(self.name, self.h, **extra)
         self._references = None
         self._index = None
         self._kept = {}
@@ -191,17 +201,16 @@ class BoundKernel:
             raise LocalizationError("Balloon bandwidth is zero at a query that coincides with its k nearest samples; increase n_neighbors", "bandwidth")
         return h.astype(Qs.dtype)
 
-    def core_args(self, Qs):
-        kw = dict(kernel=self.name, bandwidth=self.h)
-        if self.name == "knn":
-            kw.update(n_neighbors=self.k, knn_profile=self.kernel.knn_profile)
-        elif self.name == "dot":
-            kw.update(temperature=float(self.kernel.temperature))
-        else:
-            qh = self.query_bandwidth(Qs)
-            if qh is not None:
-                kw["query_bandwidth"] = qh
-        return kw
+    def kernel_spec(self, Qs, sample_bandwidth=True):
+        """The native kernel argument (``_core.KernelSpec``) for the scaled queries Qs: with the
+        per-query bandwidths of a Balloon rule, or the per-sample ones of a SamplePoint rule
+        (``sample_bandwidth=False`` when a prepared reference holds them)."""
+        qh = self.query_bandwidth(Qs)
+        if qh is not None:
+            return self.spec.with_query_bandwidth(qh)
+        if sample_bandwidth and self.sample_h is not None:
+            return self.spec.with_sample_bandwidth(self.sample_h)
+        return self.spec
 
     def sums(self, Q, values=None, sample_weight=None, *, degree=None, exclude_self=False, algorithm="auto", n_jobs=None,
              grid_size=None, progress=None, prepared=False, values_per_call=False):
@@ -225,17 +234,15 @@ class BoundKernel:
                 raise LocalizationError("local polynomial moments need a built-in radial or knn kernel", "kernel")
             sums = _callable_sums if self.callable else _identity_sums
             return LocalSums(*sums(self, Qs, values, sample_weight, exclude_self))
-        kw = self.core_args(Qs)
         ref = self.reference(None if values_per_call else values, sample_weight) if prepared else None
         if ref is not None:
-            return LocalSums.from_engine(_core.local_sums(Qs, ref, values if values_per_call else None, degree=degree,
+            return LocalSums.from_engine(_core.local_sums(Qs, ref, values if values_per_call else None,
+                                                          kernel=self.kernel_spec(Qs, sample_bandwidth=False), degree=degree,
                                                           exclude_self=exclude_self, algorithm=algorithm,
-                                                          n_jobs=n_jobs, progress=progress, **kw))
-        if self.sample_h is not None:
-            kw["sample_bandwidth"] = self.sample_h
+                                                          n_jobs=n_jobs, progress=progress))
         return LocalSums.from_engine(_core.local_sums(
-            Qs, self.Xs, values, sample_weight, degree=degree, exclude_self=exclude_self,
-            algorithm=algorithm, n_jobs=n_jobs, progress=progress, **kw,
+            Qs, self.Xs, values, sample_weight, kernel=self.kernel_spec(Qs), degree=degree, exclude_self=exclude_self,
+            algorithm=algorithm, n_jobs=n_jobs, progress=progress,
         ))
 
     def binned(self, Q, values=None, sample_weight=None, *, degree=None, exclude_self=False, grid_size=None, n_jobs=None,
@@ -255,10 +262,7 @@ class BoundKernel:
             _, ind, offsets = self.neighbor_index().radius(Qs, 0.0, n_jobs=n_jobs)
             I[np.repeat(np.arange(len(Qs)), np.diff(offsets)), ind] = 1
             return I
-        kw = self.core_args(Qs)
-        if self.sample_h is not None:
-            kw["sample_bandwidth"] = self.sample_h
-        return _core.kernel_matrix(Qs, self.Xs, n_jobs=n_jobs, **kw)
+        return _core.kernel_matrix(Qs, self.Xs, kernel=self.kernel_spec(Qs), n_jobs=n_jobs)
 
 
 def _callable_matrix(bk, Qs, Xs):
@@ -623,7 +627,7 @@ def kernel_sum(
             total, log_scale = ready
             if log_scale is None:
                 return total
-            return total * (np.exp(log_scale) if total.ndim == 1 else np.exp(log_scale)[:, None])
+            return rescale(total, log_scale)
     X = as_float_array(X, "X")
     Q = check_query(X_query, X)
     exclude_self = check_bool(exclude_self, "exclude_self")

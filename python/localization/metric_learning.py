@@ -21,6 +21,7 @@ from sklearn.utils.validation import check_is_fitted
 from . import _core
 from ._base import keeps_state_on_error
 from ._progress import Progress
+from ._sums import LocalSums
 from ._validation import COUNT, FLOAT_DTYPES, N_JOBS, NON_NEGATIVE, fit_context, validate_data, LocalizationError
 from .regression import LocalMeanRegressor
 
@@ -31,13 +32,13 @@ if TYPE_CHECKING:
 # the second engine pass by the weight exp(−log_scale) (up to e^600 ≈ 1e260, leaving float64
 # room for sums over many rows); its terms are added directly.
 _ISOLATED = 600.0
+_UNIT_GAUSSIAN = _core.KernelSpec("gaussian", 1.0)
 
 
 def _gaussian_sums(Z, values, weights=None, algorithm="auto", n_jobs=None):
-    """Hollow sums Σ_{j≠i} exp(−‖zᵢ − zⱼ‖²/2) w_j v_j at every training point, as (num, den, log_scale)."""
-    s = _core.local_sums(Z, Z, values, weights, kernel="gaussian", bandwidth=1.0, exclude_self=True, algorithm=algorithm,
-                         n_jobs=n_jobs)
-    return s.num, s.den, s.log_scale
+    """Hollow sums Σ_{j≠i} exp(−‖zᵢ − zⱼ‖²/2) w_j v_j at every training point, as LocalSums."""
+    s = _core.local_sums(Z, Z, values, weights, kernel=_UNIT_GAUSSIAN, exclude_self=True, algorithm=algorithm, n_jobs=n_jobs)
+    return LocalSums.from_engine(s)
 
 
 def mlkr_loss(A, X, Y, *, gradient=True, algorithm="auto", n_jobs=None):
@@ -78,11 +79,13 @@ def mlkr_loss(A, X, Y, *, gradient=True, algorithm="auto", n_jobs=None):
     diagonal = A.ndim == 1
     Z = np.ascontiguousarray(X * A if diagonal else X @ A.T)
     if not gradient:
-        num, den, _ = _gaussian_sums(Z, Y, algorithm=algorithm, n_jobs=n_jobs)
+        s = _gaussian_sums(Z, Y, algorithm=algorithm, n_jobs=n_jobs)
+        num, den = s.num, s.den
         R = num / den[:, None] - Y
         return float(np.sum(R * R) / n)
     V = np.hstack([Y, X, (Y[:, :, None] * X[:, None, :]).reshape(n, p * d)])
-    num, den, log_scale = _gaussian_sums(Z, V, algorithm=algorithm, n_jobs=n_jobs)
+    s = _gaussian_sums(Z, V, algorithm=algorithm, n_jobs=n_jobs)
+    num, den, log_scale = s.num, s.den, s.log_scale
     Yhat = num[:, :p] / den[:, None]
     R = Yhat - Y
     T = num[:, p:p + d] / den[:, None]                       # Σⱼ k̃ᵢⱼ xⱼ
@@ -94,8 +97,7 @@ def mlkr_loss(A, X, Y, *, gradient=True, algorithm="auto", n_jobs=None):
     isolated = log_scale < -_ISOLATED
     weights = np.where(isolated, 0.0, np.exp(-np.maximum(log_scale, -_ISOLATED)))
     V2 = np.hstack([a[:, None], R]) / den[:, None]
-    num2, _, log_scale2 = _gaussian_sums(Z, np.ascontiguousarray(V2), weights, algorithm=algorithm, n_jobs=n_jobs)
-    col = num2 * np.exp(log_scale2)[:, None]
+    col = _gaussian_sums(Z, np.ascontiguousarray(V2), weights, algorithm=algorithm, n_jobs=n_jobs).total(values=True)
     for i in np.flatnonzero(isolated):
         log_k = -0.5 * np.sum((Z - Z[i]) ** 2, axis=1) - log_scale[i]
         log_k[i] = -np.inf

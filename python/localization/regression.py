@@ -333,20 +333,19 @@ class LocalPolynomialRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator)
     def _core_args(self, Q, bk=None):
         bk = self._bound() if bk is None else bk
         Qs = bk._scale(Q)
-        kw = bk.core_args(Qs)
-        kw.pop("temperature", None)
+        spec = bk.kernel_spec(Qs)
         if bk.sample_h is not None:
             raise LocalizationError("SamplePoint bandwidths are not supported by LocalPolynomialRegressor", "bandwidth")
-        return bk, Qs, kw
+        return bk, Qs, spec
 
     def _fit_at(self, Q, bk=None, exclude_self=False, progress=None):
-        bk, Qs, kw = self._core_args(Q, bk)
+        bk, Qs, spec = self._core_args(Q, bk)
         # The fitted bound kernel's prepared reference holds the samples, y and the weights.
         ref = bk.reference(self.y_fit_, self.sample_weight_)
         data = (bk.Xs, self.y_fit_, self.sample_weight_) if ref is None else (ref,)
         return _core.local_polynomial(
-            Qs, *data, degree=self.degree, ridge=float(self.ridge), exclude_self=exclude_self, algorithm=self.algorithm,
-            n_jobs=self.n_jobs, progress=progress, **kw,
+            Qs, *data, kernel=spec, degree=self.degree, ridge=float(self.ridge), exclude_self=exclude_self,
+            algorithm=self.algorithm, n_jobs=self.n_jobs, progress=progress,
         )
 
     def _loo_fit(self, kernel):
@@ -386,9 +385,9 @@ class LocalPolynomialRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator)
             raise LocalizationError("equivalent_kernel is defined for unweighted fits; refit without sample_weight", "sample_weight")
 
         def equivalent(bk):
-            bk, Qs, kw = self._core_args(Q, bk)
-            return _core.equivalent_kernel(Qs, bk.Xs, degree=self.degree, ridge=float(self.ridge),
-                                           algorithm=self.algorithm, n_jobs=self.n_jobs, **kw)
+            bk, Qs, spec = self._core_args(Q, bk)
+            return _core.equivalent_kernel(Qs, bk.Xs, kernel=spec, degree=self.degree, ridge=float(self.ridge),
+                                           algorithm=self.algorithm, n_jobs=self.n_jobs)
 
         ell, singular = self._mixture(equivalent)
         warn_zero_weight(singular, "equivalent kernel", SINGULAR)

@@ -202,15 +202,15 @@ pub fn bin_linear<T: Real>(
         })
     })?;
     // The chunks are added in chunk order, so every node's sum has the same bits whatever
-    // the number of threads. There is at least one chunk; were there none, the empty sum
-    // would fail the shape below rather than pass as zeros.
+    // the number of threads. `chunks` is at least 1; were there none, that is an error, never
+    // an empty sum passed on as zeros.
     let total = grids
         .into_iter()
         .reduce(|mut out, g| {
             out.par_chunks_mut(1 << 14).zip(g.par_chunks(1 << 14)).for_each(|(part, src)| part.iter_mut().zip(src).for_each(|(o, s)| *o += s));
             out
         })
-        .unwrap_or_default();
+        .ok_or_else(|| LocalizationError::shape("binned grid", "at least one chunk", 0))?;
     Array2::from_shape_vec((cols, grid.nodes), total).map_err(|e| LocalizationError::shape("binned grid", format!("{cols} × {} sums", grid.nodes), e))
 }
 

@@ -204,17 +204,7 @@ impl<F: Real> Screen<'_, F> {
                 pending.push((lower, (v + err) * f, j));
             }
         }
-        let k = self.k;
-        if pending.len() > k {
-            // At least k candidates lie at or below the k-th smallest upper bound:
-            // whatever lies wholly above it cannot be among the k nearest.
-            scratch.clear();
-            scratch.extend(best.dist2());
-            scratch.extend(pending.iter().map(|c| c.1));
-            scratch.select_nth_unstable_by(k - 1, |a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
-            let cut = scratch[k - 1];
-            pending.retain(|c| c.0 <= cut);
-        }
+        best.cut(pending, scratch);
         for &(lower, _, j) in pending.iter() {
             let d2 = if lower == F::infinity() { lower } else { direct(row, self.x_rows.row(j), self.scale) };
             best.offer(d2, j);

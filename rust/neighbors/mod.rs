@@ -482,16 +482,7 @@ fn brute_knn<F: Real>(
                             }
                         }
                     }
-                    if pending.len() > k {
-                        // At least k candidates lie at or below the k-th smallest upper bound:
-                        // whatever lies wholly above it cannot be among the k nearest.
-                        scratch.clear();
-                        scratch.extend(best.dist2());
-                        scratch.extend(pending.iter().map(|p| p.1));
-                        scratch.select_nth_unstable_by(k - 1, |a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
-                        let cut = scratch[k - 1];
-                        pending.retain(|p| p.0 <= cut);
-                    }
+                    best.cut(&mut pending, &mut scratch);
                     let qs = q_rows.row(b0 + i);
                     for &(_, _, j) in &pending {
                         best.offer(sq_euclidean_wide(qs, x_rows.row(j)), j);
@@ -533,8 +524,21 @@ impl<F: Real> Best<F> {
         self.worst
     }
 
-    fn dist2(&self) -> impl Iterator<Item = F> + '_ {
-        self.cand.iter().map(|c| c.0)
+    /// Drop the candidates of `pending` — (lower bound, upper bound, index) of a squared
+    /// distance — that cannot be among the k nearest: at least k candidates (kept or pending)
+    /// lie at or below the k-th smallest upper bound, so whatever lies wholly above it cannot.
+    /// `scratch` is the caller's reusable storage.
+    fn cut(&self, pending: &mut Vec<(F, F, usize)>, scratch: &mut Vec<F>) {
+        let k = self.k;
+        if pending.len() <= k {
+            return;
+        }
+        scratch.clear();
+        scratch.extend(self.cand.iter().map(|c| c.0));
+        scratch.extend(pending.iter().map(|c| c.1));
+        scratch.select_nth_unstable_by(k - 1, |a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+        let cut = scratch[k - 1];
+        pending.retain(|c| c.0 <= cut);
     }
 
     fn offer(&mut self, d2: F, j: usize) {

@@ -1,10 +1,8 @@
 //! From Python to the core and back: the error conversion, array views checked for dtype and
-//! layout, the f32/f64 dispatch and the kernel arguments shared by the engine's bindings.
+//! layout, the f32/f64 dispatch and the engine's `algorithm` argument.
 
-use crate::engine::{Bandwidth, Kernel, Neighborhood};
+use crate::engine::Neighborhood;
 use crate::error::LocalizationError;
-use crate::kernel::Profile;
-use crate::real::Real;
 use numpy::{Element, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyKeyboardInterrupt, PyMemoryError, PyRuntimeError};
 use pyo3::prelude::*;
@@ -100,35 +98,6 @@ macro_rules! with_float {
             $body
         }
     };
-}
-
-/// The kernel and bandwidth of one call, from the arguments every engine binding takes.
-pub(crate) struct KernelArgs<F> {
-    pub(crate) kernel: Kernel,
-    pub(crate) bandwidth: Bandwidth<F>,
-}
-
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn kernel_args<F: Real + Element>(
-    kernel: &str, bandwidth: f64, query_bandwidth: Option<&Bound<'_, PyAny>>, sample_bandwidth: Option<&Bound<'_, PyAny>>,
-    n_neighbors: Option<usize>, knn_profile: Option<&str>, temperature: Option<f64>,
-) -> PyResult<KernelArgs<F>> {
-    let kernel = match kernel {
-        "knn" => Kernel::Knn {
-            k: n_neighbors.ok_or_else(|| value_error("n_neighbors", "kernel='knn' needs `n_neighbors`".into()))?,
-            profile: knn_profile.map(Profile::from_name).transpose()?,
-        },
-        "dot" => Kernel::Dot { temperature: temperature.unwrap_or(1.0) },
-        name => Kernel::Radial(Profile::from_name(name)?),
-    };
-    let bandwidth = if let Some(h) = query_bandwidth {
-        Bandwidth::PerQuery(view1::<F>(h, "bandwidth")?.as_array().to_vec())
-    } else if let Some(h) = sample_bandwidth {
-        Bandwidth::PerReference(view1::<F>(h, "bandwidth")?.as_array().to_vec())
-    } else {
-        Bandwidth::Scalar(F::of(bandwidth))
-    };
-    Ok(KernelArgs { kernel, bandwidth })
 }
 
 /// The engine's `algorithm` argument.

@@ -1,7 +1,8 @@
 //! Bindings of the engine (local sums, local polynomial fits, kernel matrices) and of the
 //! kernels' profiles.
 
-use super::convert::{is_f32, kernel_args, neighborhood, type_error, value_error, view1, view2};
+use super::convert::{is_f32, neighborhood, type_error, value_error, view1, view2};
+use super::kernel::PyKernelSpec;
 use super::reference;
 use super::runtime::{run, NJobs};
 use crate::algorithms::local_poly;
@@ -16,35 +17,33 @@ use pyo3::prelude::*;
 /// bandwidths, and values unless they are given here to a Reference built without them; the
 /// results are bit-identical).
 #[pyfunction]
-#[pyo3(signature = (queries, x, values=None, weights=None, kernel="gaussian", bandwidth=1.0, query_bandwidth=None,
-    sample_bandwidth=None, n_neighbors=None, knn_profile=None, temperature=None, degree=None, exclude_self=false,
-    algorithm="auto", n_jobs=None, progress=None))]
+#[pyo3(signature = (queries, x, values=None, weights=None, *, kernel, degree=None, exclude_self=false, algorithm="auto",
+    n_jobs=None, progress=None))]
 #[allow(clippy::too_many_arguments)]
 fn local_sums<'py>(
     py: Python<'py>, queries: &Bound<'py, PyAny>, x: &Bound<'py, PyAny>, values: Option<&Bound<'py, PyAny>>,
-    weights: Option<&Bound<'py, PyAny>>, kernel: &str, bandwidth: f64, query_bandwidth: Option<&Bound<'py, PyAny>>,
-    sample_bandwidth: Option<&Bound<'py, PyAny>>, n_neighbors: Option<usize>, knn_profile: Option<&str>,
-    temperature: Option<f64>, degree: Option<usize>, exclude_self: bool, algorithm: &str, n_jobs: Option<NJobs>,
-    progress: Option<Py<PyAny>>,
+    weights: Option<&Bound<'py, PyAny>>, kernel: &Bound<'py, PyKernelSpec>, degree: Option<usize>, exclude_self: bool,
+    algorithm: &str, n_jobs: Option<NJobs>, progress: Option<Py<PyAny>>,
 ) -> PyResult<Bound<'py, PySums>> {
+    let spec = kernel.get();
     let nbh = neighborhood(algorithm)?;
     if let Ok(r) = x.cast::<reference::PyReference>() {
-        for (given, name) in [(weights.is_some(), "sample_weight"), (sample_bandwidth.is_some(), "sample_bandwidth")] {
+        for (given, name) in [(weights.is_some(), "sample_weight"), (spec.is_per_sample(), "sample_bandwidth")] {
             if given {
                 return Err(reference::own_arrays(name));
             }
         }
-        return reference::local_sums(py, r.get(), queries, values, kernel, bandwidth, query_bandwidth, n_neighbors, knn_profile, temperature, degree, exclude_self, nbh, n_jobs, progress.as_ref());
+        return reference::local_sums(py, r.get(), queries, values, spec, degree, exclude_self, nbh, n_jobs, progress.as_ref());
     }
     with_float!(x, F, {
-        let ka = kernel_args::<F>(kernel, bandwidth, query_bandwidth, sample_bandwidth, n_neighbors, knn_profile, temperature)?;
+        let bw = spec.bandwidth::<F>()?;
         let (q, xr) = (view2::<F>(queries, "X_query")?, view2::<F>(x, "X")?);
         let v = values.map(|v| view2::<F>(v, "values")).transpose()?;
         let w = weights.map(|w| view1::<F>(w, "sample_weight")).transpose()?;
         let pb = Problem { queries: q.as_array(), x: xr.as_array(), values: v.as_ref().map(|a| a.as_array()), weights: w.as_ref().map(|a| a.as_array()) };
         let s = run(py, n_jobs, progress.as_ref(), |mon| {
             let opts = Options { degree, exclude_self, neighborhood: nbh, monitor: mon.clone(), progress: progress.is_some() };
-            engine::local_sums(&pb, &ka.kernel, &ka.bandwidth, &opts)
+            engine::local_sums(&pb, spec.kernel(), &bw, &opts)
         })?;
         PySums::new(py, s)
     })
@@ -115,15 +114,15 @@ impl PySums {
 #[pyfunction]
 /// `x` is the samples or a `Reference` built from them with `values` (then it holds the values
 /// and weights).
-#[pyo3(signature = (queries, x, values=None, weights=None, kernel="gaussian", bandwidth=1.0, query_bandwidth=None,
-    n_neighbors=None, knn_profile=None, degree=1, ridge=0.0, exclude_self=false, algorithm="auto", n_jobs=None, progress=None))]
+#[pyo3(signature = (queries, x, values=None, weights=None, *, kernel, degree=1, ridge=0.0, exclude_self=false, algorithm="auto",
+    n_jobs=None, progress=None))]
 #[allow(clippy::too_many_arguments)]
 fn local_polynomial<'py>(
     py: Python<'py>, queries: &Bound<'py, PyAny>, x: &Bound<'py, PyAny>, values: Option<&Bound<'py, PyAny>>,
-    weights: Option<&Bound<'py, PyAny>>, kernel: &str, bandwidth: f64, query_bandwidth: Option<&Bound<'py, PyAny>>,
-    n_neighbors: Option<usize>, knn_profile: Option<&str>, degree: usize, ridge: f64, exclude_self: bool, algorithm: &str,
-    n_jobs: Option<NJobs>, progress: Option<Py<PyAny>>,
+    weights: Option<&Bound<'py, PyAny>>, kernel: &Bound<'py, PyKernelSpec>, degree: usize, ridge: f64, exclude_self: bool,
+    algorithm: &str, n_jobs: Option<NJobs>, progress: Option<Py<PyAny>>,
 ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyArray1<bool>>)> {
+    let spec = per_point_query(kernel)?;
     check_ridge(ridge)?;
     let nbh = neighborhood(algorithm)?;
     if let Ok(r) = x.cast::<reference::PyReference>() {
@@ -132,18 +131,27 @@ fn local_polynomial<'py>(
                 return Err(reference::own_arrays(name));
             }
         }
-        return reference::local_polynomial(py, r.get(), queries, kernel, bandwidth, query_bandwidth, n_neighbors, knn_profile, degree, ridge, exclude_self, nbh, n_jobs, progress.as_ref());
+        return reference::local_polynomial(py, r.get(), queries, spec, degree, ridge, exclude_self, nbh, n_jobs, progress.as_ref());
     }
     let values = values.ok_or_else(|| type_error("values", "local_polynomial needs `values` (y) with raw samples".to_owned()))?;
     with_float!(x, F, {
-        let ka = kernel_args::<F>(kernel, bandwidth, query_bandwidth, None, n_neighbors, knn_profile, None)?;
+        let bw = spec.bandwidth::<F>()?;
         let (q, xr, v) = (view2::<F>(queries, "X_query")?, view2::<F>(x, "X")?, view2::<F>(values, "y")?);
         let w = weights.map(|w| view1::<F>(w, "sample_weight")).transpose()?;
         let pb = Problem { queries: q.as_array(), x: xr.as_array(), values: Some(v.as_array()), weights: w.as_ref().map(|a| a.as_array()) };
         let (pred, singular) =
-            run(py, n_jobs, progress.as_ref(), |mon| local_poly::predict(&pb, &ka.kernel, &ka.bandwidth, degree, ridge, nbh, exclude_self, mon))?;
+            run(py, n_jobs, progress.as_ref(), |mon| local_poly::predict(&pb, spec.kernel(), &bw, degree, ridge, nbh, exclude_self, mon))?;
         Ok((pred.into_pyarray(py).into_any(), singular.into_pyarray(py)))
     })
+}
+
+/// The kernel of a local polynomial fit, whose bandwidth is one value or one per query.
+fn per_point_query<'a>(kernel: &'a Bound<'_, PyKernelSpec>) -> PyResult<&'a PyKernelSpec> {
+    let spec = kernel.get();
+    if spec.is_per_sample() {
+        return Err(value_error("sample_bandwidth", "local polynomial fits take one bandwidth or one per query".into()));
+    }
+    Ok(spec)
 }
 
 fn check_ridge(ridge: f64) -> PyResult<()> {
@@ -155,40 +163,35 @@ fn check_ridge(ridge: f64) -> PyResult<()> {
 
 /// The equivalent kernel of local polynomial regression (m×n) and the singular mask.
 #[pyfunction]
-#[pyo3(signature = (queries, x, kernel="gaussian", bandwidth=1.0, query_bandwidth=None, n_neighbors=None,
-    knn_profile=None, degree=1, ridge=0.0, algorithm="auto", n_jobs=None))]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (queries, x, *, kernel, degree=1, ridge=0.0, algorithm="auto", n_jobs=None))]
 fn equivalent_kernel<'py>(
-    py: Python<'py>, queries: &Bound<'py, PyAny>, x: &Bound<'py, PyAny>, kernel: &str, bandwidth: f64,
-    query_bandwidth: Option<&Bound<'py, PyAny>>, n_neighbors: Option<usize>, knn_profile: Option<&str>, degree: usize,
+    py: Python<'py>, queries: &Bound<'py, PyAny>, x: &Bound<'py, PyAny>, kernel: &Bound<'py, PyKernelSpec>, degree: usize,
     ridge: f64, algorithm: &str, n_jobs: Option<NJobs>,
 ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyArray1<bool>>)> {
+    let spec = per_point_query(kernel)?;
     check_ridge(ridge)?;
     let nbh = neighborhood(algorithm)?;
     with_float!(x, F, {
-        let ka = kernel_args::<F>(kernel, bandwidth, query_bandwidth, None, n_neighbors, knn_profile, None)?;
+        let bw = spec.bandwidth::<F>()?;
         let (q, xr) = (view2::<F>(queries, "X_query")?, view2::<F>(x, "X")?);
         let (qa, xa) = (q.as_array(), xr.as_array());
-        let (ell, singular) = run(py, n_jobs, None, |mon| local_poly::equivalent_kernel(qa, xa, &ka.kernel, &ka.bandwidth, degree, ridge, nbh, mon))?;
+        let (ell, singular) = run(py, n_jobs, None, |mon| local_poly::equivalent_kernel(qa, xa, spec.kernel(), &bw, degree, ridge, nbh, mon))?;
         Ok((ell.into_pyarray(py).into_any(), singular.into_pyarray(py)))
     })
 }
 
 /// The dense kernel matrix K(q_i, x_j) (m×n).
 #[pyfunction]
-#[pyo3(signature = (queries, x, kernel="gaussian", bandwidth=1.0, query_bandwidth=None, sample_bandwidth=None,
-    n_neighbors=None, knn_profile=None, temperature=None, n_jobs=None))]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (queries, x, *, kernel, n_jobs=None))]
 fn kernel_matrix<'py>(
-    py: Python<'py>, queries: &Bound<'py, PyAny>, x: &Bound<'py, PyAny>, kernel: &str, bandwidth: f64,
-    query_bandwidth: Option<&Bound<'py, PyAny>>, sample_bandwidth: Option<&Bound<'py, PyAny>>, n_neighbors: Option<usize>,
-    knn_profile: Option<&str>, temperature: Option<f64>, n_jobs: Option<NJobs>,
+    py: Python<'py>, queries: &Bound<'py, PyAny>, x: &Bound<'py, PyAny>, kernel: &Bound<'py, PyKernelSpec>, n_jobs: Option<NJobs>,
 ) -> PyResult<Bound<'py, PyAny>> {
+    let spec = kernel.get();
     with_float!(x, F, {
-        let ka = kernel_args::<F>(kernel, bandwidth, query_bandwidth, sample_bandwidth, n_neighbors, knn_profile, temperature)?;
+        let bw = spec.bandwidth::<F>()?;
         let (q, xr) = (view2::<F>(queries, "X_query")?, view2::<F>(x, "X")?);
         let (qa, xa) = (q.as_array(), xr.as_array());
-        let k = run(py, n_jobs, None, |mon| engine::kernel_matrix(qa, xa, &ka.kernel, &ka.bandwidth, mon))?;
+        let k = run(py, n_jobs, None, |mon| engine::kernel_matrix(qa, xa, spec.kernel(), &bw, mon))?;
         Ok(k.into_pyarray(py).into_any())
     })
 }
@@ -235,5 +238,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(profile_info, m)?)?;
     m.add_function(wrap_pyfunction!(exp_throughput, m)?)?;
     m.add_class::<PySums>()?;
+    m.add_class::<PyKernelSpec>()?;
     Ok(())
 }

@@ -1,7 +1,8 @@
 //! PyO3 bindings: convert arrays, release the GIL, pick the pool, map errors. No math here.
 //!
-//! One file per part of the core: `convert` (errors, array views, the f32/f64 dispatch, the
-//! kernel arguments), `engine`, `neighbors`, and one per method family. Every array entry
+//! One file per part of the core: `convert` (errors, array views, the f32/f64 dispatch),
+//! `kernel` (`KernelSpec`, the kernel argument of the engine's bindings), `engine`,
+//! `neighbors`, and one per method family. Every array entry
 //! point is generic over f32/f64; the Python layer guarantees all arrays of one call share a
 //! dtype and are C-contiguous, and the bindings check it again. Native work goes through
 //! `runtime::run` (threads, Ctrl-C, progress).
@@ -15,6 +16,7 @@ mod cluster;
 mod denoise;
 mod embedding;
 mod engine;
+mod kernel;
 mod modes;
 mod neighbors;
 mod ready;
@@ -23,7 +25,7 @@ mod runtime;
 mod sequence;
 
 // The helpers of `convert` under their short paths, for the family files.
-pub(crate) use convert::{indices2, internal, is_f32, kernel_args, state_error, type_error, value_error, view1, view2};
+pub(crate) use convert::{indices2, internal, is_f32, state_error, type_error, value_error, view1, view2};
 pub(crate) use engine::PySums;
 
 use pyo3::prelude::*;

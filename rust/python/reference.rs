@@ -1,6 +1,7 @@
 //! `_core.Reference`: a prepared `engine::Reference` that `local_sums` accepts in place of X.
 
-use super::{is_f32, kernel_args, value_error, view1, view2, PySums};
+use super::kernel::PyKernelSpec;
+use super::{is_f32, value_error, view1, view2, PySums};
 use crate::algorithms::local_poly;
 use crate::engine::{self, Neighborhood, Options};
 use crate::real::Real;
@@ -94,19 +95,18 @@ impl PyReference {
 /// too, or given per call to a Reference built without them).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn local_sums<'py>(
-    py: Python<'py>, reference: &PyReference, queries: &Bound<'py, PyAny>, values: Option<&Bound<'py, PyAny>>, kernel: &str, bandwidth: f64,
-    query_bandwidth: Option<&Bound<'py, PyAny>>, n_neighbors: Option<usize>, knn_profile: Option<&str>, temperature: Option<f64>,
+    py: Python<'py>, reference: &PyReference, queries: &Bound<'py, PyAny>, values: Option<&Bound<'py, PyAny>>, spec: &PyKernelSpec,
     degree: Option<usize>, exclude_self: bool, nbh: Neighborhood, n_jobs: Option<NJobs>, progress: Option<&Py<PyAny>>,
 ) -> PyResult<Bound<'py, PySums>> {
     macro_rules! go {
         ($r:expr, $F:ty) => {{
-            let ka = kernel_args::<$F>(kernel, bandwidth, query_bandwidth, None, n_neighbors, knn_profile, temperature)?;
+            let bw = spec.bandwidth::<$F>()?;
             let q = view2::<$F>(queries, "X_query")?;
             let v = values.map(|v| view2::<$F>(v, "values")).transpose()?;
             let (qa, va) = (q.as_array(), v.as_ref().map(|v| v.as_array()));
             let s = run(py, n_jobs, progress, |mon| {
                 let opts = Options { degree, exclude_self, neighborhood: nbh, monitor: mon.clone(), progress: progress.is_some() };
-                $r.local_sums(qa, va, &ka.kernel, &ka.bandwidth, &opts)
+                $r.local_sums(qa, va, spec.kernel(), &bw, &opts)
             })?;
             PySums::new(py, s)
         }};
@@ -120,17 +120,16 @@ pub(super) fn local_sums<'py>(
 /// `local_polynomial` against a Reference built with the responses as values.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn local_polynomial<'py>(
-    py: Python<'py>, reference: &PyReference, queries: &Bound<'py, PyAny>, kernel: &str, bandwidth: f64,
-    query_bandwidth: Option<&Bound<'py, PyAny>>, n_neighbors: Option<usize>, knn_profile: Option<&str>, degree: usize, ridge: f64,
+    py: Python<'py>, reference: &PyReference, queries: &Bound<'py, PyAny>, spec: &PyKernelSpec, degree: usize, ridge: f64,
     exclude_self: bool, nbh: Neighborhood, n_jobs: Option<NJobs>, progress: Option<&Py<PyAny>>,
 ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyArray1<bool>>)> {
     macro_rules! go {
         ($r:expr, $F:ty) => {{
-            let ka = kernel_args::<$F>(kernel, bandwidth, query_bandwidth, None, n_neighbors, knn_profile, None)?;
+            let bw = spec.bandwidth::<$F>()?;
             let q = view2::<$F>(queries, "X_query")?;
             let qa = q.as_array();
             let (pred, singular) =
-                run(py, n_jobs, progress, |mon| local_poly::predict_prepared($r, qa, &ka.kernel, &ka.bandwidth, degree, ridge, nbh, exclude_self, mon))?;
+                run(py, n_jobs, progress, |mon| local_poly::predict_prepared($r, qa, spec.kernel(), &bw, degree, ridge, nbh, exclude_self, mon))?;
             Ok((pred.into_pyarray(py).into_any(), singular.into_pyarray(py)))
         }};
     }

@@ -48,14 +48,13 @@ use ndarray::{s, Array1, Array2, Array3, ArrayView2, ArrayView3, ArrayViewMut, A
 use rayon::prelude::*;
 use std::marker::PhantomData;
 use std::ops::Range;
+use std::sync::Mutex;
 
 /// Queries and keys per block: the logits of a block (128 × 128 in f32, 64 KB) stay in L2.
 /// BK is a multiple of the packed panels' width (16 keys in f32, 8 in f64).
 const BQ: usize = 128;
 const BK: usize = 128;
 const _: () = assert!(BK % 16 == 0);
-/// Pairs of (query, key) per thread between two polls of the monitor (~0.1 s at d = 64).
-const PAIRS_PER_THREAD: usize = 1 << 25;
 
 /// B sequences of T steps (batch and heads flattened into B), C-contiguous.
 pub struct Sequences<'a, F> {
@@ -141,11 +140,6 @@ impl Position<'_> {
         (lo, hi.max(lo))
     }
 
-    #[inline(always)]
-    fn allows(&self, t: usize, s: usize) -> bool {
-        (!self.causal || s <= t) && self.window.map_or(true, |w| t.abs_diff(s) < w) && !(self.exclude_self && s == t)
-    }
-
     /// True when the bands and the hollow kernel allow every pair of the block.
     fn interior(&self, t0: usize, t1: usize, s0: usize, s1: usize) -> bool {
         let (tl, sl) = (t1 - 1, s1 - 1);
@@ -163,26 +157,34 @@ impl Position<'_> {
     }
 
     /// Apply the position kernel in place to a block of log-kernel values (`LOG`: excluded
-    /// pairs → −∞, decay subtracted) or kernel values (excluded pairs → 0; no decay then).
+    /// pairs → −∞, decay subtracted) or kernel values (excluded pairs → 0; no decay then):
+    /// the first `nk` columns of the first `nq` rows of `tile` (row stride `BK`).
     #[inline(always)]
-    fn apply<F: Real, const LOG: bool>(&self, tile: &mut ArrayViewMut2<F>, b: usize, t0: usize, s0: usize) {
-        let (nq, nk) = tile.dim();
-        let interior = self.interior(t0, t0 + nq, s0, s0 + nk);
+    fn apply<F: Real, const LOG: bool>(&self, tile: &mut [F], nq: usize, nk: usize, b: usize, t0: usize, s0: usize) {
         let mask = self.mask_of(b);
         let lam = if LOG { self.decay_of(b) } else { None };
-        if interior && mask.is_none() && lam.is_none() {
+        if self.interior(t0, t0 + nq, s0, s0 + nk) && mask.is_none() && lam.is_none() {
             return;
         }
         let off = if LOG { F::neg_infinity() } else { F::zero() };
-        for (r, mut row) in tile.rows_mut().into_iter().enumerate() {
+        let per_pair = mask.is_some() || lam.is_some() || self.exclude_self;
+        for (r, row) in tile.chunks_exact_mut(BK).take(nq).enumerate() {
             let t = t0 + r;
-            let allowed = mask.map(|m| {
-                let row = if m.nrows() == 1 { 0 } else { t };
-                m.index_axis_move(Axis(0), row)
-            });
-            for (c, v) in row.iter_mut().enumerate() {
-                let s = s0 + c;
-                if !(interior || self.allows(t, s)) || allowed.is_some_and(|a| !a[s]) {
+            // The keys the bands allow this query, as a range of columns: everything outside
+            // is set in two fills (a pair-by-pair test there cost a few % of the forward pass
+            // on the causal diagonal blocks).
+            let (lo, hi) = self.key_band(t, t + 1, s0 + nk);
+            let (lo, hi) = (lo.clamp(s0, s0 + nk) - s0, hi.clamp(s0, s0 + nk) - s0);
+            let row = &mut row[..nk];
+            row[..lo].fill(off);
+            row[hi..].fill(off);
+            if !per_pair {
+                continue;
+            }
+            let allowed = mask.map(|m| m.index_axis_move(Axis(0), if m.nrows() == 1 { 0 } else { t }));
+            for (c, v) in row[lo..hi].iter_mut().enumerate() {
+                let s = s0 + lo + c;
+                if (self.exclude_self && s == t) || allowed.is_some_and(|a| !a[s]) {
                     *v = off;
                 } else if let Some(l) = lam {
                     *v = *v - F::of(l * t.abs_diff(s) as f64);
@@ -381,30 +383,38 @@ fn pack_one<F: Real>(m: ArrayView2<F>, transposed: bool) -> Result<Panels<F>> {
     }
 }
 
-/// `f` of every item (weighted by its number of pairs) on the current pool, in order, in
-/// chunks of about `PAIRS_PER_THREAD` pairs per thread; between chunks `mon` is polled
-/// (Ctrl-C) and told the progress. Chunking changes no result.
-fn run_chunked<T: Send, R: Send>(
-    items: Vec<(usize, T)>, mon: &Monitor, offset: usize, total: usize, f: impl Fn(T) -> R + Sync,
-) -> Result<Vec<R>> {
-    let budget = rayon::current_num_threads().max(1).saturating_mul(PAIRS_PER_THREAD);
-    let mut done = offset;
-    let mut results = Vec::with_capacity(items.len());
-    let mut it = items.into_iter().peekable();
-    while it.peek().is_some() {
-        let mut chunk = Vec::new();
-        let mut pairs = 0usize;
-        while pairs < budget {
-            let Some((w, item)) = it.next() else { break };
-            pairs = pairs.saturating_add(w);
-            chunk.push(item);
-        }
-        mon.check()?;
-        done += chunk.len();
-        results.extend(chunk.into_par_iter().map(&f).collect::<Vec<R>>());
-        mon.set_progress(done, total);
+/// `f` of every item (weighted by its number of pairs) on the current pool, returned in the
+/// items' order. The threads take the items one at a time from one queue, heaviest first
+/// (longest processing time first), so no barrier splits the work and the last items to
+/// finish are the lightest: a causal sequence's last query blocks, the heaviest, no longer
+/// end the call with one thread working alone. `mon` is polled (Ctrl-C) before each item and
+/// told of each item done. The order changes no result: each item writes outputs of its own.
+fn run_items<T: Send, R: Send>(items: Vec<(usize, T)>, mon: &Monitor, f: impl Fn(T) -> R + Sync) -> Result<Vec<R>> {
+    let n = items.len();
+    let mut queue: Vec<(usize, (usize, T))> = items.into_iter().enumerate().collect();
+    // Stable: equal weights keep their order.
+    queue.sort_by_key(|(_, (w, _))| std::cmp::Reverse(*w));
+    let queue = Mutex::new(queue.into_iter());
+    let per_thread = (0..rayon::current_num_threads().clamp(1, n.max(1)))
+        .into_par_iter()
+        .with_max_len(1)
+        .map(|_| {
+            let mut out = Vec::new();
+            loop {
+                // Held only for `next`, which cannot panic: never poisoned.
+                let next = queue.lock().unwrap_or_else(|e| e.into_inner()).next();
+                let Some((i, (_, item))) = next else { return Ok(out) };
+                mon.check()?;
+                out.push((i, f(item)));
+                mon.advance(1);
+            }
+        })
+        .collect::<Result<Vec<Vec<(usize, R)>>>>()?;
+    let mut slots: Vec<Option<R>> = std::iter::repeat_with(|| None).take(n).collect();
+    for (i, r) in per_thread.into_iter().flatten() {
+        slots[i] = Some(r);
     }
-    Ok(results)
+    Ok(slots.into_iter().flatten().collect())
 }
 
 /// Split `a` (B × T × …) into (sequence, first step, rows) blocks of at most `block` steps.
@@ -460,9 +470,9 @@ pub fn forward<F: Real>(seq: &Sequences<F>, content: &Content, pos: &Position, m
         ($fill:expr, $C:ty) => {{
             let cx = Fwd { seq: seq.view(), pos, fill: $fill, values: &values };
             if log {
-                run_chunked(items, mon, 0, total, |blk| forward_block::<F, $C, true>(&cx, blk))?;
+                run_items(items, mon, |blk| forward_block::<F, $C, true>(&cx, blk))?;
             } else {
-                run_chunked(items, mon, 0, total, |blk| forward_block::<F, $C, false>(&cx, blk))?;
+                run_items(items, mon, |blk| forward_block::<F, $C, false>(&cx, blk))?;
             }
         }};
     }
@@ -530,7 +540,7 @@ fn forward_block_with<F: Real, C: Fill<F>, const LOG: bool, const FMA: bool>(cx:
             continue;
         }
         cx.fill.fill::<LOG>(b, cx.pos, t, t0, q, s0, k_all.slice(s![s0..s1, ..]), &mut tile);
-        cx.pos.apply::<F, LOG>(&mut tile_view(&mut tile, nq, s1 - s0), b, t0, s0);
+        cx.pos.apply::<F, LOG>(&mut tile, nq, s1 - s0, b, t0, s0);
         let mut any = false;
         for (acc, row) in accs.iter_mut().zip(tile.chunks_exact_mut(BK)) {
             let row = &mut row[..s1 - s0];
@@ -642,7 +652,7 @@ fn backward_with<F: Real>(
                 .collect();
             let total = items.len();
             mon.set_progress(0, total);
-            let per_seq = run_chunked(items, mon, 0, total, |(bi, mut dq, mut dk, mut dv)| {
+            let per_seq = run_items(items, mon, |(bi, mut dq, mut dk, mut dv)| {
                 let tr = cx.transposed(bi, true)?;
                 let mut dq_acc = Array2::<f64>::zeros((t, d));
                 let gl: Vec<f64> = (0..t)
@@ -674,18 +684,17 @@ fn backward_with<F: Real>(
                 })
                 .collect();
             let total = keys.len() + queries.len();
-            let n_keys = keys.len();
             mon.set_progress(0, total);
             // Qᵀ and dOᵀ for the key pass, then Kᵀ for the query pass: at most two packed
             // copies of the inputs beyond K and V at a time.
             let tr = (0..b).into_par_iter().map(|bi| cx.transposed(bi, false)).collect::<Result<Vec<_>>>()?;
-            let per_key = run_chunked(keys, mon, 0, total, |(bi, s0, dk, dv)| (bi, s0 / BK, key_block(&cx, bi, s0, dk, dv, &tr[bi], None)))?;
+            let per_key = run_items(keys, mon, |(bi, s0, dk, dv)| (bi, s0 / BK, key_block(&cx, bi, s0, dk, dv, &tr[bi], None)))?;
             drop(tr);
             for (bi, j, gl) in per_key {
                 partials[(bi, j)] = gl;
             }
             let kt = pack(seq.k.view(), true)?;
-            run_chunked(queries, mon, n_keys, total, |(bi, t0, dq)| query_block(&cx, bi, t0, dq, &kt[bi]))?;
+            run_items(queries, mon, |(bi, t0, dq)| query_block(&cx, bi, t0, dq, &kt[bi]))?;
         }
     }
     if pos.decay.is_some() {
@@ -722,12 +731,13 @@ struct Transposed<F> {
     k: Option<Panels<F>>,
 }
 
-/// Scratch of one block pair.
+/// Scratch of one block pair: tiles of `BQ` rows of stride `BK`, as plain vectors so the
+/// products read and write them as slices.
 struct Scratch<F> {
     /// P = exp(S − L).
-    p: Array2<F>,
+    p: Vec<F>,
     /// dP = dO Vᵀ, then dS = P ∘ (dP − D).
-    ds: Array2<F>,
+    ds: Vec<F>,
     /// Products before they are added to the f64 sums (rows of stride `ldp`).
     prod: Vec<F>,
     ldp: usize,
@@ -737,7 +747,7 @@ impl<F: Real> Scratch<F> {
     fn new(d: usize, p: usize) -> Self {
         // Product columns padded to whole panels (16 in f32, 8 in f64).
         let ldp = d.max(p).div_ceil(16) * 16;
-        Scratch { p: Array2::zeros((BQ, BK)), ds: Array2::zeros((BQ, BK)), prod: vec![F::zero(); BQ.max(BK) * ldp], ldp }
+        Scratch { p: vec![F::zero(); BQ * BK], ds: vec![F::zero(); BQ * BK], prod: vec![F::zero(); BQ.max(BK) * ldp], ldp }
     }
 }
 
@@ -751,12 +761,11 @@ fn grad_tile<F: Real, const FMA: bool>(cx: &Bwd<'_, '_, F>, b: usize, t0: usize,
     }
     let (t, d, pw) = (cx.seq.q.dim().1, cx.seq.q.dim().2, cx.seq.v.dim().2);
     let q = cx.seq.q.index_axis(Axis(0), b).to_slice().expect("C-contiguous queries");
-    logits(&q[t0 * d..], &cx.keys[b], cx.scale, cx.pos, t, t0..t1, s0..s1, sc.p.as_slice_mut().expect("owned tile"));
-    let mut p = sc.p.slice_mut(s![..nq, ..nk]);
-    cx.pos.apply::<F, true>(&mut p, b, t0, s0);
+    logits(&q[t0 * d..], &cx.keys[b], cx.scale, cx.pos, t, t0..t1, s0..s1, &mut sc.p);
+    cx.pos.apply::<F, true>(&mut sc.p, nq, nk, b, t0, s0);
     let mut any = false;
-    for (r, mut row) in p.rows_mut().into_iter().enumerate() {
-        let row = row.as_slice_mut().expect("contiguous rows");
+    for (r, row) in sc.p.chunks_exact_mut(BK).take(nq).enumerate() {
+        let row = &mut row[..nk];
         let l = cx.lse[(b, t0 + r)];
         if l == F::neg_infinity() || lanes::max(row).f64() - l.f64() < F::EXP_UNDERFLOW {
             row.fill(F::zero());
@@ -770,10 +779,10 @@ fn grad_tile<F: Real, const FMA: bool>(cx: &Bwd<'_, '_, F>, b: usize, t0: usize,
     }
     if pw > 0 {
         let d_out = cx.d_out.index_axis(Axis(0), b).to_slice().expect("C-contiguous gradients");
-        logits(&d_out[t0 * pw..], &cx.values[b], F::one(), cx.pos, t, t0..t1, s0..s1, sc.ds.as_slice_mut().expect("owned tile"));
+        logits(&d_out[t0 * pw..], &cx.values[b], F::one(), cx.pos, t, t0..t1, s0..s1, &mut sc.ds);
     }
     // dS within each row's band (dP was not computed outside it), zero elsewhere.
-    let (p, ds) = (sc.p.as_slice().expect("owned tile"), sc.ds.as_slice_mut().expect("owned tile"));
+    let (p, ds) = (&sc.p, &mut sc.ds);
     // The decay's gradient is wanted at λ = 0 too (where the forward pass skips the factor).
     let lam = cx.pos.decay.is_some();
     let mut g = 0.0;
@@ -874,7 +883,7 @@ fn key_block_with<F: Real, const FMA: bool>(
         let t1 = (t0 + BQ).min(t);
         let Some(gl) = grad_tile::<F, FMA>(cx, b, t0, t1, s0, s1, &mut sc) else { continue };
         g += gl;
-        let (p_tile, ds_tile, ldp) = (sc.p.as_slice().expect("owned tile"), sc.ds.as_slice().expect("owned tile"), sc.ldp);
+        let (p_tile, ds_tile, ldp) = (&sc.p, &sc.ds, sc.ldp);
         if p > 0 {
             keys_times(p_tile, cx.pos, t, t0..t1, s0..s1, &tr.d_out, &mut sc.prod, ldp);
             add_into(dv_acc.view_mut(), &sc.prod, ldp);
@@ -923,7 +932,7 @@ fn query_block_with<F: Real, const FMA: bool>(cx: &Bwd<'_, '_, F>, b: usize, t0:
         if grad_tile::<F, FMA>(cx, b, t0, t1, s0, s1, &mut sc).is_none() {
             continue;
         }
-        queries_times(sc.ds.as_slice().expect("owned tile"), cx.pos, t, t0..t1, s0..s1, kt, &mut sc.prod, sc.ldp);
+        queries_times(&sc.ds, cx.pos, t, t0..t1, s0..s1, kt, &mut sc.prod, sc.ldp);
         add_into(acc.view_mut(), &sc.prod, sc.ldp);
     }
     write_scaled(&mut dq, &acc, cx.scale.f64());

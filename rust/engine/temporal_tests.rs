@@ -58,6 +58,11 @@ fn naive(q: &Array3<f64>, k: &Array3<f64>, v: &Array3<f64>, content: &Content, a
     (out, lse)
 }
 
+/// The bands and the hollow kernel, pair by pair: the definition the engine's ranges must match.
+fn allows(pos: &Position, t: usize, s: usize) -> bool {
+    (!pos.causal || s <= t) && pos.window.map_or(true, |w| t.abs_diff(s) < w) && !(pos.exclude_self && s == t)
+}
+
 fn assert_close3(a: &Array3<f64>, b: &Array3<f64>, tol: f64, what: &str) {
     for (x, y) in a.iter().zip(b.iter()) {
         assert!((x - y).abs() <= tol * (1.0 + y.abs()), "{what}: {x} vs {y}");
@@ -109,7 +114,7 @@ fn forward_matches_the_double_loop_for_every_kernel_and_position() {
             exclude_self: case.exclude_self,
             mask: case.mask.then(|| Mask { allowed: mask.view(), slab: &slab }),
         };
-        let allowed = |bi: usize, ti: usize, si: usize| pos.allows(ti, si) && (!case.mask || mask[(slab[bi], ti, si)]);
+        let allowed = |bi: usize, ti: usize, si: usize| allows(&pos, ti, si) && (!case.mask || mask[(slab[bi], ti, si)]);
         for content in &contents {
             let seq = Sequences { q: q.view(), k: k.view(), v: v.view() };
             let got = fwd(&seq, content, &pos, 2).unwrap();
@@ -149,22 +154,62 @@ fn sequences_and_grads(threads: usize, schedule: Option<Schedule>, q: &Array3<f6
 #[test]
 fn results_are_bit_identical_for_any_thread_count_and_schedule() {
     let mut rng = StdRng::seed_from_u64(3);
+    // T = 333 is no multiple of the blocks; more sequences than threads (the items of unequal
+    // weights are shared out differently for each thread count).
     let (b, t, d) = (5, 333, 7);
     let (q, k, v, dout) = (rand3(&mut rng, b, t, d), rand3(&mut rng, b, t, d), rand3(&mut rng, b, t, 3), rand3(&mut rng, b, t, 3));
     let lam = [0.1, 0.0, 0.3, 1.0, 0.02];
-    let pos = Position { causal: true, window: Some(200), decay: Some(&lam), ..Default::default() };
-    let (f1, g1) = sequences_and_grads(1, Some(Schedule::TwoPass), &q, &k, &v, &dout, &pos);
-    for threads in [1, 2, 3, 8] {
-        for schedule in [None, Some(Schedule::TwoPass), Some(Schedule::PerSequence)] {
-            let (f, g) = sequences_and_grads(threads, schedule, &q, &k, &v, &dout, &pos);
-            assert_eq!(f.out, f1.out);
-            assert_eq!(f.lse, f1.lse);
-            assert_eq!(g.dq, g1.dq, "{threads} threads, {schedule:?}");
-            assert_eq!(g.dk, g1.dk);
-            assert_eq!(g.dv, g1.dv);
-            assert_eq!(g.d_decay, g1.d_decay);
+    let (mask, slab) = test_mask(b, t);
+    let positions = [
+        Position { causal: true, window: Some(200), decay: Some(&lam), ..Default::default() },
+        Position { causal: true, exclude_self: true, ..Default::default() },
+        Position { window: Some(150), decay: Some(&lam), mask: Some(Mask { allowed: mask.view(), slab: &slab }), ..Default::default() },
+    ];
+    for (i, pos) in positions.iter().enumerate() {
+        let (f1, g1) = sequences_and_grads(1, Some(Schedule::TwoPass), &q, &k, &v, &dout, pos);
+        for threads in [1, 2, 3, 8] {
+            for schedule in [None, Some(Schedule::TwoPass), Some(Schedule::PerSequence)] {
+                let (f, g) = sequences_and_grads(threads, schedule, &q, &k, &v, &dout, pos);
+                let what = format!("position {i}, {threads} threads, {schedule:?}");
+                assert_eq!(f.out, f1.out, "{what}");
+                assert_eq!(f.lse, f1.lse, "{what}");
+                assert_eq!(g.dq, g1.dq, "{what}");
+                assert_eq!(g.dk, g1.dk, "{what}");
+                assert_eq!(g.dv, g1.dv, "{what}");
+                assert_eq!(g.d_decay, g1.d_decay, "{what}");
+            }
         }
     }
+}
+
+#[test]
+fn items_run_heaviest_first_and_come_back_in_order() {
+    // Weights out of order, ties included; the results keep the items' order, every item is
+    // counted once in the progress, and on one thread the heaviest runs first.
+    let weights = [3usize, 9, 1, 9, 0, 5, 7, 7, 2];
+    for threads in [1, 2, 3, 16] {
+        let mon = Monitor::default();
+        mon.set_progress(0, weights.len());
+        let started = Mutex::new(Vec::new());
+        let items: Vec<_> = weights.iter().enumerate().map(|(i, &w)| (w, i)).collect();
+        let got = crate::parallel::install(threads, || {
+            run_items(items, &mon, |i| {
+                started.lock().unwrap().push(i);
+                10 * i
+            })
+        })
+        .unwrap()
+        .unwrap();
+        assert_eq!(got, (0..weights.len()).map(|i| 10 * i).collect::<Vec<_>>(), "{threads} threads");
+        assert_eq!(mon.progress(), (weights.len(), weights.len()));
+        if threads == 1 {
+            assert_eq!(started.into_inner().unwrap(), [1, 3, 6, 7, 5, 0, 8, 2, 4]);
+        }
+    }
+    let stopped = Monitor::default();
+    stopped.stop();
+    let r = crate::parallel::install(2, || run_items(vec![(1, 0), (2, 1)], &stopped, |i| i)).unwrap();
+    assert_eq!(r.unwrap_err(), LocalizationError::Interrupted);
 }
 
 /// ℓ = Σ out ∘ W for a fixed W: its gradient with respect to out is W.

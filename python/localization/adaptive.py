@@ -14,9 +14,9 @@ the one home of the search that every local estimator uses for ``bandwidth="loo"
 * ``bandwidth="loo_per_feature"``: one bandwidth per feature (a diagonal metric), by
   quasi-Newton gradient descent (L-BFGS) on log h, started from the best single bandwidth;
   the gradient is analytic where the estimator provides it (the Gaussian local mean: the
-  diagonal case of the MLKR gradient, two engine passes), else forward differences of the
-  exact objective (one engine pass per feature); it starts from the best grid value (or the
-  coarse stage's choice to 1e-2 in log h).
+  diagonal case of the MLKR gradient, two engine passes; the Gaussian KDE: one pass), else
+  forward differences of the exact objective (one engine pass per feature); it starts from
+  the best value of a grid half as dense (or the coarse stage's choice to 1e-2 in log h).
 
 A :class:`~localization.kernels.Kernel` or :class:`~localization.kernels.KernelCombination`
 keeps its shape: the search scales all of its bandwidths by one factor (or one factor per
@@ -57,6 +57,8 @@ _PATIENCE = 3
 _START_TOL = 1e-2
 # Unit of log h in the per-feature descent.
 _STEP_SCALE = 0.3
+# The per-feature descent stops at a step this small in log h (the scalar search's tolerance).
+_STEP_TOL = 1e-4
 # Coarse to fine: from _COARSE_MIN samples on, the grid runs on a subsample of _COARSE_SIZE.
 _COARSE_MIN = 4096
 _COARSE_SIZE = 1024
@@ -427,12 +429,16 @@ def search(objective: Callable[[Any], float], grid: ArrayLike, *, per_feature: b
 
 
 def _per_feature(rec, s0, v0, gradient=None, step=1e-6):
-    """L-BFGS on log s with the analytic ``gradient`` or forward differences of the exact
-    objective (d + 1 passes per gradient; the step biases the minimiser by ~step/2 in log h)."""
+    """L-BFGS on log s from s0 (objective v0) with the analytic ``gradient`` or forward
+    differences of the exact objective (d passes per gradient beyond the objective's; the
+    step biases the minimiser by ~step/2 in log h)."""
     from scipy.optimize import minimize
 
+    t0 = np.log(s0)
+
     def f(t):
-        return rec(np.exp(t), "gradient")
+        # The start is the grid's best, already evaluated (exp(log s) need not be s to the last bit).
+        return v0 if np.array_equal(t, t0) else rec(np.exp(t), "gradient")
 
     def fg(t):
         if gradient is not None:
@@ -452,16 +458,31 @@ def _per_feature(rec, s0, v0, gradient=None, step=1e-6):
 
     # In units of _STEP_SCALE in log h: L-BFGS's first trial step has unit length, and a step
     # of e in a bandwidth mostly overshoots and backtracks (wasted passes).
-    t0 = np.log(s0)
     scale = _STEP_SCALE
 
+    best = [t0, v0]
+
     def fg_scaled(z):
-        v, g = fg(t0 + scale * z)
+        t = t0 + scale * z
+        # Near the minimum the line search's last steps are at the level of the objective's
+        # rounding: a point this close to the best one is not worth a pass.
+        if best[0] is not t0 and np.max(np.abs(t - best[0])) < _STEP_TOL:
+            raise _Converged
+        v, g = fg(t)
+        if v < best[1] or best[0] is t0:
+            best[:] = t, v
         return v, scale * g
 
-    res = minimize(fg_scaled, np.zeros_like(t0), jac=True, method="L-BFGS-B",
-                   options={"maxiter": 200, "gtol": 1e-9 * scale, "ftol": 1e-13})
-    return np.exp(t0 + scale * res.x) if res.fun <= v0 else s0
+    try:
+        minimize(fg_scaled, np.zeros_like(t0), jac=True, method="L-BFGS-B",
+                 options={"maxiter": 200, "gtol": 1e-9 * scale, "ftol": 1e-13})
+    except _Converged:
+        pass
+    return np.exp(best[0]) if best[1] <= v0 else s0
+
+
+class _Converged(Exception):
+    """The per-feature descent's steps fell below _STEP_TOL."""
 
 
 # Fitted attributes that hold one row per sample (what a subsample keeps).
@@ -508,12 +529,14 @@ def fit_loo(est: E, objective: Callable[..., float], *, n_features: int, refine:
     X = est.X_fit_
     if len(X) < 2:
         raise LocalizationError(f"bandwidth={est.bandwidth!r} needs at least 2 samples, got 1 sample", "bandwidth")
+    per_feature = est.bandwidth.endswith("_per_feature")
     grid = getattr(est, "bandwidth_grid", None)
-    grid = default_grid(base, X) if grid is None else check_grid(grid)
+    # The per-feature descent refines its start: half the grid's points find it as well.
+    grid = default_grid(base, X, _GRID_SIZE // 2 if per_feature else _GRID_SIZE) if grid is None else check_grid(grid)
     coarse = _coarse(est, objective, base, X, 1.0 / (X.shape[1] + 4) if rate is None else rate)
     with Progress(getattr(est, "verbose", False), f"{type(est).__name__} bandwidth search", unit="pass") as bar:
         best, results = search(lambda s: objective(scaled_kernel(base, s, X)), grid,
-                               per_feature=est.bandwidth.endswith("_per_feature"), n_features=n_features, refine=refine,
+                               per_feature=per_feature, n_features=n_features, refine=refine,
                                gradient=None if gradient is None else lambda s: gradient(scaled_kernel(base, s, X)),
                                coarse=coarse, progress=bar)
     est.bandwidth_ = best

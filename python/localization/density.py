@@ -12,7 +12,7 @@ from sklearn.utils.validation import check_is_fitted
 from . import _binned
 from ._base import LOO_KERNEL_CONSTRAINTS, LocalEstimator, keeps_state_on_error
 from ._validation import FLOAT_DTYPES, LocalizationError, check_allocation, check_positive_int, fit_context, validate_data
-from .adaptive import LOO_RULES, MultiKernel, fit_loo, fit_multikernel_density, is_loo
+from .adaptive import LOO_RULES, MultiKernel, base_kernel, fit_loo, fit_multikernel_density, is_loo
 from .engine import bind_kernel
 from .kernels import SPECIAL, Balloon, Kernel, SamplePoint, bandwidth_constraint, canonical_name, log_normalization
 
@@ -149,7 +149,10 @@ class KernelDensity(LocalEstimator):
         if lscv and self.kernel_.name != "gaussian":
             raise LocalizationError(f"bandwidth={self.bandwidth!r} (least-squares cross-validation) is offered for the "
                                     f"gaussian kernel, not {self.kernel_.name!r}; use bandwidth='loo'", "bandwidth")
-        fit_loo(self, self._lscv if lscv else self._negative_loo_likelihood, n_features=self.X_fit_.shape[1])
+        if lscv:
+            fit_loo(self, self._lscv, n_features=self.X_fit_.shape[1])
+        else:
+            fit_loo(self, self._negative_loo_likelihood, n_features=self.X_fit_.shape[1], gradient=self._analytic_loo_gradient())
 
     def _log_density(self, bk, Q, exclude_self=False, return_bound=False, progress=None):
         """log p̂ at the rows of Q under the bound kernel; ``exclude_self``: Q is the sample and
@@ -161,7 +164,7 @@ class KernelDensity(LocalEstimator):
         weights, log_unit = w, 0.0
         if bk.sample_h is not None:
             weights, log_unit = bk.kept("sample_point_weights", lambda: _sample_point_weights(bk.sample_h, w, d, Q.dtype))
-        log_total = np.log(len(self.X_fit_)) if w is None else _log_sum(w)
+        log_total = self._log_total_weight()
         log_sum = None  # log Σ K w
         if bk.sample_h is None and _binned.select(bk, Q, algorithm=self.algorithm, grid_size=self.grid_size,
                                                   atol=self.atol, rtol=self.rtol):
@@ -178,26 +181,69 @@ class KernelDensity(LocalEstimator):
             log_sum = bk.sums(Q, None, weights, exclude_self=exclude_self, algorithm=self.algorithm,
                               n_jobs=self.n_jobs, prepared=True, progress=progress).log_total()
             log_err = np.zeros(len(Q))
-        with np.errstate(divide="ignore", invalid="ignore"):
-            if exclude_self:
-                # Each point's own weight leaves the total: log(T − wᵢ) = log T + log1p(−wᵢ/T),
-                # with wᵢ/T taken in the log domain (T may overflow).
-                own = np.ones(len(Q)) if w is None else w.astype(np.float64)
-                log_total = log_total + np.log1p(-np.exp(np.log(own) - log_total))
-            out = log_density(log_sum + log_unit, log_total, log_norm,
-                              bk.log_bandwidth_volume)
+        out = self._normalised(bk, log_sum + log_unit, d, exclude_self)
         if isinstance(bk.kernel.bandwidth, Balloon):
             out -= d * np.log(bk.query_bandwidth(bk._scale(Q)).astype(np.float64))
         return (out, log_err) if return_bound else out
+
+    def _log_total_weight(self):
+        return np.log(len(self.X_fit_)) if self.sample_weight_ is None else _log_sum(self.sample_weight_)
+
+    def _normalised(self, bk, log_sum, d, exclude_self):
+        """log p̂ from log Σ K w at d-feature queries (the sample itself with ``exclude_self``:
+        each point's own weight leaves the total)."""
+        w, log_total = self.sample_weight_, self._log_total_weight()
+        with np.errstate(divide="ignore", invalid="ignore"):
+            if exclude_self:
+                # log(T − wᵢ) = log T + log1p(−wᵢ/T), with wᵢ/T taken in the log domain (T may overflow).
+                own = np.ones(len(log_sum)) if w is None else w.astype(np.float64)
+                log_total = log_total + np.log1p(-np.exp(np.log(own) - log_total))
+            return log_density(log_sum, log_total, log_normalization(bk.name, d), bk.log_bandwidth_volume)
 
     def _bind(self, kernel):
         return bind_kernel(kernel, self.X_fit_, self.sample_weight_, False, type(self).__name__)
 
     def _negative_loo_likelihood(self, kernel):
         """−(1/Σw) Σᵢ wᵢ log p̂₋ᵢ(xᵢ); inf where a point has no neighbour."""
-        logp = self._log_density(self._bind(kernel), self.X_fit_, exclude_self=True)
+        return self._negative_mean(self._log_density(self._bind(kernel), self.X_fit_, exclude_self=True))
+
+    def _negative_mean(self, logp):
         w = None if self.sample_weight_ is None else self.sample_weight_.astype(np.float64)
         return -float(np.average(logp, weights=w)) if np.all(np.isfinite(logp)) else np.inf
+
+    def _analytic_loo_gradient(self):
+        """(objective, ∂objective/∂log h) of the LOO likelihood from one engine pass, where it is
+        analytic: a gaussian kernel with a fixed bandwidth, float64 data and exact sums; else
+        None (forward differences, d + 1 passes per gradient).
+
+        For the product kernel, ∂ log Σⱼ wⱼ Kᵢⱼ / ∂ log hₖ = Eᵢ[zₖ²], the mean of
+        zₖ² = (xᵢₖ − xⱼₖ)²/hₖ² under the weights wⱼKᵢⱼ, and ∂ log ∏h / ∂ log hₖ = 1, so the gradient of
+        −Σᵢ wᵢ log p̂₋ᵢ(xᵢ)/W is −Σᵢ wᵢ (Eᵢ[zₖ²] − 1)/W. Eᵢ[zₖ²] = uᵢₖ² − 2uᵢₖ Eᵢ[uₖ] + Eᵢ[uₖ²]
+        in centred, scaled coordinates u (so the split loses no digits to an offset): the
+        sums of [u, u²] in the pass that gives the objective."""
+        k = base_kernel(self.kernel)
+        if not (isinstance(k, Kernel) and isinstance(k.name, str) and canonical_name(k.name) == "gaussian"
+                and not isinstance(k.bandwidth, (Balloon, SamplePoint)) and self.X_fit_.dtype == np.float64
+                and self.algorithm != "binned" and not (self.atol or self.rtol)):
+            return None
+        X, w = self.X_fit_, self.sample_weight_
+        d = X.shape[1]
+        Xc = X - X.mean(axis=0)
+
+        def gradient(kernel):
+            bk = self._bind(kernel)
+            h = bk.h * (np.ones(d) if bk.feature_scale is None else bk.feature_scale)
+            U = Xc / h
+            sums = bk.sums(X, np.hstack([U, U * U]), w, exclude_self=True, algorithm=self.algorithm,
+                           n_jobs=self.n_jobs, prepared=True, values_per_call=True)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                moments = sums.num / sums.den[:, None]
+            sq = U * U - 2.0 * U * moments[:, :d] + moments[:, d:]
+            objective = self._negative_mean(self._normalised(bk, sums.log_total(), d, exclude_self=True))
+            weights = None if w is None else w.astype(np.float64)
+            return objective, -(np.average(sq, axis=0, weights=weights) - 1.0)
+
+        return gradient
 
     def _lscv(self, kernel):
         """∫p̂² − 2 Σᵢ wᵢ p̂₋ᵢ(xᵢ)/W for the gaussian kernel: ∫p̂² is the density of the

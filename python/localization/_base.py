@@ -158,7 +158,7 @@ def local_frames(bk, Q, sample_weight, n_components, algorithm="auto", n_jobs=No
     valid (m,)). Coordinates are the caller's (per-feature bandwidths are undone).
     """
     sums = bk.sums(Q, None, sample_weight, degree=1, algorithm=algorithm, n_jobs=n_jobs, prepared=True)
-    den, mom = sums.den, sums.moments
+    mom = sums.moments
     mom = mom.astype(np.float64)
     s0 = mom[:, 0, 0]
     valid = s0 > 0

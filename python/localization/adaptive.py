@@ -38,7 +38,7 @@ import numpy as np
 from . import _core
 from ._progress import Progress
 from ._validation import LocalizationWarning, check_positive_int, LocalizationError, LocalizationTypeError
-from .kernels import Balloon, Kernel, KernelCombination, SamplePoint, as_kernel, rule_of_thumb
+from .kernels import Balloon, Kernel, KernelCombination, SamplePoint, as_kernel, canonical_name, rule_of_thumb
 
 if TYPE_CHECKING:
     from scipy.sparse import csr_matrix
@@ -106,6 +106,13 @@ def scaled_kernel(kernel: Kernel | KernelCombination, s: float | ArrayLike, X: F
 def base_kernel(kernel: KernelLike, n_neighbors: int | None = None) -> Kernel | KernelCombination:
     """The kernel whose bandwidths the search scales (a name gets h = 1)."""
     return as_kernel(kernel, 1.0, n_neighbors)
+
+
+def fixed_gaussian(kernel: object) -> bool:
+    """Whether ``kernel`` is one gaussian Kernel with a fixed bandwidth: the kernels whose LOO
+    objectives have an analytic gradient in log h (∂K/∂log hₖ = K·zₖ²)."""
+    return (isinstance(kernel, Kernel) and isinstance(kernel.name, str) and canonical_name(kernel.name) == "gaussian"
+            and not isinstance(kernel.bandwidth, (Balloon, SamplePoint)))
 
 
 def _fixed_scale(kernel, X):

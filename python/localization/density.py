@@ -12,7 +12,7 @@ from sklearn.utils.validation import check_is_fitted
 from . import _binned
 from ._base import LOO_KERNEL_CONSTRAINTS, LocalEstimator, keeps_state_on_error
 from ._validation import FLOAT_DTYPES, LocalizationError, check_allocation, check_positive_int, fit_context, validate_data
-from .adaptive import LOO_RULES, MultiKernel, base_kernel, fit_loo, fit_multikernel_density, is_loo
+from .adaptive import LOO_RULES, MultiKernel, base_kernel, fit_loo, fixed_gaussian, fit_multikernel_density, is_loo
 from .engine import bind_kernel
 from .kernels import SPECIAL, Balloon, Kernel, SamplePoint, bandwidth_constraint, canonical_name, log_normalization
 
@@ -221,9 +221,7 @@ class KernelDensity(LocalEstimator):
         −Σᵢ wᵢ log p̂₋ᵢ(xᵢ)/W is −Σᵢ wᵢ (Eᵢ[zₖ²] − 1)/W. Eᵢ[zₖ²] = uᵢₖ² − 2uᵢₖ Eᵢ[uₖ] + Eᵢ[uₖ²]
         in centred, scaled coordinates u (so the split loses no digits to an offset): the
         sums of [u, u²] in the pass that gives the objective."""
-        k = base_kernel(self.kernel)
-        if not (isinstance(k, Kernel) and isinstance(k.name, str) and canonical_name(k.name) == "gaussian"
-                and not isinstance(k.bandwidth, (Balloon, SamplePoint)) and self.X_fit_.dtype == np.float64
+        if not (fixed_gaussian(base_kernel(self.kernel)) and self.X_fit_.dtype == np.float64
                 and self.algorithm != "binned" and not (self.atol or self.rtol)):
             return None
         X, w = self.X_fit_, self.sample_weight_
@@ -329,7 +327,7 @@ class KernelDensity(LocalEstimator):
         Qs = bk._scale(Q)
         shadow, c = _SHADOW[name]
         kw = dict(weights=self.sample_weight_, algorithm=self.algorithm, n_jobs=self.n_jobs)
-        from . import _binned, _core
+        from . import _core
 
         shadowed = _core.local_sums(Qs, bk.Xs, bk.Xs, kernel=_core.KernelSpec(shadow, bk.h), **kw)
         plain = _core.local_sums(Qs, bk.Xs, None, kernel=bk.spec, **kw)

@@ -16,9 +16,8 @@ from ._base import KERNEL_CONSTRAINTS, LOO_KERNEL_CONSTRAINTS, LocalEstimator, k
 from ._progress import Progress
 from ._validation import (FLOAT_DTYPES, NON_NEGATIVE, HasMethods, Integral, Interval, LocalizationError, fit_context, validate_data,
                           warn_zero_weight)
-from .adaptive import MultiKernel, base_kernel, fit_loo, fit_multikernel, is_loo
+from .adaptive import MultiKernel, base_kernel, fit_loo, fit_multikernel, fixed_gaussian, is_loo
 from .engine import bind_kernel, ratio
-from .kernels import Balloon, Kernel, SamplePoint, canonical_name
 
 if TYPE_CHECKING:
     from ._typing import ArrayLike, BandwidthLike, FloatArray, KernelLike, Self
@@ -156,10 +155,8 @@ class LocalMeanRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator):
     def _analytic_loo_gradient(self):
         """The LOO error's gradient in log h where it is analytic — a gaussian kernel with a fixed
         bandwidth, no sample weights, an exact algorithm — else None (forward differences)."""
-        k = base_kernel(self.kernel, self.n_neighbors)
-        if not (isinstance(k, Kernel) and isinstance(k.name, str) and canonical_name(k.name) == "gaussian"
-                and not isinstance(k.bandwidth, (Balloon, SamplePoint))
-                and self.sample_weight_ is None and self.algorithm != "binned"):
+        if not (fixed_gaussian(base_kernel(self.kernel, self.n_neighbors)) and self.sample_weight_ is None
+                and self.algorithm != "binned"):
             return None
         Xc = self.X_fit_.astype(np.float64)
         Xc -= Xc.mean(axis=0)

@@ -40,7 +40,6 @@ from .._validation import (
     fit_context,
     validate_data,
     validate_params,
-    LocalizationError,
     LocalizationTypeError,
 )
 from ..kernels import SPECIAL, canonical_name

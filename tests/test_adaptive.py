@@ -182,6 +182,66 @@ def test_per_feature_search_with_the_analytic_gradient_agrees_with_finite_differ
     stages = analytic.cv_results_["stage"]
     assert np.sum(stages == "gradient") < np.sum(differences.cv_results_["stage"] == "gradient")
 
+def _rosenbrock(undefined_above=np.inf):
+    """Rosenbrock's valley as residuals in t = log s (minimum 0 at t = (1, 1)); None (an
+    undefined objective) where t₀ exceeds ``undefined_above``. Records the points asked for."""
+    asked = []
+
+    def residuals(s):
+        t = np.broadcast_to(np.log(s), (2,))
+        asked.append(t.copy())
+        return None if t[0] > undefined_above else np.array([10 * (t[1] - t[0] ** 2), 1 - t[0]])
+
+    return residuals, asked
+
+
+def test_least_squares_descent_follows_a_curved_valley():
+    residuals, asked = _rosenbrock()
+    best, res = adaptive.search(None, [np.exp(-1.0)], per_feature=True, n_features=2, residuals=residuals,
+                                warn_edge=False)
+    np.testing.assert_allclose(np.log(best), [1.0, 1.0], atol=1e-3)
+    # every residual evaluation is recorded once, as one pass
+    assert len(asked) == len(res["objective"]) and res["objective"].min() < 1e-6
+    assert set(res["stage"]) == {"grid", "gradient"}
+    # It stops on the model's predicted step: the last passes are the Jacobian of the last
+    # point it moved to, not a confirming evaluation beyond it; the answer is the best pass.
+    last = res["bandwidth"][-3]
+    np.testing.assert_allclose(np.log(res["bandwidth"][-2:]) - np.log(last), np.eye(2) * 1e-6, atol=1e-12)
+    assert np.any(np.all(res["bandwidth"] == best, axis=1))
+    assert res["objective"].min() == res["objective"][np.all(res["bandwidth"] == best, axis=1)][0]
+
+
+def test_least_squares_descent_backs_off_where_the_objective_is_undefined():
+    residuals, _ = _rosenbrock(undefined_above=0.5)
+    best, res = adaptive.search(None, [np.exp(-1.0)], per_feature=True, n_features=2, residuals=residuals,
+                                warn_edge=False)
+    assert np.log(best)[0] <= 0.5
+    assert np.isinf(res["objective"]).any() and np.isfinite(res["objective"]).any()
+    r = residuals(best)
+    assert res["objective"].min() == r @ r
+
+
+@pytest.mark.parametrize("degree", [0, 1])
+def test_least_squares_descent_reaches_the_polished_minimum(degree):
+    """The per-feature answer of local constant (sample weights: no analytic gradient) and
+    local linear regression against the objective minimised to 1e-9 by Nelder–Mead from it."""
+    from scipy.optimize import minimize
+
+    rng = np.random.default_rng(11)
+    X = rng.uniform(size=(300, 2)) * [1.0, 3.0] + 1e3
+    y = np.sin(5 * X[:, 0]) + (X[:, 1] - 1e3) ** 2 / 4 + 0.2 * rng.standard_normal(300)
+    w = rng.uniform(0.5, 2.0, 300)
+    reg = LocalPolynomialRegressor(degree=1, bandwidth="loo_per_feature") if degree else \
+        LocalMeanRegressor(bandwidth="loo_per_feature")
+    reg.fit(X, y, sample_weight=w)
+    f = lambda t: reg._loo_objective(Kernel("gaussian", np.exp(t)))  # noqa: E731
+    polished = minimize(f, np.log(reg.bandwidth_), method="Nelder-Mead",
+                        options={"xatol": 1e-9, "fatol": 1e-16, "maxiter": 4000})
+    np.testing.assert_allclose(np.log(reg.bandwidth_), polished.x, atol=3e-4)
+    assert reg.cv_results_["objective"].min() <= polished.fun * (1 + 1e-8)
+    assert reg.cv_results_["objective"].min() == reg._loo_objective(Kernel("gaussian", reg.bandwidth_))
+
+
 def test_loo_per_feature_ignores_an_irrelevant_feature():
     rng = np.random.default_rng(3)
     X = rng.uniform(size=(300, 2))

@@ -194,10 +194,11 @@ def test_per_feature_search_with_the_analytic_gradient_matches_differences():
     X = rng.uniform(size=(200, 2))
     y = np.sin(5 * X[:, 0]) + 2 * X[:, 1] ** 2 + 0.1 * rng.normal(size=200)
     analytic = LocalMeanRegressor(bandwidth="loo_per_feature").fit(X, y)
-    # Unit sample weights: the same objective, central differences.
+    # Unit sample weights: the same objective, by the least-squares descent on forward-difference
+    # Jacobians (each stops within 1e-4 of the minimiser in log h: the minima agree to ~h²·1e-8).
     differences = LocalMeanRegressor(bandwidth="loo_per_feature").fit(X, y, sample_weight=np.ones(200))
     np.testing.assert_allclose(analytic.bandwidth_, differences.bandwidth_, rtol=1e-4)
-    assert analytic.cv_results_["objective"].min() <= differences.cv_results_["objective"].min() * (1 + 1e-10)
+    np.testing.assert_allclose(analytic.cv_results_["objective"].min(), differences.cv_results_["objective"].min(), rtol=1e-8)
     n_gradient = [np.sum(r.cv_results_["stage"] == "gradient") for r in (analytic, differences)]
     assert n_gradient[0] < n_gradient[1] / 2
 

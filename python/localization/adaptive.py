@@ -14,9 +14,12 @@ the one home of the search that every local estimator uses for ``bandwidth="loo"
 * ``bandwidth="loo_per_feature"``: one bandwidth per feature (a diagonal metric), by
   quasi-Newton gradient descent (L-BFGS) on log h, started from the best single bandwidth;
   the gradient is analytic where the estimator provides it (the Gaussian local mean: the
-  diagonal case of the MLKR gradient, two engine passes; the Gaussian KDE: one pass), else
-  forward differences of the exact objective (one engine pass per feature); it starts from
-  the best value of a grid half as dense (or the coarse stage's choice to 1e-2 in log h).
+  diagonal case of the MLKR gradient, two engine passes; the Gaussian KDE: one pass). A
+  mean squared error otherwise (local constant and polynomial regression) is minimised as
+  the least-squares problem it is: Newton steps on a Hessian model that starts as the
+  Gauss–Newton JᵀJ of forward-difference Jacobians (one engine pass per feature) and learns
+  the rest by BFGS updates; other objectives by L-BFGS on forward differences. Either starts
+  from the best value of a grid half as dense (or the coarse stage's choice to 1e-2 in log h).
 
 A :class:`~localization.kernels.Kernel` or :class:`~localization.kernels.KernelCombination`
 keeps its shape: the search scales all of its bandwidths by one factor (or one factor per
@@ -375,6 +378,7 @@ def _coarse_stage(rec, coarse, tol):
 def search(objective: Callable[[Any], float], grid: ArrayLike, *, per_feature: bool = False, n_features: int = 1,
            refine: bool = True, tol: float = _LOG_TOL, warn_edge: bool = True,
            gradient: Callable[..., Any] | None = None,
+           residuals: Callable[..., Any] | None = None,
            coarse: tuple[Callable[[Any], float], ArrayLike, float] | None = None,
            progress: Progress | None = None) -> tuple[float | FloatArray, dict[str, Any]]:
     """Minimise a LOO objective over bandwidth factors.
@@ -398,6 +402,14 @@ def search(objective: Callable[[Any], float], grid: ArrayLike, *, per_feature: b
     gradient : callable, optional
         Maps a factor vector s to (objective, ∂objective/∂log s) for the per-feature stage;
         default: forward differences of ``objective``.
+    residuals : callable, optional
+        For a least-squares objective (a mean squared LOO error): maps a factor vector s to
+        the residual vector r whose squared norm is the objective (None where it is
+        undefined). The per-feature stage then takes Newton steps on a model of the Hessian
+        that starts as the Gauss–Newton JᵀJ of forward-difference Jacobians J (the same d
+        passes per step as forward differences of the objective) and is corrected by BFGS
+        updates; it stops when the predicted step falls below ``_STEP_TOL``, without a pass to
+        confirm it. ``objective`` is then not called in the per-feature stage.
     coarse : (objective, grid, factor), optional
         The same objective on a random subsample, a grid for it, and the factor that carries
         the subsample's best bandwidth to the full sample. The grid then runs on the subsample
@@ -418,6 +430,19 @@ def search(objective: Callable[[Any], float], grid: ArrayLike, *, per_feature: b
         "bracket", "check", "golden", "gradient"); after a coarse stage also "subsample", the
         same record of the evaluations on the subsample
     """
+    least_squares = per_feature and residuals is not None and gradient is None
+    if least_squares:
+        # The objective from the residuals, keeping those of the best factor so far: the
+        # descent starts from them (their pass is done).
+        best_residuals = {"value": np.inf}
+
+        def objective(s):
+            r = residuals(s)
+            v = np.inf if r is None else float(r @ r)
+            if v < best_residuals["value"]:
+                best_residuals.update(value=v, factor=s, r=r)
+            return v
+
     rec = _Recorder(objective, progress)
     rec.subsample = None
     found = _coarse_stage(rec, coarse, _START_TOL if per_feature else tol) if coarse is not None and refine else None
@@ -427,7 +452,10 @@ def search(objective: Callable[[Any], float], grid: ArrayLike, *, per_feature: b
         best, best_value, _ = _grid_stage(rec, grid, refine and not per_feature, tol, warn_edge)
     else:
         best, best_value = found
-    if per_feature:
+    if least_squares:
+        r0 = best_residuals["r"] if best_residuals.get("factor") == best else None
+        best = _per_feature_least_squares(rec, residuals, np.full(n_features, best), r0)
+    elif per_feature:
         best = _per_feature(rec, np.full(n_features, best), best_value, gradient)
     results = rec.results()
     if rec.subsample is not None:
@@ -488,6 +516,80 @@ def _per_feature(rec, s0, v0, gradient=None, step=1e-6):
     return np.exp(best[0]) if best[1] <= v0 else s0
 
 
+def _per_feature_least_squares(rec, residuals, s0, r0=None, step=1e-6):
+    """Minimise ‖r(log s)‖² from s0 (residuals r0 there; evaluated if None) by Newton steps on
+    a Hessian model: the Gauss–Newton JᵀJ at the start (J by forward differences, d passes),
+    then BFGS updates. Returns the best factor evaluated.
+
+    A LOO residual rᵢ leaves yᵢ out, so its noise is independent of rᵢ's curvature and the
+    neglected term Σ rᵢ∇²rᵢ is small against JᵀJ: the first step lands near the minimum where
+    L-BFGS, starting from a unit matrix, spends passes on line searches. The term is not zero
+    (Gauss–Newton alone zigzags in to the minimum), and BFGS learns it from the steps taken.
+    The model also predicts the next step: below _STEP_TOL the descent stops without the
+    pass that L-BFGS would spend to find it so small.
+    """
+    t0 = np.log(s0)
+    best = [t0, np.inf]
+
+    def at(t, stage):
+        r = residuals(np.exp(t))
+        r = None if r is None else np.asarray(r, dtype=np.float64)
+        v = rec.add(np.exp(t), np.inf if r is None else r @ r, stage)
+        if v < best[1]:
+            best[:] = t, v
+        return r, v
+
+    def jacobian(t, r):
+        J = np.empty((len(r), len(t)))
+        for j in range(len(t)):
+            e = np.zeros_like(t)
+            e[j] = step
+            rj, vj = at(t + e, "gradient")
+            J[:, j] = (rj - r) / step if np.isfinite(vj) else 0.0
+        return J
+
+    t = t0
+    r, v = at(t, "gradient") if r0 is None else (r0, float(r0 @ r0))
+    if not np.isfinite(v):
+        return s0
+    best[1] = v
+    J = jacobian(t, r)
+    g, H = J.T @ r, J.T @ J
+    for _ in range(_MAX_STEPS):
+        try:
+            d = -np.linalg.solve(H, g)
+        except np.linalg.LinAlgError:
+            d = -g
+        if not np.all(np.isfinite(d)):
+            break
+        # A step of more than a factor e in a bandwidth leaves the model's trust.
+        d /= max(1.0, np.max(np.abs(d)))
+        if np.max(np.abs(d)) < _STEP_TOL:
+            break
+        # Backtrack to a decrease (the model may overshoot where the objective is not quadratic).
+        while True:
+            r_new, v_new = at(t + d, "gradient")
+            if v_new < v or np.max(np.abs(d)) < _STEP_TOL:
+                break
+            d /= 2
+        if not v_new < v:
+            break
+        J_new = jacobian(t + d, r_new)
+        g_new = J_new.T @ r_new
+        y = g_new - g
+        if d @ y > 0:
+            Hd = H @ d
+            H = H - np.outer(Hd, Hd) / (d @ Hd) + np.outer(y, y) / (d @ y)
+        t, r, v, g = t + d, r_new, v_new, g_new
+    # The best evaluation (a Jacobian's point may be lower than the step's, by rounding-level
+    # amounts): the answer is one of the recorded passes, bit for bit.
+    return s0 if best[0] is t0 else np.exp(best[0])
+
+
+# The per-feature least-squares descent's Newton steps at most.
+_MAX_STEPS = 100
+
+
 class _Converged(Exception):
     """The per-feature descent's steps fell below _STEP_TOL."""
 
@@ -520,13 +622,16 @@ def _coarse(est, objective, base, X, rate):
 
 
 def fit_loo(est: E, objective: Callable[..., float], *, n_features: int, refine: bool = True,
-            gradient: Callable[..., Any] | None = None, rate: float | None = None) -> E:
+            gradient: Callable[..., Any] | None = None, residuals: Callable[..., Any] | None = None,
+            rate: float | None = None) -> E:
     """Run the search for an estimator whose ``bandwidth`` is a LOO rule.
 
     ``objective(kernel)`` (a method of ``est``) evaluates the LOO objective of the estimator
     under a candidate kernel; ``gradient(kernel)``, where the estimator has one, returns
     (objective, its gradient in the log of the kernel's per-feature bandwidths) for the
-    per-feature stage. ``rate``: the LOO bandwidth shrinks like n^(-rate), default
+    per-feature stage; ``residuals(kernel)``, where the objective is a mean squared error,
+    the residual vector whose squared norm it is (``search``'s least-squares descent).
+    ``rate``: the LOO bandwidth shrinks like n^(-rate), default
     1/(d + 4) (second-order bias: local constant and linear fits, densities); it carries the
     coarse stage's choice from its subsample to the full sample.
     Sets ``bandwidth_``, ``kernel_`` and ``cv_results_`` on ``est``; ``est.verbose`` (if it has
@@ -545,6 +650,7 @@ def fit_loo(est: E, objective: Callable[..., float], *, n_features: int, refine:
         best, results = search(lambda s: objective(scaled_kernel(base, s, X)), grid,
                                per_feature=per_feature, n_features=n_features, refine=refine,
                                gradient=None if gradient is None else lambda s: gradient(scaled_kernel(base, s, X)),
+                               residuals=None if residuals is None else lambda s: residuals(scaled_kernel(base, s, X)),
                                coarse=coarse, progress=bar)
     est.bandwidth_ = best
     est.kernel_ = scaled_kernel(base, best, X)

@@ -40,14 +40,20 @@ def _out(est, Y):
     return Y[:, 0] if est._y_1d else Y
 
 
+def _residuals(pred, Y, sample_weight):
+    """The LOO residuals scaled by √(wᵢ/Σw), flattened: their squared norm is the (weighted)
+    mean over samples of the squared residual. None if some prediction is undefined."""
+    if pred is None or not np.all(np.isfinite(pred)):
+        return None
+    # Relative weights: their sum may overflow (only ratios matter to the average).
+    w = np.ones(len(Y)) if sample_weight is None else sample_weight.astype(np.float64) / sample_weight.max()
+    return ((pred.astype(np.float64) - Y) * np.sqrt(w / w.sum())[:, None]).ravel()
+
+
 def _mean_squared(pred, Y, sample_weight):
     """(Weighted) mean over samples of the squared LOO residual; inf if some prediction is undefined."""
-    if pred is None or not np.all(np.isfinite(pred)):
-        return np.inf
-    resid = pred.astype(np.float64) - Y
-    # Relative weights: their sum may overflow (only ratios matter to the average).
-    w = None if sample_weight is None else sample_weight.astype(np.float64) / sample_weight.max()
-    return float(np.average(np.sum(resid**2, axis=1), weights=w))
+    r = _residuals(pred, Y, sample_weight)
+    return np.inf if r is None else float(r @ r)
 
 
 class LocalMeanRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator):
@@ -147,7 +153,8 @@ class LocalMeanRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator):
             fit_multikernel(self, lambda k: self._loo_predictions(k) - self.y_fit_)
             self.bandwidth_ = self.bandwidth
         elif is_loo(self.bandwidth):
-            fit_loo(self, self._loo_objective, n_features=X.shape[1], gradient=self._analytic_loo_gradient())
+            fit_loo(self, self._loo_objective, n_features=X.shape[1], gradient=self._analytic_loo_gradient(),
+                    residuals=lambda k: _residuals(self._loo_predictions(k), self.y_fit_, self.sample_weight_))
         else:
             self.bandwidth_ = self.bandwidth
         return self
@@ -304,6 +311,7 @@ class LocalPolynomialRegressor(MultiOutputMixin, RegressorMixin, LocalEstimator)
         elif is_loo(self.bandwidth):
             # Bias of order h^4 for degree 2 (interior), h^2 below it.
             fit_loo(self, self._loo_objective, n_features=X.shape[1],
+                    residuals=lambda k: _residuals(self._loo_fit(k), self.y_fit_, self.sample_weight_),
                     rate=1.0 / (X.shape[1] + (8 if self.degree == 2 else 4)))
         else:
             self.bandwidth_ = self.bandwidth

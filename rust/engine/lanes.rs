@@ -84,37 +84,37 @@ pub fn weigh<F: Real, const EXP: bool, const FMA: bool>(kw: &mut [F], w: &[F], v
     let (mut t0, mut t1) = (F::zero(), F::zero());
     let split = n - n % LANES;
     let weight = |k: F, wj: F| if EXP { (k - shift).exp_with::<FMA>() * wj } else { k * wj };
+    // One copy of the lane loop per case, so that the one without values carries no test.
+    // Fixed-length chunks keep bounds checks out of the lanes (with slices the loop stays
+    // scalar, a scalar exp per pair).
+    macro_rules! pass {
+        ($v:expr) => {{
+            for j0 in (0..split).step_by(LANES) {
+                let wc: &[F; LANES] = w[j0..j0 + LANES].try_into().unwrap();
+                let vc: Option<&[F; LANES]> = $v.map(|v: &[F]| v[j0..j0 + LANES].try_into().unwrap());
+                let kc: &mut [F; LANES] = (&mut kw[j0..j0 + LANES]).try_into().unwrap();
+                for l in 0..LANES {
+                    let k = weight(kc[l], wc[l]);
+                    kc[l] = k;
+                    a0[l] = a0[l] + k;
+                    if let Some(vc) = vc {
+                        a1[l] = a1[l] + k * vc[l];
+                    }
+                }
+            }
+            for j in split..n {
+                let k = weight(kw[j], w[j]);
+                kw[j] = k;
+                t0 = t0 + k;
+                if let Some(v) = $v {
+                    t1 = t1 + k * v[j];
+                }
+            }
+        }};
+    }
     match v {
-        Some(v) => {
-            for ((ck, cw), cv) in kw[..split].chunks_exact_mut(LANES).zip(w.chunks_exact(LANES)).zip(v.chunks_exact(LANES)) {
-                for l in 0..LANES {
-                    let k = weight(ck[l], cw[l]);
-                    ck[l] = k;
-                    a0[l] = a0[l] + k;
-                    a1[l] = a1[l] + k * cv[l];
-                }
-            }
-            for j in split..n {
-                let k = weight(kw[j], w[j]);
-                kw[j] = k;
-                t0 = t0 + k;
-                t1 = t1 + k * v[j];
-            }
-        }
-        None => {
-            for (ck, cw) in kw[..split].chunks_exact_mut(LANES).zip(w.chunks_exact(LANES)) {
-                for l in 0..LANES {
-                    let k = weight(ck[l], cw[l]);
-                    ck[l] = k;
-                    a0[l] = a0[l] + k;
-                }
-            }
-            for j in split..n {
-                let k = weight(kw[j], w[j]);
-                kw[j] = k;
-                t0 = t0 + k;
-            }
-        }
+        Some(v) => pass!(Some(v)),
+        None => pass!(None::<&[F]>),
     }
     (combine(a0, t0), combine(a1, t1))
 }

@@ -228,12 +228,30 @@ pub enum Layout {
 pub fn products<F: Real>(a: &[F], layout: Layout, rows: usize, x: &Panels<F>, panels: Range<usize>, ks: Range<usize>, alpha: F, out: &mut [F], ldc: usize) {
     #[cfg(target_arch = "x86_64")]
     {
-        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+        use std::arch::is_x86_feature_detected as has;
+        if has!("avx512f") && has!("avx2") && has!("fma") {
             // SAFETY: the CPU supports the features the function is compiled for.
+            return unsafe { products_avx512(a, layout, rows, x, panels, ks, alpha, out, ldc) };
+        }
+        if has!("avx2") && has!("fma") {
+            // SAFETY: as above.
             return unsafe { products_avx2(a, layout, rows, x, panels, ks, alpha, out, ldc) };
         }
     }
     products_with::<F, false>(a, layout, rows, x, panels, ks, alpha, out, ldc)
+}
+
+/// With AVX-512 a panel row (64 bytes) is one register, its multiply-adds one instruction per
+/// row of A with the row's element broadcast from memory: half the instructions of the AVX2
+/// kernel (attention's products 1.3× faster on an AVX-512 Xeon). Each output is the same
+/// sequence of multiply-adds over k, so the bits do not change. (Twelve rows of A, to keep as
+/// many accumulators in flight as the AVX2 kernel's two registers per row, made LLVM vectorise
+/// across the rows with gathers and scatters of the accumulators: 30× slower.)
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,avx512f")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn products_avx512<F: Real>(a: &[F], layout: Layout, rows: usize, x: &Panels<F>, panels: Range<usize>, ks: Range<usize>, alpha: F, out: &mut [F], ldc: usize) {
+    products_with::<F, true>(a, layout, rows, x, panels, ks, alpha, out, ldc)
 }
 
 #[cfg(target_arch = "x86_64")]

@@ -508,12 +508,25 @@ struct Block<'a, F> {
 fn forward_block<F: Real, C: Fill<F>, const LOG: bool>(cx: &Fwd<'_, '_, F, C>, blk: Block<F>) {
     #[cfg(target_arch = "x86_64")]
     {
-        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+        use std::arch::is_x86_feature_detected as has;
+        if has!("avx512f") && has!("avx512dq") && has!("avx512vl") && has!("avx2") && has!("fma") {
             // SAFETY: the CPU supports the features the function is compiled for.
+            return unsafe { forward_block_avx512::<F, C, LOG>(cx, blk) };
+        }
+        if has!("avx2") && has!("fma") {
+            // SAFETY: as above.
             return unsafe { forward_block_avx2::<F, C, LOG>(cx, blk) };
         }
     }
     forward_block_with::<F, C, LOG, false>(cx, blk)
+}
+
+/// The online softmax's exponentials and sums in 512-bit lanes (as the engine's `run_block`):
+/// the same operations, so the same bits.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,avx512f,avx512dq,avx512vl")]
+unsafe fn forward_block_avx512<F: Real, C: Fill<F>, const LOG: bool>(cx: &Fwd<'_, '_, F, C>, blk: Block<F>) {
+    forward_block_with::<F, C, LOG, true>(cx, blk)
 }
 
 #[cfg(target_arch = "x86_64")]

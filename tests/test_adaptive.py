@@ -242,6 +242,20 @@ def test_least_squares_descent_reaches_the_polished_minimum(degree):
     assert reg.cv_results_["objective"].min() == reg._loo_objective(Kernel("gaussian", reg.bandwidth_))
 
 
+@pytest.mark.parametrize("make", [lambda: LocalMeanRegressor(bandwidth="loo_per_feature"),
+                                  lambda: LocalPolynomialRegressor(bandwidth="loo_per_feature"),
+                                  lambda: KernelDensity(bandwidth="loo_per_feature")])
+def test_per_feature_search_with_one_feature(make):
+    # (cv_results_ once failed to stack the grid's scalars with the descent's 1-vectors)
+    X, y = _data(n=120)
+    X = X[:, :1]
+    est = make().fit(X, y)
+    res = est.cv_results_
+    assert est.bandwidth_.shape == (1,) and res["bandwidth"].shape == (len(res["objective"]), 1)
+    scalar = type(est)(bandwidth="loo").fit(X, y)
+    assert res["objective"].min() <= scalar.cv_results_["objective"].min() * (1 + 1e-6)
+
+
 def test_loo_per_feature_ignores_an_irrelevant_feature():
     rng = np.random.default_rng(3)
     X = rng.uniform(size=(300, 2))

@@ -182,9 +182,13 @@ class _Recorder:
         return v
 
     def results(self):
-        # A per-feature search records vectors: scalar evaluations are broadcast to them.
-        width = max(np.size(h) for h in self.h)
-        h = np.array([np.broadcast_to(v, (width,)) for v in self.h]) if width > 1 else np.array(self.h)
+        # A per-feature search records vectors (of one element with one feature): scalar
+        # evaluations are broadcast to them.
+        if any(np.ndim(h) for h in self.h):
+            width = max(np.size(h) for h in self.h)
+            h = np.array([np.broadcast_to(v, (width,)) for v in self.h])
+        else:
+            h = np.array(self.h)
         return {"bandwidth": h, "objective": np.array(self.value), "stage": np.array(self.stage)}
 
 
@@ -564,7 +568,10 @@ def _per_feature_least_squares(rec, residuals, s0, r0=None, step=1e-6):
             break
         # A step of more than a factor e in a bandwidth leaves the model's trust.
         d /= max(1.0, np.max(np.abs(d)))
-        if np.max(np.abs(d)) < _STEP_TOL:
+        # Stop where the model's next step is short, or gains next to nothing: along a flat
+        # direction (a feature without signal, whose bandwidth grows without end) the steps stay
+        # long while the objective barely moves.
+        if np.max(np.abs(d)) < _STEP_TOL or -(g @ d) < _GAIN_TOL * v:
             break
         # Backtrack to a decrease (the model may overshoot where the objective is not quadratic).
         while True:
@@ -586,8 +593,10 @@ def _per_feature_least_squares(rec, residuals, s0, r0=None, step=1e-6):
     return s0 if best[0] is t0 else np.exp(best[0])
 
 
-# The per-feature least-squares descent's Newton steps at most.
+# The per-feature least-squares descent's Newton steps at most, and the relative decrease of
+# the objective its model must predict to take one more.
 _MAX_STEPS = 100
+_GAIN_TOL = 1e-10
 
 
 class _Converged(Exception):

@@ -256,6 +256,21 @@ def test_per_feature_search_with_one_feature(make):
     assert res["objective"].min() <= scalar.cv_results_["objective"].min() * (1 + 1e-6)
 
 
+@pytest.mark.parametrize("make", [lambda: LocalPolynomialRegressor(bandwidth="loo_per_feature"),
+                                  lambda: LocalMeanRegressor(bandwidth="loo_per_feature"),
+                                  lambda: KernelDensity(bandwidth="loo_per_feature")])
+def test_per_feature_search_on_float32_reaches_the_float64_minimum(make):
+    """Forward differences at the float32 objective's resolution: with the float64 step the
+    descent stalled near its start (LOO errors 0.5–4 % above the minimum here)."""
+    rng = np.random.default_rng(0)
+    X = rng.uniform(size=(200, 2))
+    y = np.sin(4 * X[:, 0]) + 0.1 * rng.standard_normal(200)
+    e32, e64 = make().fit(X.astype(np.float32), y.astype(np.float32)), make().fit(X, y)
+    objective = e64._negative_loo_likelihood if isinstance(e64, KernelDensity) else e64._loo_objective
+    at_32 = objective(Kernel("gaussian", e32.bandwidth_.astype(np.float64)))
+    assert at_32 <= e64.cv_results_["objective"].min() * (1 + 1e-5)
+
+
 def test_loo_per_feature_ignores_an_irrelevant_feature():
     rng = np.random.default_rng(3)
     X = rng.uniform(size=(300, 2))

@@ -271,6 +271,17 @@ def test_per_feature_search_on_float32_reaches_the_float64_minimum(make):
     assert at_32 <= e64.cv_results_["objective"].min() * (1 + 1e-5)
 
 
+def test_per_feature_search_survives_a_feature_constant_in_float32():
+    # Spread 1e-3 at 1e6: constant in float32. The descent shrinks that bandwidth until the
+    # engine refuses it; such trial points are undefined, not a failure of the fit.
+    rng = np.random.default_rng(0)
+    X = np.c_[rng.normal(size=300), 1e6 + 1e-3 * rng.normal(size=300)].astype(np.float32)
+    kde = KernelDensity(bandwidth="loo_per_feature").fit(X)
+    assert np.all(np.isfinite(kde.bandwidth_)) and np.all(kde.bandwidth_ > 0)
+    assert np.isfinite(kde.cv_results_["objective"].min())
+    assert np.all(np.isfinite(kde.score_samples(X[:5])))
+
+
 def test_loo_per_feature_ignores_an_irrelevant_feature():
     rng = np.random.default_rng(3)
     X = rng.uniform(size=(300, 2))

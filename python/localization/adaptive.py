@@ -151,6 +151,19 @@ def check_grid(grid: ArrayLike) -> FloatArray:
     return np.unique(grid)
 
 
+def _where_defined(fn, s, undefined):
+    """fn(s), or ``undefined`` where the engine refuses the trial bandwidth: a descent that
+    follows a feature constant in the samples' precision (a float32 feature of spread 1e-3 at
+    1e6, say) drives its bandwidth below what the coordinates resolve. Like a singular local
+    design, that is a point where the objective is undefined, not a failure of the fit."""
+    try:
+        return fn(s)
+    except LocalizationError as e:
+        if e.parameter != "bandwidth":
+            raise
+        return undefined
+
+
 class _Recorder:
     """Evaluates the objective and remembers every evaluation (for ``cv_results_``); each one
     advances the progress bar ``bar`` (a :class:`~localization._progress.Progress`, or None)."""
@@ -166,7 +179,7 @@ class _Recorder:
         # (Brent's method re-reads the three points of the bracket it is given).
         key = np.asarray(s, dtype=np.float64).tobytes()
         if key not in self.seen:
-            self.seen[key] = self.add(s, self.objective(s), stage)
+            self.seen[key] = self.add(s, _where_defined(self.objective, s, np.inf), stage)
         return self.seen[key]
 
     def add(self, s, v, stage):
@@ -484,7 +497,7 @@ def _per_feature(rec, s0, v0, gradient=None, step=1e-6):
 
     def fg(t):
         if gradient is not None:
-            v, g = gradient(np.exp(t))
+            v, g = _where_defined(gradient, np.exp(t), (np.inf, np.zeros_like(t)))
             v = rec.add(np.exp(t), v, "gradient")
             g = np.asarray(g, dtype=np.float64)
             return v, (g if np.all(np.isfinite(g)) else np.nan_to_num(g, nan=0.0, posinf=0.0, neginf=0.0))
@@ -539,7 +552,7 @@ def _per_feature_least_squares(rec, residuals, s0, r0=None, step=1e-6):
     best = [t0, np.inf]
 
     def at(t, stage):
-        r = residuals(np.exp(t))
+        r = _where_defined(residuals, np.exp(t), None)
         r = None if r is None else np.asarray(r, dtype=np.float64)
         v = rec.add(np.exp(t), np.inf if r is None else r @ r, stage)
         if v < best[1]:

@@ -152,10 +152,12 @@ def check_grid(grid: ArrayLike) -> FloatArray:
 
 
 def _where_defined(fn, s, undefined):
-    """fn(s), or ``undefined`` where the engine refuses the trial bandwidth: a descent that
-    follows a feature constant in the samples' precision (a float32 feature of spread 1e-3 at
-    1e6, say) drives its bandwidth below what the coordinates resolve. Like a singular local
-    design, that is a point where the objective is undefined, not a failure of the fit."""
+    """fn(s), or ``undefined`` where the engine refuses the trial bandwidth of a per-feature
+    descent (which starts from a bandwidth it accepted): following a feature constant in the
+    samples' precision (a float32 feature of spread 1e-3 at 1e6, say), the descent drives that
+    bandwidth below what the coordinates resolve. Like a singular local design, that is a
+    point where the objective is undefined, not a failure of the fit. (The grid's evaluations
+    let every refusal through: there it is the user's kernel or data that is refused.)"""
     try:
         return fn(s)
     except LocalizationError as e:
@@ -174,12 +176,13 @@ class _Recorder:
         self.h, self.value, self.stage = [], [], []
         self.seen = {}
 
-    def __call__(self, s, stage):
+    def __call__(self, s, stage, refusable=False):
         # Each evaluation is a full engine pass: a factor seen before is not evaluated again
         # (Brent's method re-reads the three points of the bracket it is given).
         key = np.asarray(s, dtype=np.float64).tobytes()
         if key not in self.seen:
-            self.seen[key] = self.add(s, _where_defined(self.objective, s, np.inf), stage)
+            v = _where_defined(self.objective, s, np.inf) if refusable else self.objective(s)
+            self.seen[key] = self.add(s, v, stage)
         return self.seen[key]
 
     def add(self, s, v, stage):
@@ -493,7 +496,7 @@ def _per_feature(rec, s0, v0, gradient=None, step=1e-6):
 
     def f(t):
         # The start is the grid's best, already evaluated (exp(log s) need not be s to the last bit).
-        return v0 if np.array_equal(t, t0) else rec(np.exp(t), "gradient")
+        return v0 if np.array_equal(t, t0) else rec(np.exp(t), "gradient", refusable=True)
 
     def fg(t):
         if gradient is not None:

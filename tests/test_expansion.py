@@ -5,6 +5,7 @@ pairs' series: the stated bound is 1e-12 of Σ w K per query (1e-14 is the desig
 import numpy as np
 import pytest
 
+from localization import LocalSums
 from localization.engine import kernel_sum, local_mean
 
 
@@ -46,3 +47,23 @@ def test_expansion_far_queries_and_thread_count():
     np.testing.assert_allclose(f32[:200], want[:200], rtol=1e-5)
     np.testing.assert_allclose(f32, want, rtol=2e-4)  # the direct f32 sums err by up to 7e-5 here
     np.testing.assert_allclose(direct32, want, rtol=2e-4)
+
+
+@pytest.mark.parametrize("offset", [0.0, 1e4])
+def test_expansion_values_that_repeat_a_coordinate(offset):
+    """A value column equal to a coordinate (a mean shift's local mean) takes its power sums
+    from the kernel's at one degree more; the sums must match the direct ones as any value's,
+    alone, mixed with other columns and with the design moments' cross terms."""
+    X, rng = three_blobs(5000, 3)
+    X = X + offset
+    w = rng.uniform(0.5, 2.0, len(X))
+    h = np.ptp(X, axis=0).max() / 20
+    for V in (X, np.c_[X[:, 1], np.sin(X[:, 0]), X[:, 0]]):
+        for degree in (None, 1):
+            a = LocalSums.compute(X, X, V, bandwidth=h, sample_weight=w, degree=degree, algorithm="expansion")
+            b = LocalSums.compute(X, X, V, bandwidth=h, sample_weight=w, degree=degree, algorithm="brute")
+            scale = b.total() * np.abs(V).max(axis=0)[None, :].max()
+            assert np.all(np.abs(a.total(values=True) - b.total(values=True)) <= 1e-12 * scale[:, None])
+            if degree is not None:
+                ca, cb = (s.cross * np.exp(s.log_scale)[:, None, None] for s in (a, b))
+                assert np.all(np.abs(ca - cb) <= 1e-12 * np.abs(cb).max(axis=(1, 2), keepdims=True))

@@ -238,6 +238,14 @@ pub(super) struct Expansion {
     ln_mass: Vec<f64>,
     ln_total: f64,
     mi: MultiIndex,
+    /// Per value column: the coordinate it repeats, if it does (a mean shift's local mean).
+    /// Its power sums then follow from the kernel's at one degree more:
+    /// Σ b w^β x_k = (o_k + h c_k) Σ b w^β + h Σ b w^{β+e_k}, x = o + h (c + w), so the
+    /// reference side costs what a kernel sum costs.
+    coordinate: Vec<Option<usize>>,
+    /// The origin o of both sides' coordinates and the bandwidth h, in the data's units.
+    origin: Vec<f64>,
+    h: f64,
     /// Multi-indices γ of the moments Σ K y^γ (|γ| ≤ 2·degree) and of Σ K y^γ v (|γ| ≤ degree).
     n_mom: usize,
     n_cross: usize,
@@ -341,8 +349,12 @@ impl Expansion {
         let ln_total = mass.iter().sum::<f64>().ln();
         let ln_mass = mass.into_iter().map(f64::ln).collect();
         let half_norm2 = (0..n).map(|j| 0.5 * (0..d).map(|k| refs.off[k * n + j] * refs.off[k * n + j]).sum::<f64>()).collect();
+        let coordinate: Vec<Option<usize>> = match &pb.values {
+            Some(v) => (0..p).map(|c| (0..d).find(|&k| v.column(c).iter().zip(pb.x.column(k)).all(|(a, b)| a == b))).collect(),
+            None => Vec::new(),
+        };
         let deg_max = n_terms(max_radius(&queries) * max_radius(&refs)) - 1;
-        let mi = MultiIndex::new(d, deg_max + 2 * g);
+        let mi = MultiIndex::new(d, deg_max + 2 * g + coordinate.iter().any(Option::is_some) as usize);
         let (n_mom, n_cross, t_max) = (mi.upto[2 * g], mi.upto[g], mi.upto[deg_max]);
         let binom = (0..n_mom)
             .map(|c| {
@@ -406,6 +418,9 @@ impl Expansion {
             ln_mass,
             ln_total,
             mi,
+            coordinate,
+            origin,
+            h: h.f64(),
             n_mom,
             n_cross,
             t_max,
@@ -424,10 +439,12 @@ impl Expansion {
     }
 
     /// The numbers of reference power sums a series of degree `deg` needs: Σ b·w^β up to that
-    /// degree plus 2·degree, and Σ b·v·w^β up to it plus the degree.
+    /// degree plus 2·degree (one more for columns that repeat a coordinate), and Σ b·v·w^β up
+    /// to it plus the degree.
     fn power_counts(&self, deg: usize) -> (usize, usize) {
         let g = self.degree.unwrap_or(0);
-        (self.mi.upto[deg + 2 * g], self.mi.upto[deg + g])
+        let shifted = if self.coordinate.iter().any(Option::is_some) { deg + g + 1 } else { 0 };
+        (self.mi.upto[(deg + 2 * g).max(shifted)], self.mi.upto[deg + g])
     }
 
     /// Reference clusters by the gap between their boxes and that of query cluster `a`,
@@ -643,7 +660,7 @@ impl Expansion {
                     *e = (*e - top).exp_with::<FMA>() * wt;
                 }
                 cols[len..padded].fill(0.0);
-                for c in 0..p {
+                for c in (0..p).filter(|&c| self.coordinate[c].is_none()) {
                     let (lo, hi) = cols.split_at_mut((1 + c) * CHUNK);
                     for ((o, &e), &v) in hi[..len].iter_mut().zip(&lo[..len]).zip(&self.values[c * n + b0 + j0..]) {
                         *o = e * v;
@@ -654,7 +671,17 @@ impl Expansion {
             // Power sums Σ b·w^β and Σ b·v·w^β over the chunk, added to each user's.
             let counts: Vec<(usize, usize)> = users.iter().map(|&(_, _, deg)| self.power_counts(deg)).collect();
             let (wpow, cols) = (Block { data: &s.wpow, stride: CHUNK }, Block { data: &s.cols, stride: CHUNK });
-            power_sums::<FMA, WIDE>(wpow, cols, padded, &counts, &mut s.power);
+            power_sums::<FMA, WIDE>(wpow, cols, padded, &counts, &self.coordinate, &mut s.power);
+        }
+        let centre = &rs.centre[b * d..(b + 1) * d];
+        for (&(_, _, deg), power) in users.iter().zip(s.power.chunks_exact_mut(stride)) {
+            for (c, k) in self.coordinate.iter().enumerate().filter_map(|(c, k)| k.map(|k| (c, k))) {
+                let at = self.origin[k] + self.h * centre[k];
+                for beta in 0..self.power_counts(deg).1 {
+                    let up = self.mi.child[beta * d + k];
+                    power[beta * (1 + p) + 1 + c] = at * power[beta * (1 + p)] + self.h * power[up * (1 + p)];
+                }
+            }
         }
         users
             .iter()
@@ -908,35 +935,43 @@ impl Block<'_> {
 
 /// For each user u: power_u[β·(1 + p) + c] += Σ_j wpow[β][j]·cols[u·(1 + p) + c][j] over
 /// `len` values, for β below `counts[u].0` with column 0 and below `counts[u].1` with every
-/// column (1 + p of them); the users' power sums follow each other in `power`. β is the
-/// outer loop, so each row of monomials is read from the core's nearest cache by every user.
+/// column (1 + p of them) but the value columns c that repeat a coordinate (`skip[c]`); the
+/// users' power sums follow each other in `power`. β is the outer loop, so each row of
+/// monomials is read from the core's nearest cache by every user.
 #[inline(always)]
-fn power_sums<const FMA: bool, const WIDE: bool>(wpow: Block, cols: Block, len: usize, counts: &[(usize, usize)], power: &mut [f64]) {
+fn power_sums<const FMA: bool, const WIDE: bool>(wpow: Block, cols: Block, len: usize, counts: &[(usize, usize)], skip: &[Option<usize>], power: &mut [f64]) {
     #[cfg(target_arch = "x86_64")]
     if WIDE {
         #[target_feature(enable = "avx2,fma,avx512f,avx512dq,avx512vl")]
         #[inline(never)]
-        unsafe fn apart(wpow: Block, cols: Block, len: usize, counts: &[(usize, usize)], power: &mut [f64]) {
-            power_sums_with::<true, true>(wpow, cols, len, counts, power)
+        unsafe fn apart(wpow: Block, cols: Block, len: usize, counts: &[(usize, usize)], skip: &[Option<usize>], power: &mut [f64]) {
+            power_sums_with::<true, true>(wpow, cols, len, counts, skip, power)
         }
         // SAFETY: `WIDE` is set only inside `coefficients_avx512`, after the features were detected.
-        return unsafe { apart(wpow, cols, len, counts, power) };
+        return unsafe { apart(wpow, cols, len, counts, skip, power) };
     }
     #[cfg(target_arch = "x86_64")]
     if FMA {
         #[target_feature(enable = "avx2,fma")]
         #[inline(never)]
-        unsafe fn apart(wpow: Block, cols: Block, len: usize, counts: &[(usize, usize)], power: &mut [f64]) {
-            power_sums_with::<true, false>(wpow, cols, len, counts, power)
+        unsafe fn apart(wpow: Block, cols: Block, len: usize, counts: &[(usize, usize)], skip: &[Option<usize>], power: &mut [f64]) {
+            power_sums_with::<true, false>(wpow, cols, len, counts, skip, power)
         }
         // SAFETY: `FMA` is set only inside `coefficients_avx2`, after the features were detected.
-        return unsafe { apart(wpow, cols, len, counts, power) };
+        return unsafe { apart(wpow, cols, len, counts, skip, power) };
     }
-    power_sums_with::<FMA, false>(wpow, cols, len, counts, power)
+    power_sums_with::<FMA, false>(wpow, cols, len, counts, skip, power)
 }
 
 #[inline(always)]
-fn power_sums_with<const FMA: bool, const WIDE: bool>(wpow: Block, cols: Block, len: usize, counts: &[(usize, usize)], power: &mut [f64]) {
+fn power_sums_with<const FMA: bool, const WIDE: bool>(
+    wpow: Block,
+    cols: Block,
+    len: usize,
+    counts: &[(usize, usize)],
+    skip: &[Option<usize>],
+    power: &mut [f64],
+) {
     let n_cols = cols.data.len() / cols.stride / GROUP;
     let stride = power.len() / GROUP;
     let s_most = counts.iter().map(|c| c.0).max().unwrap_or(0);
@@ -946,7 +981,8 @@ fn power_sums_with<const FMA: bool, const WIDE: bool>(wpow: Block, cols: Block, 
         let row = wpow.row(beta, len);
         jobs.clear();
         for (u, &(_, s_val)) in counts.iter().enumerate().filter(|(_, c)| beta < c.0) {
-            jobs.extend((0..if beta < s_val { n_cols } else { 1 }).map(|c| (u * n_cols + c, u * stride + beta * n_cols + c)));
+            let used = (0..if beta < s_val { n_cols } else { 1 }).filter(|&c| c == 0 || skip[c - 1].is_none());
+            jobs.extend(used.map(|c| (u * n_cols + c, u * stride + beta * n_cols + c)));
         }
         #[cfg(target_arch = "x86_64")]
         if WIDE {

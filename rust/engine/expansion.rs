@@ -555,6 +555,7 @@ impl Expansion {
         let mut floor = f64::NEG_INFINITY;
         let mut kept = Vec::new();
         let mut delta = vec![0.0; d];
+        let mut exps = Vec::new();
         for (g2, b) in self.visits(a) {
             // Sorted by gap: once every query is out of reach, so are the remaining clusters.
             if -0.5 * 0.9999 * g2 - floor < margin || (cut && self.ln_total - 0.5 * 0.9999 * g2 < ln_tail + low) {
@@ -564,10 +565,23 @@ impl Expansion {
             let (b0, nb) = (rs.starts[b], rs.size(b));
             let w = rs.offsets(b, d);
             let weights = &self.weights[b0..b0 + nb];
-            let top = (0..nb)
-                .filter(|&j| !self.zero_weight[b] || weights[j] > 0.0)
-                .map(|j| (0..d).fold(-self.half_norm2[b0 + j], |e, k| e + delta[k] * w[k][j]))
-                .fold(f64::NEG_INFINITY, f64::max);
+            // The largest exponent over the references (a zero weight must not set it), in
+            // lanes: this runs for every pair of clusters.
+            exps.clear();
+            exps.extend(self.half_norm2[b0..b0 + nb].iter().map(|e| -e));
+            for (k, wk) in w.iter().enumerate() {
+                for (e, &x) in exps.iter_mut().zip(*wk) {
+                    *e = *e + delta[k] * x;
+                }
+            }
+            if self.zero_weight[b] {
+                for (e, &wt) in exps.iter_mut().zip(weights) {
+                    if !(wt > 0.0) {
+                        *e = f64::NEG_INFINITY;
+                    }
+                }
+            }
+            let top = lanes::max(&exps);
             if top == f64::NEG_INFINITY {
                 continue;
             }

@@ -143,6 +143,25 @@ def check_number(value, name, within=POSITIVE):
     return float(value)
 
 
+def check_bandwidths(bandwidth, name, p):
+    """The one check of per-feature bandwidths: ``p`` finite numbers > 0, one per feature (a
+    scalar or 0-d array stands for ``p`` equal ones). Returns them as float64 of shape (p,);
+    raises a :class:`LocalizationTypeError` for non-numbers and a :class:`LocalizationError`
+    for a wrong length or a value that is not finite and positive, naming ``name``."""
+    try:
+        bw = np.asarray(bandwidth, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise LocalizationTypeError(f"a per-feature `{name}` must hold numbers, got {bandwidth!r}", name) from None
+    if bw.ndim == 0:
+        bw = np.full(p, float(bw))
+    if bw.shape != (p,):
+        got = bw.shape[0] if bw.ndim == 1 else f"shape {bw.shape}"
+        raise LocalizationError(f"a per-feature `{name}` needs {p} values, got {got}", name)
+    if not np.all(np.isfinite(bw)) or np.any(bw <= 0):
+        raise LocalizationError(f"every per-feature `{name}` must be finite and strictly positive", name)
+    return bw
+
+
 def _ready(A, dtype):
     """A finite C-contiguous ndarray that scikit-learn would return unchanged."""
     if type(A) is not np.ndarray or not A.flags.c_contiguous or A.size == 0:

@@ -25,6 +25,7 @@ from ._validation import (
     LocalizationTypeError,
     StrOptions,
     as_float_array,
+    check_bandwidths,
     check_bool,
     check_number,
     check_positive_int,
@@ -105,15 +106,7 @@ class BoundKernel:
         elif isinstance(bw, (Balloon, SamplePoint)):
             self.adaptive_k = check_adaptive(bw, self.n - isinstance(bw, SamplePoint))
         elif np.ndim(bw) == 1:
-            try:
-                fs = np.asarray(bw, dtype=np.float64)
-            except (TypeError, ValueError):
-                raise LocalizationTypeError(f"a per-feature `bandwidth` must hold numbers, got {bw!r}", "bandwidth") from None
-            if fs.shape != (self.d,):
-                raise LocalizationError(f"a per-feature `bandwidth` needs {self.d} values, got {fs.shape[0]}", "bandwidth")
-            if not np.all(np.isfinite(fs)) or np.any(fs <= 0):
-                raise LocalizationError("every per-feature `bandwidth` must be finite and strictly positive", "bandwidth")
-            self.feature_scale = fs
+            self.feature_scale = check_bandwidths(bw, "bandwidth", self.d)
         else:
             self.h = check_number(bw, "bandwidth")
         self.Xs = self._scale(X)

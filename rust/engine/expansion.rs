@@ -1007,7 +1007,7 @@ fn power_sums_with<const FMA: bool, const WIDE: bool>(
             jobs.extend(used.map(|c| (u * n_cols + c, u * stride + beta * n_cols + c)));
         }
         #[cfg(target_arch = "x86_64")]
-        if WIDE {
+        if FMA {
             let col = |k: usize| cols.row(jobs[k].0, len);
             let add = |power: &mut [f64], k: usize, sums: &[f64]| {
                 for (&(_, at), v) in jobs[k..].iter().zip(sums) {
@@ -1017,12 +1017,16 @@ fn power_sums_with<const FMA: bool, const WIDE: bool>(
             };
             let mut k = 0;
             while k < jobs.len() {
-                // SAFETY: `WIDE` is set only after the AVX-512 features were detected.
+                // SAFETY: `FMA` is set only after AVX2 and FMA were detected, `WIDE` only after
+                // the AVX-512 features were.
                 k += unsafe {
-                    match jobs.len() - k {
-                        1 => add(power, k, &dots_avx512(row, [col(k)])),
-                        2 => add(power, k, &dots_avx512(row, [col(k), col(k + 1)])),
-                        _ => add(power, k, &dots_avx512(row, [col(k), col(k + 1), col(k + 2)])),
+                    match (jobs.len() - k, WIDE) {
+                        (1, true) => add(power, k, &dots_avx512(row, [col(k)])),
+                        (2, true) => add(power, k, &dots_avx512(row, [col(k), col(k + 1)])),
+                        (_, true) => add(power, k, &dots_avx512(row, [col(k), col(k + 1), col(k + 2)])),
+                        (1, false) => add(power, k, &dots_avx2(row, [col(k)])),
+                        (2, false) => add(power, k, &dots_avx2(row, [col(k), col(k + 1)])),
+                        (_, false) => add(power, k, &dots_avx2(row, [col(k), col(k + 1), col(k + 2)])),
                     }
                 };
             }
@@ -1059,6 +1063,37 @@ unsafe fn dots_avx512<const W: usize>(x: &[f64], ys: [&[f64]; W]) -> [f64; W] {
         _mm512_storeu_pd(acc[8..].as_mut_ptr(), hi[c]);
         let tail = x[whole..].iter().zip(&ys[c][whole..]).fold(0.0, |t, (&u, &v)| u.mul_add(v, t));
         out[c] = lanes::combine(acc, tail);
+    }
+    out
+}
+
+/// `dots_avx512` in 256-bit registers (four per vector y), for AVX2 + FMA: LLVM compiled
+/// `lanes::dot` to 128-bit operations reading x once per y here too (MedoidShift gaussian,
+/// 10⁶ 2-D points on an AVX2-only Zen 3: 18.8 s with `lanes::dot`, 13.8–15.3 s with this).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn dots_avx2<const W: usize>(x: &[f64], ys: [&[f64]; W]) -> [f64; W] {
+    use std::arch::x86_64::*;
+    const L: usize = lanes::LANES;
+    let whole = x.len() / L * L;
+    let mut acc = [[_mm256_setzero_pd(); 4]; W];
+    for j0 in (0..whole).step_by(L) {
+        let a = [0, 4, 8, 12].map(|o| _mm256_loadu_pd(x[j0 + o..].as_ptr()));
+        for c in 0..W {
+            let y = &ys[c][j0..j0 + L];
+            for (v, o) in [0, 4, 8, 12].into_iter().enumerate() {
+                acc[c][v] = _mm256_fmadd_pd(a[v], _mm256_loadu_pd(y[o..].as_ptr()), acc[c][v]);
+            }
+        }
+    }
+    let mut out = [0.0; W];
+    for c in 0..W {
+        let mut lanes_ = [0.0; L];
+        for (v, o) in [0, 4, 8, 12].into_iter().enumerate() {
+            _mm256_storeu_pd(lanes_[o..].as_mut_ptr(), acc[c][v]);
+        }
+        let tail = x[whole..].iter().zip(&ys[c][whole..]).fold(0.0, |t, (&u, &v)| u.mul_add(v, t));
+        out[c] = lanes::combine(lanes_, tail);
     }
     out
 }
@@ -1162,13 +1197,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn avx512_dots_have_the_bits_of_lanes_dot() {
+    fn simd_dots_have_the_bits_of_lanes_dot() {
         #[cfg(target_arch = "x86_64")]
         {
             use std::arch::is_x86_feature_detected as has;
-            if !(has!("avx512f") && has!("avx512dq") && has!("avx512vl") && has!("avx2") && has!("fma")) {
+            if !(has!("avx2") && has!("fma")) {
                 return;
             }
+            let wide = has!("avx512f") && has!("avx512dq") && has!("avx512vl");
             let mut state = 0x2545_f491_4f6c_dd1du64;
             let mut next = move || {
                 state ^= state << 13;
@@ -1179,10 +1215,17 @@ mod tests {
             for len in [0, 1, 15, 16, 17, 100, 512] {
                 let x: Vec<f64> = (0..len).map(|_| next()).collect();
                 let ys: Vec<Vec<f64>> = (0..3).map(|_| (0..len).map(|_| 1e3 * next()).collect()).collect();
+                let ys = [&ys[0][..], &ys[1][..], &ys[2][..]];
                 // SAFETY: the features were detected above.
-                let got = unsafe { dots_avx512(&x, [&ys[0][..], &ys[1][..], &ys[2][..]]) };
-                for (g, y) in got.iter().zip(&ys) {
-                    assert_eq!(g.to_bits(), lanes::dot::<f64, true>(&x, y).to_bits(), "len {len}");
+                let mut got = vec![unsafe { dots_avx2(&x, ys) }];
+                if wide {
+                    // SAFETY: as above.
+                    got.push(unsafe { dots_avx512(&x, ys) });
+                }
+                for g in got {
+                    for (g, y) in g.iter().zip(ys) {
+                        assert_eq!(g.to_bits(), lanes::dot::<f64, true>(&x, y).to_bits(), "len {len}");
+                    }
                 }
             }
         }

@@ -25,6 +25,14 @@ impl Positive {
     }
 }
 
+/// Whether the radial kernel can resolve points at bandwidth `h` in F: finite, strictly
+/// positive, and 1/h² finite (distances are scaled by it: h ≳ 1e-154 in f64, 1e-19 in f32,
+/// once the coordinates are of order one). The one definition of a usable bandwidth; the
+/// callers word the refusal for their argument.
+pub fn resolvable<F: Real>(h: F) -> bool {
+    h > F::zero() && h.is_finite() && (F::one() / (h * h)).is_finite()
+}
+
 /// Refuse NaN and infinity in the array `name` (samples or values that are kept, such as a
 /// prepared reference's, are checked once when they are taken in).
 pub fn finite<'a, F: Real + 'a>(name: &'static str, values: impl IntoIterator<Item = &'a F>) -> Result<()> {

@@ -449,3 +449,18 @@ def test_estimate_bandwidth_returns_a_numpy_float64_as_scikit_learn():
     X, _ = blobs(100)
     for A in (X, X.astype(np.float32), X.astype(int)):
         assert type(estimate_bandwidth(A)) is type(sk_estimate_bandwidth(A)) is np.float64
+
+
+def test_grid_cells_pickle_as_their_arrays_and_refuse_inconsistent_parts():
+    X = blobs()[0]
+    w = np.where(np.arange(len(X)) % 7 == 0, 0.0, 1.0)
+    cells = _core.grid_cells(X, list(X.min(axis=0)), list(X.max(axis=0)), w, 1.0, 2)
+    back = pickle.loads(pickle.dumps(cells))
+    assert isinstance(back, _core.GridCells) and back.n_cells == cells.n_cells > 0
+    for a, b in zip(_core.grid_centroids(cells), _core.grid_centroids(back)):
+        np.testing.assert_array_equal(a, b)
+    keys, weight, total, count, plain = cells.__reduce__()[1]
+    with pytest.raises(ValueError, match="cells"):
+        _core.GridCells(keys, weight[:-1], total, count, plain)
+    with pytest.raises(ValueError, match="plain"):
+        _core.GridCells(keys, weight, total, count, None)

@@ -11,7 +11,7 @@ __all__ = [
     "local_sums", "ready_local_mean", "ready_kernel_sum", "local_polynomial", "equivalent_kernel", "kernel_matrix", "profile_values",
     "log_integral", "profile_info", "effective_n_jobs", "exp_throughput", "masked_knn", "Sums", "KernelSpec", "Reference", "NeighborIndex", "bin_linear",
     "interpolate_grid", "mean_shift_seeds", "mean_shift_grid", "mean_shift_diffuse", "merge_modes",
-    "grid_cells", "grid_merge", "grid_centroids", "grid_keys", "MeanShiftWindow", "MeanShiftSeeds", "Shifted", "Diffused",
+    "GridCells", "grid_cells", "grid_merge", "grid_centroids", "grid_keys", "MeanShiftWindow", "MeanShiftSeeds", "Shifted", "Diffused",
     "medoid_shift_dense", "medoid_shift_knn", "quickshift_links", "quickshift_density",
     "resolve_forest", "bilateral_filter", "nl_means", "lle_weights", "trimap_triplets",
     "triplet_loss_grad", "triplet_optimize", "softmax_sampled_loss_grad", "softmax_fit_sampled",
@@ -221,9 +221,23 @@ class Shifted:
     def seeds(self) -> Optional[NDArray[np.floating]]:
         """The seeds a grid run given none made: the occupied cells' weighted centroids."""
 
-_Cells = tuple[
-    NDArray[np.uint64], NDArray[np.float64], NDArray[np.float64], Optional[NDArray[np.float64]], Optional[NDArray[np.float64]]
-]
+@final
+class GridCells:
+    """Occupied cells of a grid over part of the data with their sums (Σw, Σwx and, when some
+    cell weighs nothing, the count and Σx), checked for consistent lengths when built;
+    ``grid_merge`` merges them and they pickle as their arrays."""
+
+    def __new__(
+        cls, keys: NDArray[np.uint64], weight: NDArray[np.float64], sum: NDArray[np.float64],
+        count: Optional[NDArray[np.float64]] = None, plain: Optional[NDArray[np.float64]] = None,
+    ) -> Self: ...
+    @property
+    def n_cells(self) -> int: ...
+    @property
+    def keys(self) -> NDArray[np.uint64]: ...
+    def __reduce__(
+        self,
+    ) -> tuple[type[GridCells], tuple[NDArray[np.uint64], NDArray[np.float64], NDArray[np.float64], Optional[NDArray[np.float64]], Optional[NDArray[np.float64]]]]: ...
 
 def grid_cells(
     x: NDArray[np.floating],
@@ -233,13 +247,13 @@ def grid_cells(
     bandwidth: float = 1.0,
     grid_resolution: int = 4,
     n_jobs: Optional[int] = None,
-) -> _Cells:
-    """Occupied grid cells of x in order of first appearance: (keys, Σw, Σwx, count|None, Σx|None)."""
+) -> GridCells:
+    """Occupied grid cells of x in order of first appearance."""
 
-def grid_merge(parts: list[_Cells]) -> _Cells:
-    """_Cells of consecutive parts of the data merged (first appearance, sums in part order)."""
+def grid_merge(parts: list[GridCells]) -> GridCells:
+    """GridCells of consecutive parts of the data merged (first appearance, sums in part order)."""
 
-def grid_centroids(cells: _Cells) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+def grid_centroids(cells: GridCells) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """(weighted centroids, weights) of grid cells."""
 
 def grid_keys(

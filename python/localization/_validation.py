@@ -153,7 +153,9 @@ def check_bandwidths(bandwidth, name, p):
     except (TypeError, ValueError):
         raise LocalizationTypeError(f"a per-feature `{name}` must hold numbers, got {bandwidth!r}", name) from None
     if bw.ndim == 0:
-        bw = np.full(p, float(bw))
+        if not (np.isfinite(bw) and bw > 0):
+            raise LocalizationError(f"`{name}` must be finite and strictly positive, got {bandwidth!r}", name)
+        return np.full(p, float(bw))
     if bw.shape != (p,):
         got = bw.shape[0] if bw.ndim == 1 else f"shape {bw.shape}"
         raise LocalizationError(f"a per-feature `{name}` needs {p} values, got {got}", name)

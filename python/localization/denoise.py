@@ -35,6 +35,7 @@ from ._validation import (
     POSITIVE,
     LocalizationWarning,
     check_allocation,
+    check_bandwidths,
     check_number,
     check_positive_int,
     fit_context,
@@ -390,18 +391,6 @@ class NonLocalMeans(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
 # --------------------------------------------------------------------------- (X, y) samples
 
 
-def _check_bandwidths(bandwidth, name, p):
-    try:
-        bw = np.asarray(bandwidth, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise LocalizationTypeError(f"`{name}` must be a positive number or {p} positive numbers, got {bandwidth!r}", name) from None
-    if bw.ndim == 0:
-        bw = np.full(p, float(bw))
-    if bw.shape != (p,) or not np.all(np.isfinite(bw)) or np.any(bw <= 0):
-        raise LocalizationError(f"`{name}` must be a positive number or {p} positive numbers, got {bandwidth!r}", name)
-    return bw
-
-
 def _fixed_point(Xf, Yf, Xq, start, hx, hy, kernel, max_iter, tol, blurring, n_jobs):
     """Iterate ŷᵢ ← Σⱼ K((xᵢ, ŷᵢ), (xⱼ, yⱼ)) yⱼ / Σⱼ K from Ŷ = start at the positions Xq
     (references: the samples (Xf, Yf)), one engine call per step.
@@ -547,8 +536,8 @@ class SelfLocalMean(MultiOutputMixin, RegressorMixin, BaseEstimator):
         """The bandwidths per feature (a scalar is repeated), checked against the data's widths."""
         if self.kernel.lower() in SPECIAL:
             raise LocalizationError(f"`kernel` must be the name of a radial profile, got {self.kernel!r}", "kernel")
-        hx = _check_bandwidths(self.spatial_bandwidth, "spatial_bandwidth", d)
-        hy = _check_bandwidths(self.range_bandwidth, "range_bandwidth", p)
+        hx = check_bandwidths(self.spatial_bandwidth, "spatial_bandwidth", d)
+        hy = check_bandwidths(self.range_bandwidth, "range_bandwidth", p)
         return hx, hy, self.max_iter, float(self.tol)
 
     @keeps_state_on_error

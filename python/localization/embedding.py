@@ -430,9 +430,7 @@ class LocallyLinearEmbedding(TransformerMixin, BaseEstimator):
         k = self.n_neighbors
         if k >= n:
             raise LocalizationError(f"`n_neighbors`={k} must be below n_samples = {n}", "n_neighbors")
-        q = _check_n_components(self.n_components, n)
-        if q > d:
-            raise LocalizationError(f"`n_components`={q} exceeds the {d} features", "n_components")
+        q = check_n_components(_check_n_components(self.n_components, n), d, allow_zero=False)
         reg, tol, max_iter = float(self.reg), float(self.tol), self.max_iter
         ind, w = _core.lle_weights(X, k, reg, algorithm=self.algorithm, n_jobs=self.n_jobs)
         self.weights_ = sp.csr_matrix((w.ravel(), ind.ravel(), np.arange(0, n * k + 1, k)), shape=(n, n))

@@ -22,7 +22,6 @@ from ._progress import Progress
 from ._sums import LocalSums, rescale
 from ._validation import (
     LocalizationError,
-    LocalizationTypeError,
     StrOptions,
     as_float_array,
     check_bandwidths,

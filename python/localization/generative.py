@@ -127,7 +127,7 @@ class LocalMeanDenoiser(_LocalMeanPrior):
 
     def denoise(self, X: ArrayLike) -> FloatArray:
         """The posterior mean E[z | x] = m_σ(x) for each row of the noisy ``X``."""
-        return self._denoise(self._query(X), check_number(self.sigma, "sigma"))
+        return self._denoise(self._query(X), float(self.sigma))
 
     def transform(self, X: ArrayLike) -> FloatArray:
         """Same as :meth:`denoise` (so the denoiser can sit in a Pipeline)."""
@@ -136,7 +136,7 @@ class LocalMeanDenoiser(_LocalMeanPrior):
     def score_function(self, X: ArrayLike) -> FloatArray:
         """∇ log p̂_σ(x) = (m_σ(x) − x) / σ² (Tweedie), shape (n, n_features)."""
         Q = self._query(X)
-        sigma = check_number(self.sigma, "sigma")
+        sigma = float(self.sigma)
         return (self._denoise(Q, sigma) - Q) / sigma**2
 
 

@@ -34,9 +34,10 @@ import numpy as np
 from scipy import sparse
 from sklearn.utils import check_random_state
 
+from ._optim import Adam
 from ._progress import Progress
 from ._validation import check_positive_int, LocalizationError
-from .sequence import _Adam, attention, attention_backward, block_backward, block_forward, init_block, layer_norm, layer_norm_backward, rowwise
+from .sequence import attention, attention_backward, block_backward, block_forward, init_block, layer_norm, layer_norm_backward, rowwise
 
 UNK = "<unk>"
 _TOKEN = re.compile(r"[a-z]+(?:['’][a-z]+)*|[.,;:!?]")
@@ -336,7 +337,7 @@ def train_language_model(model, train_ids, valid_ids, *, context=128, epochs=10,
     if len(W) == 0:
         raise LocalizationError(f"the training text has {len(train_ids)} words, fewer than one window of {context + 2}", "train_ids")
     tables = [k for k, v in model.params.items() if v.ndim >= 2]
-    opt = _Adam(model.params, learning_rate, weight_decay=weight_decay, decay=tables)
+    opt = Adam(model.params, learning_rate, weight_decay=weight_decay, decay=tables)
     steps_per_epoch = math.ceil(len(W) / batch_size)
     total = epochs * steps_per_epoch
     bar = Progress(progress, desc, unit="step", total=total)

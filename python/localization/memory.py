@@ -17,7 +17,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from ._base import keeps_state_on_error
-from ._validation import COUNT, FINITE, FLOAT_DTYPES, N_JOBS, NON_NEGATIVE, POSITIVE, StrOptions, check_number, fit_context, validate_data
+from ._validation import COUNT, FINITE, FLOAT_DTYPES, N_JOBS, NON_NEGATIVE, POSITIVE, StrOptions, fit_context, validate_data
 from .engine import BoundKernel, ratio
 from .kernels import Kernel
 
@@ -218,9 +218,6 @@ class ModernHopfield(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         self.tol = tol
         self.n_jobs = n_jobs
 
-    def _beta(self):
-        return check_number(self.beta, "beta")
-
     @keeps_state_on_error
     @fit_context
     def fit(self, X: ArrayLike, y: object = None) -> Self:
@@ -229,7 +226,7 @@ class ModernHopfield(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         return self
 
     def _bound(self):
-        return BoundKernel(Kernel("dot", temperature=1.0 / self._beta()), self.patterns_)
+        return BoundKernel(Kernel("dot", temperature=1.0 / float(self.beta)), self.patterns_)
 
     def _query(self, X):
         check_is_fitted(self)
@@ -275,7 +272,7 @@ class ModernHopfield(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         The log-sum-exp is one stabilised engine call (it stays finite for huge β).
         """
         Q = self._query(X)
-        beta = self._beta()
+        beta = float(self.beta)
         lse = self._bound().sums(Q, None, n_jobs=self.n_jobs).log_total()
         P = self.patterns_.astype(np.float64)
         M2 = np.max(np.sum(P**2, axis=1))

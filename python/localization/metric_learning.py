@@ -22,7 +22,7 @@ from . import _core
 from ._base import keeps_state_on_error
 from ._progress import Progress
 from ._sums import LocalSums
-from ._validation import COUNT, FLOAT_DTYPES, N_JOBS, NON_NEGATIVE, fit_context, validate_data, LocalizationError
+from ._validation import COUNT, FLOAT_DTYPES, N_JOBS, NON_NEGATIVE, check_n_components, fit_context, validate_data, LocalizationError
 from .regression import LocalMeanRegressor
 
 if TYPE_CHECKING:
@@ -202,9 +202,7 @@ class MetricLearningRegressor(ClassNamePrefixFeaturesOutMixin, MultiOutputMixin,
 
     def _initial(self, X, Y):
         n, d = X.shape
-        r = d if self.n_components is None else self.n_components
-        if r > d:
-            raise LocalizationError(f"`n_components`={r} exceeds the {d} features", "n_components")
+        r = d if self.n_components is None else check_n_components(self.n_components, d, allow_zero=False)
         if not isinstance(self.init, str):
             A = np.array(self.init, dtype=np.float64)
             if A.ndim != 2 or A.shape[1] != d or (self.n_components is not None and A.shape[0] != r):

@@ -37,8 +37,9 @@ from sklearn.utils.validation import check_array, check_is_fitted
 
 from . import _core
 from ._base import keeps_state_on_error
+from ._optim import Adam
 from ._validation import (COUNT, MAX_COUNT, N_JOBS, NON_NEGATIVE, POSITIVE, LocalizationError, LocalizationTypeError, StrOptions,
-                          fit_context, warn_zero_weight)
+                          check_number, fit_context, warn_zero_weight)
 from .engine import bind
 from .kernels import Balloon, Kernel, SamplePoint
 
@@ -335,10 +336,8 @@ def _content(kernel, bandwidth, X):
     if isinstance(name, str) and name.lower() == "knn":
         raise LocalizationError("the kNN kernel is not a temporal content kernel; use a profile with a `window`", "kernel")
     if isinstance(name, str) and name.lower() == "dot":
-        tau = k.temperature if k is not None else 1.0
-        if isinstance(tau, (bool, np.bool_)) or not isinstance(tau, numbers.Real) or not (np.isfinite(tau) and tau > 0):
-            raise LocalizationError(f"`temperature` must be finite and strictly positive, got {tau!r}", "temperature")
-        return dict(kernel="dot", scale=1.0 / float(tau)), X
+        tau = check_number(k.temperature if k is not None else 1.0, "temperature")  # as the engine checks it
+        return dict(kernel="dot", scale=1.0 / tau), X
     bw = k.bandwidth if k is not None else bandwidth
     if isinstance(bw, (Balloon, SamplePoint)):
         raise LocalizationError("adaptive bandwidths (Balloon, SamplePoint) are not available for temporal kernels; pass a number", "bandwidth")
@@ -511,32 +510,6 @@ def _sequences_input(est, X, reset):
     return A, single
 
 
-class _Adam:
-    """Adam (Kingma & Ba) on a dict of arrays, updated in place; with ``weight_decay``, AdamW's
-    decoupled decay (Loshchilov & Hutter) of the parameters named in ``decay``."""
-
-    def __init__(self, params, learning_rate=1e-2, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, decay=()):
-        self.lr, (self.b1, self.b2), self.eps = learning_rate, betas, eps
-        self.weight_decay, self.decay = weight_decay, set(decay)
-        self.m = {k: np.zeros_like(v) for k, v in params.items()}
-        self.v = {k: np.zeros_like(v) for k, v in params.items()}
-        self.t = 0
-
-    def step(self, params, grads, lr=None):
-        lr = self.lr if lr is None else lr
-        self.t += 1
-        c1, c2 = 1 - self.b1**self.t, 1 - self.b2**self.t
-        for k, g in grads.items():
-            m, v = self.m[k], self.v[k]
-            m *= self.b1
-            m += (1 - self.b1) * g
-            v *= self.b2
-            v += (1 - self.b2) * g * g
-            if self.weight_decay and k in self.decay:
-                params[k] *= params[k].dtype.type(1 - lr * self.weight_decay)
-            params[k] -= (lr * (m / c1) / (np.sqrt(v / c2) + self.eps)).astype(params[k].dtype)
-
-
 class TemporalLocalMean(TransformerMixin, BaseEstimator):
     """Multi-head temporal self-local mean with projections: one attention layer.
 
@@ -700,7 +673,7 @@ class TemporalLocalMean(TransformerMixin, BaseEstimator):
         params = {n: rng.normal(scale=1.0 / np.sqrt(d), size=(d, H * k)).astype(dt) for n in ("W_q", "W_k")}
         pos = dict(self._pos, exclude_self=True)
         v = rowwise(A, self.W_v_)
-        opt = _Adam(params, self.learning_rate)
+        opt = Adam(params, self.learning_rate)
         N = A.shape[0] * A.shape[1]
         for it in range(self.max_iter):
             q, kk = rowwise(A, params["W_q"]), rowwise(A, params["W_k"])

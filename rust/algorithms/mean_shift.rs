@@ -26,7 +26,7 @@
 use super::fixed_point::{self, Diffused, Shifted, Stop, Sums};
 use crate::distance::{sq_euclidean, Scale, GEMM_MIN_DIM};
 use crate::engine::{local_sums, Bandwidth, Kernel, Options, Problem, Reference};
-use crate::checked::{Positive, Weights};
+use crate::checked::{self, Positive, Weights};
 use crate::error::{LocalizationError, Result};
 use crate::kernel::{dispatch_profile, Profile, ProfileFn};
 use crate::real::Real;
@@ -215,8 +215,7 @@ pub fn shift_seeds<F: Real>(x: ArrayView2<F>, w: Option<ArrayView1<F>>, seeds: A
 /// 1/h² must exist in F for the kernel to resolve the points (scaled coordinates are of order
 /// one, so this bounds h against the data's extent).
 fn check_reach<F: Real>(h: f64) -> Result<()> {
-    let h = F::of(h);
-    if !(F::one() / (h * h)).is_finite() {
+    if !checked::resolvable(F::of(h)) {
         return Err(LocalizationError::param("bandwidth", "is too small against the coordinates: 1/h² overflows the floating-point type"));
     }
     Ok(())
@@ -392,19 +391,32 @@ pub struct Cells {
 }
 
 impl Cells {
+    /// Cells from their parts (as a caller kept them), checked: m keys, m weights, m × d sums
+    /// and, when present, m counts and m × d plain sums.
+    pub fn new(d: usize, keys: Vec<u64>, weight: Vec<f64>, sum: Vec<f64>, plain: Option<(Vec<f64>, Vec<f64>)>) -> Result<Cells> {
+        let cells = Cells { d, keys, weight, sum, plain };
+        cells.check(d)?;
+        Ok(cells)
+    }
+
+    fn check(&self, d: usize) -> Result<()> {
+        let m = self.keys.len();
+        if self.d != d || self.weight.len() != m || self.sum.len() != m * d || self.plain.as_ref().is_some_and(|(c, s)| c.len() != m || s.len() != m * d) {
+            return Err(LocalizationError::shape("cells", format!("{d} features and consistent lengths"), format!("{} features, {m} keys", self.d)));
+        }
+        Ok(())
+    }
+
     /// The cells of the concatenated parts, in order of first appearance, sums added in the
     /// order of the parts.
-    pub fn merge(parts: &[Cells]) -> Result<Cells> {
+    pub fn merge(parts: &[&Cells]) -> Result<Cells> {
         let d = parts.first().map_or(0, |c| c.d);
         let mut out = Cells { d, keys: Vec::new(), weight: Vec::new(), sum: Vec::new(), plain: None };
         let keep_plain = parts.iter().any(|c| c.plain.is_some());
         let (mut count, mut psum) = (Vec::new(), Vec::new());
         let mut slot: HashMap<u64, usize> = HashMap::new();
         for part in parts {
-            let m = part.keys.len();
-            if part.d != d || part.weight.len() != m || part.sum.len() != m * d || part.plain.as_ref().is_some_and(|(c, s)| c.len() != m || s.len() != m * d) {
-                return Err(LocalizationError::shape("cells", format!("{d} features and consistent lengths"), format!("{} features, {m} keys", part.d)));
-            }
+            part.check(d)?;
             for (c, &key) in part.keys.iter().enumerate() {
                 let s = *slot.entry(key).or_insert_with(|| {
                     out.keys.push(key);
@@ -746,7 +758,7 @@ mod tests {
             .windows(2)
             .map(|c| spec.cells(x.slice(ndarray::s![c[0]..c[1], ..]), Some(wv.slice(ndarray::s![c[0]..c[1]]))).unwrap().0)
             .collect();
-        let merged = Cells::merge(&parts).unwrap();
+        let merged = Cells::merge(&parts.iter().collect::<Vec<_>>()).unwrap();
         assert_eq!(whole.keys, merged.keys);
         let keys = spec.keys(x.view()).unwrap();
         for (i, &c) in point_cell.iter().enumerate() {
@@ -765,7 +777,7 @@ mod tests {
         let zw = [1.0, 0.0];
         let spec = GridSpec::of_data(z.view(), 1.0, 1).unwrap();
         let parts: Vec<Cells> = (0..2).map(|i| spec.cells(z.slice(ndarray::s![i..i + 1, ..]), Some(ndarray::ArrayView1::from(&zw[i..i + 1]))).unwrap().0).collect();
-        let (c, cw) = Cells::merge(&parts).unwrap().centroids::<f64>().unwrap();
+        let (c, cw) = Cells::merge(&parts.iter().collect::<Vec<_>>()).unwrap().centroids::<f64>().unwrap();
         assert_eq!(c, z);
         assert_eq!(cw, vec![1.0, 0.0]);
         assert!(GridSpec::new(&[0.0], &[1.0, 2.0], 1.0, 4).is_err());

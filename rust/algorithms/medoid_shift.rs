@@ -168,6 +168,31 @@ pub fn knn_step_euclidean<F: Real>(
     let x = x.view();
     let h = lengths.down(h);
     let dist: Vec<F> = dist.iter().map(|&v| lengths.down(v)).collect();
+    knn_steps(n, idx, k, profile, h, weights, mon, |i, c| dist[i * k + c].f64(), |i, nb, w| {
+        let total: f64 = w.iter().sum();
+        if !(total > 0.0) {
+            return i;
+        }
+        let mut m = vec![0.0f64; d];
+        for (&j, &wj) in nb.iter().zip(w) {
+            for (a, &v) in m.iter_mut().zip(x.row(j).iter()) {
+                *a += wj * v.f64();
+            }
+        }
+        m.iter_mut().for_each(|v| *v /= total);
+        let cost = |j: usize| x.row(j).iter().zip(&m).map(|(&v, &c)| (v.f64() - c) * (v.f64() - c)).sum::<f64>();
+        cheapest(i, nb, cost)
+    })
+}
+
+/// next(i) for every i, in parallel, polling `mon`: the kernel weights of i's k neighbours
+/// (row i of `idx`) at the distances `dist(i, c)`, times their sample weights, handed to
+/// `pick(i, neighbours, weights)`.
+#[allow(clippy::too_many_arguments)]
+fn knn_steps(
+    n: usize, idx: &[usize], k: usize, profile: Profile, h: f64, weights: Option<&[f64]>, mon: &Monitor,
+    dist: impl Fn(usize, usize) -> f64 + Sync, pick: impl Fn(usize, &[usize], &[f64]) -> usize + Sync,
+) -> Result<Vec<usize>> {
     let sw = scaled_weights(weights);
     let weights = sw.as_deref().or(weights);
     mon.set_progress(0, n);
@@ -178,20 +203,8 @@ pub fn knn_step_euclidean<F: Real>(
             mon.advance(1);
             let nb = &idx[i * k..(i + 1) * k];
             let mut w = Vec::with_capacity(k);
-            row_weights(dist[i * k..(i + 1) * k].iter().map(|v| v.f64()), profile, h, |c| weights.map_or(1.0, |sw| sw[nb[c]]), &mut w);
-            let total: f64 = w.iter().sum();
-            if !(total > 0.0) {
-                return Ok(i);
-            }
-            let mut m = vec![0.0f64; d];
-            for (&j, &wj) in nb.iter().zip(&w) {
-                for (a, &v) in m.iter_mut().zip(x.row(j).iter()) {
-                    *a += wj * v.f64();
-                }
-            }
-            m.iter_mut().for_each(|v| *v /= total);
-            let cost = |j: usize| x.row(j).iter().zip(&m).map(|(&v, &c)| (v.f64() - c) * (v.f64() - c)).sum::<f64>();
-            Ok(cheapest(i, nb, cost))
+            row_weights((0..k).map(|c| dist(i, c)), profile, h, |c| weights.map_or(1.0, |sw| sw[nb[c]]), &mut w);
+            Ok(pick(i, nb, &w))
         })
         .collect()
 }
@@ -225,21 +238,10 @@ pub fn knn_step_precomputed<F: Real>(
     let dm = lengths.down_array(dm);
     let dm = dm.view();
     let h = lengths.down(h);
-    let sw = scaled_weights(weights);
-    let weights = sw.as_deref().or(weights);
-    mon.set_progress(0, n);
-    (0..n)
-        .into_par_iter()
-        .map(|i| {
-            mon.check()?;
-            mon.advance(1);
-            let nb = &idx[i * k..(i + 1) * k];
-            let mut w = Vec::with_capacity(k);
-            row_weights(nb.iter().map(|&j| dm[(i, j)].f64()), profile, h, |c| weights.map_or(1.0, |sw| sw[nb[c]]), &mut w);
-            let cost = |j: usize| nb.iter().zip(&w).map(|(&c, &wc)| wc * dm[(j, c)].f64() * dm[(j, c)].f64()).sum::<f64>();
-            Ok(cheapest(i, nb, cost))
-        })
-        .collect()
+    knn_steps(n, idx, k, profile, h, weights, mon, |i, c| dm[(i, idx[i * k + c])].f64(), |i, nb, w| {
+        let cost = |j: usize| nb.iter().zip(w).map(|(&c, &wc)| wc * dm[(j, c)].f64() * dm[(j, c)].f64()).sum::<f64>();
+        cheapest(i, nb, cost)
+    })
 }
 
 #[cfg(test)]

@@ -57,11 +57,15 @@ struct WindowIndex<'a, F> {
     d: usize,
 }
 
+/// Leaf size of the window index over the window's features: its queries are boxes of a few
+/// rows and columns, not k-NN searches, and take smaller leaves than `LEAF_SIZE`.
+const WINDOW_LEAF_SIZE: usize = 16;
+
 impl<'a, F: Real> WindowIndex<'a, F> {
     fn build(x: ArrayView2<F>, window: &'a Window, mon: &'a Monitor) -> Result<Self> {
         window.check(x.ncols())?;
         let p = Array2::from_shape_fn((x.nrows(), window.features.len()), |(i, k)| x[(i, window.features[k])]);
-        let tree = KdTree::build(p.view(), 16, mon)?;
+        let tree = KdTree::build(p.view(), WINDOW_LEAF_SIZE, mon)?;
         let order = tree.order();
         let d = x.ncols();
         let rows = order.iter().flat_map(|&i| x.row(i).into_iter().copied()).collect();

@@ -46,7 +46,7 @@ mod types;
 mod kernel_matrix;
 
 use crate::distance::{centred, pow2, row_sq_norms, sq_euclidean_wide, Scale, GEMM_MIN_DIM};
-use crate::checked::Weights;
+use crate::checked::{self, Weights};
 use crate::error::{LocalizationError, Result};
 use crate::kernel::{dispatch_profile, Profile, ProfileFn};
 use crate::real::Real;
@@ -285,9 +285,8 @@ fn validate_request<F: Real>(pb: &Problem<F>, kernel: &Kernel, bw: &Bandwidth<F>
     if references {
         Weights::optional(pb.weights, n)?;
     }
-    // Distances are scaled by 1/h², which must exist in F (h ≳ 1e-154 in f64, 1e-19 in f32,
-    // once the coordinates are of order one). Only radial kernels have a bandwidth.
-    let positive = |h: &F| !matches!(kernel, Kernel::Radial(_)) || (*h > F::zero() && h.is_finite() && (F::one() / (*h * *h)).is_finite());
+    // Only radial kernels have a bandwidth.
+    let positive = |h: &F| !matches!(kernel, Kernel::Radial(_)) || checked::resolvable(*h);
     let ok = match bw {
         Bandwidth::Scalar(h) => positive(h),
         Bandwidth::PerQuery(h) => {

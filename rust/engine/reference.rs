@@ -272,7 +272,7 @@ impl<F: Real> Reference<F> {
             }
             // As `validate` checks them in working units, once.
             let l = working.lengths;
-            if !h.iter().all(|&h| h > F::zero() && h.is_finite() && (F::one() / (l.down(h) * l.down(h))).is_finite()) {
+            if !h.iter().all(|&h| h.is_finite() && checked::resolvable(l.down(h))) {
                 return Err(LocalizationError::param("bandwidth", "per-sample bandwidths must be finite, strictly positive and not too small against the coordinates"));
             }
         }

@@ -38,6 +38,7 @@
 
 use super::accumulate::Acc;
 use super::lanes;
+use crate::checked;
 use crate::distance::packed::{products, Layout, Panels, MR};
 use crate::distance::{row_sq_norms, sq_dist_tile_gemm, sq_euclidean, GEMM_MIN_DIM};
 use crate::error::{LocalizationError, Result};
@@ -280,7 +281,7 @@ fn check_array<F>(name: &'static str, a: &ArrayView3<F>, b: usize, t: usize, wid
 fn check_content(c: &Content) -> Result<()> {
     match *c {
         Content::Dot { scale } if !scale.is_finite() => Err(LocalizationError::param("scale", "must be finite")),
-        Content::Radial { bandwidth: h, .. } if !(h > 0.0 && h.is_finite() && (1.0 / (h * h)).is_finite()) => {
+        Content::Radial { bandwidth: h, .. } if !checked::resolvable(h) => {
             Err(LocalizationError::param("bandwidth", "must be finite, strictly positive and large enough that 1/h² is finite"))
         }
         _ => Ok(()),

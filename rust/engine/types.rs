@@ -8,7 +8,7 @@ use crate::kernel::Profile;
 use crate::memory;
 use crate::parallel::Monitor;
 use crate::real::Real;
-use ndarray::{Array1, Array2, Array3, ArrayView1, ArrayView2};
+use ndarray::{Array1, Array2, Array3, ArrayView1, ArrayView2, Axis};
 
 /// How two points are compared.
 #[derive(Clone, Debug, PartialEq)]
@@ -123,6 +123,23 @@ impl<F: Real> LocalSums<F> {
             moments: basis.map(|nb| memory::try_array("local moments", (m, nb, nb), z)).transpose()?,
             cross: basis.map(|nb| memory::try_array("local moments", (m, nb, p), z)).transpose()?,
         })
+    }
+
+    /// The local mean S₁ / S₀ (the log-scale cancels), NaN where the total weight is zero,
+    /// and the number of such queries.
+    pub fn mean(&self) -> (Array2<F>, usize) {
+        let mut mean = self.num.clone();
+        let mut zero = 0;
+        for (mut row, &den) in mean.axis_iter_mut(Axis(0)).zip(&self.den) {
+            // `!(den != 0)`, as Python's test: a NaN total weight is not "zero".
+            if den != F::zero() {
+                row.mapv_inplace(|v| v / den);
+            } else {
+                zero += 1;
+                row.fill(F::nan());
+            }
+        }
+        (mean, zero)
     }
 }
 

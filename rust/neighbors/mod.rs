@@ -427,7 +427,7 @@ fn brute_knn<F: Real>(
     report: bool,
 ) {
     if let Some(p) = &b.projection {
-        return projected::knn(q, b.x.view(), p, k, indices, distances, mon, report);
+        return projected::knn(q, q_rows, x_rows, p, k, indices, distances, mon, report);
     }
     let (n, d) = b.x.dim();
     let block = query_block(q.nrows());

@@ -32,6 +32,7 @@ use crate::distance::packed::{minus_two_dots, Panels};
 use crate::distance::sq_euclidean_wide;
 use crate::parallel::Monitor;
 use crate::real::Real;
+use crate::rows::Rows;
 use ndarray::{s, Array2, ArrayView2};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -188,13 +189,17 @@ impl Bounds<'_> {
     }
 }
 
-/// The brute-force k-NN of `q` against the references `x` (working units, row-major) with
-/// the projection `p` of `x`; same contract and output as `super::brute_knn`.
+/// The brute-force k-NN of `q` (rows `q_rows`) against the references `x_rows` (working
+/// units) with the projection `p` of the references; same contract and output as
+/// `super::brute_knn`.
 #[allow(clippy::too_many_arguments)]
-pub fn knn<F: Real>(q: ArrayView2<F>, x: ArrayView2<F>, p: &Projection, k: usize, indices: &mut [usize], distances: &mut [F], mon: &Monitor, report: bool) {
-    let (n, d) = x.dim();
+pub fn knn<F: Real>(
+    q: ArrayView2<F>, q_rows: Rows<'_, F>, x_rows: Rows<'_, F>, p: &Projection, k: usize, indices: &mut [usize], distances: &mut [F],
+    mon: &Monitor, report: bool,
+) {
+    let (n, d) = (x_rows.nrows(), x_rows.ncols());
     let m = p.basis.nrows();
-    let row_of = |j: usize| x.row(j).to_slice().expect("row-major (made standard on build)");
+    let row_of = |j: usize| x_rows.row(j);
     // A skipped reference's bound exceeds the threshold by more than the direct difference's
     // rounding, so its computed distance lies strictly above the threshold.
     let widen = 1.0 + 2.0 * (d as f64 + 4.0) * F::epsilon().f64();
@@ -210,7 +215,7 @@ pub fn knn<F: Real>(q: ArrayView2<F>, x: ArrayView2<F>, p: &Projection, k: usize
         let mut qp = Panels::queries(m);
         qp.repack(ndarray::ArrayView2::from_shape((b1 - b0, m), &zq).expect("block × m values"), &vec![0.0; m]);
         let mut tile = vec![0.0f64; qp.padded_rows() * REF_TILE];
-        let qrow = |i: usize| qb.row(i).to_slice().expect("row-major (checked on entry)");
+        let qrow = |i: usize| q_rows.row(b0 + i);
         let sweep = |tile: &mut Vec<f64>, t0: usize, t1: usize| minus_two_dots(&qp, &p.packed, t0 / w..t1.div_ceil(w), tile, REF_TILE);
         // Pass 1: per query the `first` smallest bounds, ranked exactly.
         let mut seeds: Vec<Best<f64>> = (0..b1 - b0).map(|_| Best::new(first)).collect();

@@ -441,51 +441,68 @@ impl MeanShiftSeeds {
     }
 }
 
-fn cells_to_py<'py>(py: Python<'py>, c: Cells) -> PyResult<Bound<'py, PyTuple>> {
-    let m = c.keys.len();
-    let d = c.d;
-    let shape = |v: Vec<f64>| ndarray::Array2::from_shape_vec((m, d), v).map_err(internal);
-    let (count, plain) = match c.plain {
-        Some((count, psum)) => (Some(count.into_pyarray(py).into_any()), Some(shape(psum)?.into_pyarray(py).into_any())),
-        None => (None, None),
-    };
-    PyTuple::new(py, [
-        Some(c.keys.into_pyarray(py).into_any()),
-        Some(c.weight.into_pyarray(py).into_any()),
-        Some(shape(c.sum)?.into_pyarray(py).into_any()),
-        count,
-        plain,
-    ])
-}
+/// Occupied cells of a grid over part of the data with their sums (Σ w, Σ w x and, when some
+/// cell weighs nothing, the count and Σ x): what `grid_cells` returns and `grid_merge` merges;
+/// pickled as its arrays (Dask moves it between workers).
+#[pyclass(module = "localization._core", name = "GridCells", frozen)]
+pub(super) struct PyCells(Cells);
 
-fn cells_from_py(t: &Bound<'_, PyTuple>) -> PyResult<Cells> {
-    if t.len() != 5 {
-        return Err(value_error("cells", "grid cells are a 5-tuple (keys, weight, sum, count, plain)".into()));
+#[pymethods]
+impl PyCells {
+    #[new]
+    #[pyo3(signature = (keys, weight, sum, count=None, plain=None))]
+    fn new(
+        keys: PyReadonlyArray1<'_, u64>, weight: PyReadonlyArray1<'_, f64>, sum: PyReadonlyArray2<'_, f64>, count: Option<PyReadonlyArray1<'_, f64>>,
+        plain: Option<PyReadonlyArray2<'_, f64>>,
+    ) -> PyResult<Self> {
+        let plain = match (count, plain) {
+            (Some(c), Some(p)) => Some((c.as_array().to_vec(), p.as_array().iter().copied().collect())),
+            (None, None) => None,
+            _ => return Err(value_error("plain", "`count` and `plain` are given together or not at all".into())),
+        };
+        let s = sum.as_array();
+        Ok(PyCells(Cells::new(s.ncols(), keys.as_array().to_vec(), weight.as_array().to_vec(), s.iter().copied().collect(), plain)?))
     }
-    let keys: PyReadonlyArray1<'_, u64> = t.get_item(0)?.extract()?;
-    let weight: PyReadonlyArray1<'_, f64> = t.get_item(1)?.extract()?;
-    let sum: PyReadonlyArray2<'_, f64> = t.get_item(2)?.extract()?;
-    let (count, plain) = (t.get_item(3)?, t.get_item(4)?);
-    let plain = if count.is_none() || plain.is_none() {
-        None
-    } else {
-        let c: PyReadonlyArray1<'_, f64> = count.extract()?;
-        let p: PyReadonlyArray2<'_, f64> = plain.extract()?;
-        Some((c.as_array().to_vec(), p.as_array().iter().copied().collect()))
-    };
-    let s = sum.as_array();
-    Ok(Cells { d: s.ncols(), keys: keys.as_array().to_vec(), weight: weight.as_array().to_vec(), sum: s.iter().copied().collect(), plain })
+
+    /// The number of occupied cells.
+    #[getter]
+    fn n_cells(&self) -> usize {
+        self.0.keys.len()
+    }
+
+    /// The cells' keys (uint64), in order of first appearance.
+    #[getter]
+    fn keys<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<u64>> {
+        self.0.keys.clone().into_pyarray(py)
+    }
+
+    fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        let c = &self.0;
+        let rows = |v: &[f64]| ndarray::Array2::from_shape_vec((c.keys.len(), c.d), v.to_vec()).map_err(internal);
+        let (count, plain) = match &c.plain {
+            Some((count, psum)) => (count.clone().into_pyarray(py).into_any(), rows(psum)?.into_pyarray(py).into_any()),
+            None => (py.None().into_bound(py), py.None().into_bound(py)),
+        };
+        let args = PyTuple::new(py, [
+            c.keys.clone().into_pyarray(py).into_any(),
+            c.weight.clone().into_pyarray(py).into_any(),
+            rows(&c.sum)?.into_pyarray(py).into_any(),
+            count,
+            plain,
+        ])?;
+        PyTuple::new(py, [py.get_type::<PyCells>().into_any(), args.into_any()])
+    }
 }
 
 /// The occupied cells (side h / grid_resolution, anchored at `lo`, up to `hi`) of the rows
-/// of X, in order of first appearance: (keys, Σ w, Σ w x, count|None, Σ x|None).
+/// of X, in order of first appearance.
 #[pyfunction]
 #[pyo3(signature = (x, lo, hi, weights=None, bandwidth=1.0, grid_resolution=4, n_jobs=None))]
 #[allow(clippy::too_many_arguments)]
 fn grid_cells<'py>(
     py: Python<'py>, x: &Bound<'py, PyAny>, lo: Vec<f64>, hi: Vec<f64>, weights: Option<&Bound<'py, PyAny>>, bandwidth: f64,
     grid_resolution: usize, n_jobs: Option<NJobs>,
-) -> PyResult<Bound<'py, PyTuple>> {
+) -> PyResult<PyCells> {
     let spec = GridSpec::new(&lo, &hi, bandwidth, grid_resolution)?;
     let cells = with_float!(x, F, {
         let xr = view2::<F>(x, "X")?;
@@ -493,22 +510,21 @@ fn grid_cells<'py>(
         let (xa, wa) = (xr.as_array(), w.as_ref().map(|a| a.as_array()));
         run(py, n_jobs, None, |_| spec.cells(xa, wa))?.0
     });
-    cells_to_py(py, cells)
+    Ok(PyCells(cells))
 }
 
 /// Cells of consecutive parts of the data merged (order of first appearance, sums added in
 /// the order of the parts).
 #[pyfunction]
-fn grid_merge<'py>(py: Python<'py>, parts: Vec<Bound<'py, PyTuple>>) -> PyResult<Bound<'py, PyTuple>> {
-    let cells = parts.iter().map(cells_from_py).collect::<PyResult<Vec<_>>>()?;
-    let merged = py.detach(|| Cells::merge(&cells))?;
-    cells_to_py(py, merged)
+fn grid_merge(py: Python<'_>, parts: Vec<PyRef<'_, PyCells>>) -> PyResult<PyCells> {
+    let cells: Vec<&Cells> = parts.iter().map(|p| &p.0).collect();
+    Ok(PyCells(py.detach(|| Cells::merge(&cells))?))
 }
 
 /// (centroids m×d, weights m) of grid cells, float64.
 #[pyfunction]
-fn grid_centroids<'py>(py: Python<'py>, cells: Bound<'py, PyTuple>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
-    let (c, w) = cells_from_py(&cells)?.centroids::<f64>()?;
+fn grid_centroids<'py>(py: Python<'py>, cells: PyRef<'py, PyCells>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
+    let (c, w) = cells.0.centroids::<f64>()?;
     Ok((c.into_pyarray(py).into_any(), w.into_pyarray(py).into_any()))
 }
 
@@ -540,5 +556,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<MeanShiftSeeds>()?;
     m.add_class::<PyShifted>()?;
     m.add_class::<PyDiffused>()?;
+    m.add_class::<PyCells>()?;
     Ok(())
 }

@@ -6,6 +6,7 @@ use super::runtime::{run, NJobs};
 use super::{indices2, internal, is_f32, type_error, value_error, view1, view2};
 use crate::algorithms::embedding::{lle, quality, softmax, triplet};
 use crate::neighbors::Algorithm;
+use ndarray::ArrayView2;
 use numpy::{IntoPyArray, PyArray1, PyArray2, PyReadonlyArray1};
 use pyo3::prelude::*;
 
@@ -118,6 +119,22 @@ fn csr(indptr: &Bound<'_, PyAny>, indices: &Bound<'_, PyAny>, data: &Bound<'_, P
     Ok(Csr { indptr: indices1(indptr, "indptr")?, indices: indices1(indices, "indices")?, data: f64_vec(data, "data")? })
 }
 
+/// The sampled softmax problem's arguments converted (Z₁, Z₂, the CSR target, the row weights,
+/// the sampler), handed to `f`.
+#[allow(clippy::too_many_arguments)]
+fn sampled<R>(
+    (z1, z2): (&Bound<'_, PyAny>, &Bound<'_, PyAny>), (indptr, indices, data): (&Bound<'_, PyAny>, &Bound<'_, PyAny>, &Bound<'_, PyAny>),
+    row_weight: &Bound<'_, PyAny>, proposal: &Bound<'_, PyAny>, n_negative: usize, seed: u64,
+    f: impl FnOnce(ArrayView2<f64>, ArrayView2<f64>, &softmax::Target, &[f64], &softmax::Sampler) -> PyResult<R>,
+) -> PyResult<R> {
+    let p = csr(indptr, indices, data)?;
+    let (w, pr) = (f64_vec(row_weight, "row_weight")?, f64_vec(proposal, "proposal")?);
+    let (a, b) = (view2::<f64>(z1, "embedding")?, view2::<f64>(z2, "key_embedding")?);
+    let t = softmax::Target { indptr: &p.indptr, indices: &p.indices, data: &p.data };
+    let s = softmax::Sampler { proposal: &pr, n_negative, seed };
+    f(a.as_array(), b.as_array(), &t, &w, &s)
+}
+
 /// One evaluation of the sampled softmax loss and its gradient [∂Z₁ | ∂Z₂] (n × 2q).
 #[pyfunction]
 #[pyo3(signature = (z1, z2, indptr, indices, data, row_weight, proposal, n_negative=20, seed=0, stage=0, n_jobs=None))]
@@ -127,14 +144,10 @@ fn softmax_sampled_loss_grad<'py>(
     data: &Bound<'py, PyAny>, row_weight: &Bound<'py, PyAny>, proposal: &Bound<'py, PyAny>, n_negative: usize, seed: u64, stage: u64,
     n_jobs: Option<NJobs>,
 ) -> PyResult<(f64, Bound<'py, PyArray2<f64>>)> {
-    let p = csr(indptr, indices, data)?;
-    let (w, pr) = (f64_vec(row_weight, "row_weight")?, f64_vec(proposal, "proposal")?);
-    let (a, b) = (view2::<f64>(z1, "embedding")?, view2::<f64>(z2, "key_embedding")?);
-    let (za, zb) = (a.as_array(), b.as_array());
-    let t = softmax::Target { indptr: &p.indptr, indices: &p.indices, data: &p.data };
-    let s = softmax::Sampler { proposal: &pr, n_negative, seed };
-    let (l, g) = run(py, n_jobs, None, |_| softmax::sampled_loss_grad(za, zb, &t, &w, &s, stage))?;
-    Ok((l, g.into_pyarray(py)))
+    sampled((z1, z2), (indptr, indices, data), row_weight, proposal, n_negative, seed, |za, zb, t, w, s| {
+        let (l, g) = run(py, n_jobs, None, |_| softmax::sampled_loss_grad(za, zb, t, w, s, stage))?;
+        Ok((l, g.into_pyarray(py)))
+    })
 }
 
 /// Fit Z₁, Z₂ to the sampled softmax loss with Adam: (Z₁, Z₂, loss at every iteration).
@@ -147,15 +160,11 @@ fn softmax_fit_sampled<'py>(
     data: &Bound<'py, PyAny>, row_weight: &Bound<'py, PyAny>, proposal: &Bound<'py, PyAny>, n_negative: usize, seed: u64,
     learning_rate: f64, n_iter: usize, n_jobs: Option<NJobs>, progress: Option<Py<PyAny>>,
 ) -> PyResult<(Bound<'py, PyArray2<f64>>, Bound<'py, PyArray2<f64>>, Bound<'py, PyArray1<f64>>)> {
-    let p = csr(indptr, indices, data)?;
-    let (w, pr) = (f64_vec(row_weight, "row_weight")?, f64_vec(proposal, "proposal")?);
-    let (a, b) = (view2::<f64>(z1, "embedding")?, view2::<f64>(z2, "key_embedding")?);
-    let (za, zb) = (a.as_array(), b.as_array());
-    let t = softmax::Target { indptr: &p.indptr, indices: &p.indices, data: &p.data };
-    let s = softmax::Sampler { proposal: &pr, n_negative, seed };
     let opt = softmax::Adam { learning_rate, n_iter };
-    let fit = run(py, n_jobs, progress.as_ref(), |mon| softmax::fit_sampled(za, zb, &t, &w, &s, &opt, mon))?;
-    Ok((fit.z1.into_pyarray(py), fit.z2.into_pyarray(py), fit.loss.into_pyarray(py)))
+    sampled((z1, z2), (indptr, indices, data), row_weight, proposal, n_negative, seed, |za, zb, t, w, s| {
+        let fit = run(py, n_jobs, progress.as_ref(), |mon| softmax::fit_sampled(za, zb, t, w, s, &opt, mon))?;
+        Ok((fit.z1.into_pyarray(py), fit.z2.into_pyarray(py), fit.loss.into_pyarray(py)))
+    })
 }
 
 /// Σ over `anchors` of Σ_{j ∈ E_i} max(rank_ij − k, 0) (trustworthiness without the n×n ranks).

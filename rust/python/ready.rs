@@ -2,7 +2,7 @@
 //! that calls them thousands of times on small arrays, the fixed cost of a call is the
 //! Python layer's checks and glue, so the checks that input of the right form needs (every
 //! value finite, shapes matching, weights usable) run here, in one pass, and the result is
-//! finished here (the division of the local mean).
+//! finished here (the division of the local mean, `LocalSums::mean`).
 //!
 //! Input that is not ready — anything the Python checks would convert, or refuse — gives
 //! `None`, and the Python layer takes its checked path, which raises the errors and makes the
@@ -15,7 +15,7 @@ use crate::kernel::Profile;
 use crate::real::Real;
 use numpy::npyffi::PyArray_CheckExact;
 use numpy::{Element, IntoPyArray, PyReadonlyArray, PyReadonlyArray1, PyReadonlyArray2, PyReadonlyArrayDyn, PyUntypedArrayMethods};
-use ndarray::{Array2, ArrayView2, Axis, Dimension, Ix2};
+use ndarray::{ArrayView2, Axis, Dimension, Ix2};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 use pyo3::IntoPyObjectExt;
@@ -121,30 +121,19 @@ fn sums<F: Real + Element>(py: Python<'_>, r: &Ready<'_, F>, own_values: bool, k
     })
 }
 
-/// The local mean S₁ / S₀ in the input's float type, NaN where the total weight is zero.
-/// Returns the mean and the number of such queries.
-fn mean_of<F: Real>(s: &engine::LocalSums<F>) -> (Array2<F>, usize) {
-    let mut mean = s.num.clone();
-    let mut zero = 0;
-    for (mut row, &den) in mean.axis_iter_mut(Axis(0)).zip(&s.den) {
-        // `!(den != 0)`, as the checked path's test: a NaN total weight is not "zero".
-        if den != F::zero() {
-            row.mapv_inplace(|v| v / den);
-        } else {
-            zero += 1;
-            row.fill(F::nan());
-        }
-    }
-    (mean, zero)
-}
-
+/// Runs `$body` with `$r` the ready input (f64 or f32) and `$s` its sums (a radial
+/// kernel, an exact algorithm); `None` to Python when the input or the request is not ready.
 macro_rules! on_ready {
-    ($py:expr, $queries:expr, $x:expr, $values:expr, $weights:expr, $F:ident, $r:ident, $body:expr) => {{
+    ($py:expr, ($queries:expr, $x:expr, $values:expr, $weights:expr), ($kernel:expr, $bandwidth:expr, $own:expr, $exclude_self:expr, $algorithm:expr, $n_jobs:expr),
+     $r:ident, $s:ident, $body:expr) => {{
+        let (Some(k), Some(nbh)) = (radial($kernel, $bandwidth), exact($algorithm)) else {
+            return Ok($py.None().into_bound($py));
+        };
         if let Some($r) = Ready::<f64>::new($queries, $x, $values, $weights) {
-            type $F = f64;
+            let $s = sums::<f64>($py, &$r, $own, &k, $bandwidth, $exclude_self, nbh, $n_jobs)?;
             $body
         } else if let Some($r) = Ready::<f32>::new($queries, $x, $values, $weights) {
-            type $F = f32;
+            let $s = sums::<f32>($py, &$r, $own, &k, $bandwidth, $exclude_self, nbh, $n_jobs)?;
             $body
         } else {
             Ok($py.None().into_bound($py))
@@ -163,12 +152,8 @@ pub(super) fn ready_local_mean<'py>(
     py: Python<'py>, queries: &Bound<'py, PyAny>, x: &Bound<'py, PyAny>, values: Option<&Bound<'py, PyAny>>,
     weights: Option<&Bound<'py, PyAny>>, kernel: &str, bandwidth: f64, exclude_self: bool, algorithm: &str, n_jobs: Option<NJobs>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let (Some(k), Some(nbh)) = (radial(kernel, bandwidth), exact(algorithm)) else {
-        return Ok(py.None().into_bound(py));
-    };
-    on_ready!(py, queries, x, values, weights, F, r, {
-        let s = sums::<F>(py, &r, true, &k, bandwidth, exclude_self, nbh, n_jobs)?;
-        let (mean, zero) = mean_of(&s);
+    on_ready!(py, (queries, x, values, weights), (kernel, bandwidth, true, exclude_self, algorithm, n_jobs), r, s, {
+        let (mean, zero) = s.mean();
         let mean = if r.one_d() { mean.column(0).to_owned().into_pyarray(py).into_any() } else { mean.into_pyarray(py).into_any() };
         PyTuple::new(py, [mean, zero.into_bound_py_any(py)?]).map(|t| t.into_any())
     })
@@ -185,11 +170,7 @@ pub(super) fn ready_kernel_sum<'py>(
     py: Python<'py>, queries: &Bound<'py, PyAny>, x: &Bound<'py, PyAny>, values: Option<&Bound<'py, PyAny>>,
     weights: Option<&Bound<'py, PyAny>>, kernel: &str, bandwidth: f64, exclude_self: bool, algorithm: &str, n_jobs: Option<NJobs>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let (Some(k), Some(nbh)) = (radial(kernel, bandwidth), exact(algorithm)) else {
-        return Ok(py.None().into_bound(py));
-    };
-    on_ready!(py, queries, x, values, weights, F, r, {
-        let s = sums::<F>(py, &r, false, &k, bandwidth, exclude_self, nbh, n_jobs)?;
+    on_ready!(py, (queries, x, values, weights), (kernel, bandwidth, false, exclude_self, algorithm, n_jobs), r, s, {
         // The exponential is left to the caller: the checked path takes NumPy's, whose last
         // bit may differ from this platform's libm.
         let log_scale = s.log_scale.iter().any(|l| l.f64() != 0.0).then(|| s.log_scale.mapv(|l| l.f64()).into_pyarray(py).into_any());

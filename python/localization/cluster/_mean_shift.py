@@ -51,7 +51,7 @@ __all__ = ["MeanShift", "estimate_bandwidth", "get_bin_seeds", "mean_shift"]
 
 # Above this many points an unspecified `n_samples` subsamples (scikit-learn uses all points,
 # which is quadratic in n).
-_BANDWIDTH_SAMPLE = 2000
+BANDWIDTH_SAMPLE = 2000
 # algorithm="auto" switches to the grid for all-point seeding of this many low-d points.
 _GRID_AUTO_MIN = 200_000
 _GRID_MAX_DIM = _core.GRID_MAX_FEATURES
@@ -105,7 +105,7 @@ def estimate_bandwidth(X: ArrayLike, *, quantile: float = 0.3, n_samples: int | 
     n = X.shape[0]
     rng = check_random_state(random_state)
     if n_samples is None:
-        n_samples = min(n, _BANDWIDTH_SAMPLE)
+        n_samples = min(n, BANDWIDTH_SAMPLE)
     # The same draw as scikit-learn for the same seed, so both see the same subsample.
     idx = rng.permutation(n)[:n_samples]
     Xs = np.ascontiguousarray(X[idx])

@@ -21,7 +21,7 @@ from ..adaptive import is_loo
 from ..engine import BoundKernel
 from ..kernels import SPECIAL, log_normalization
 from ._common import (
-    Shards, Spec, aligned, as_dask, assemble, check_algorithm, check_features, computed, float_dtype, is_dask, sharded_kernel, task_threads,
+    Shards, Spec, aligned, as_dask, assemble, check_algorithm, check_features, computed, float_dtype, is_dask, sharded_kernel,
 )
 
 if TYPE_CHECKING:
@@ -135,7 +135,6 @@ class KernelDensity(density.KernelDensity):
     def fit(self, X: ArrayLike, y: object = None, sample_weight: ArrayLike | None = None) -> Self:
         """Keep the sample (a dask array) sharded in the workers' memory. Returns self."""
         check_algorithm(self.algorithm)
-        task_threads(self.n_jobs)
         self._shards, self._total = fit_sample(self, X, None, sample_weight)
         name = getattr(self._kernel(), "name", None)
         if not isinstance(name, str) or name in SPECIAL:
@@ -199,7 +198,6 @@ class LocalMeanRegressor(regression.LocalMeanRegressor):
     def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> Self:
         """Keep the sample (dask arrays) sharded in the workers' memory. Returns self."""
         check_algorithm(self.algorithm)
-        task_threads(self.n_jobs)
         if is_loo(self.bandwidth):  # either rule: 'loo' or 'loo_per_feature'
             raise LocalizationError("bandwidth='loo' is not available on a sharded sample; pass a number (loo_predict gives the errors)", "bandwidth")
         self._shards, _ = fit_sample(self, X, y, sample_weight)
@@ -276,7 +274,6 @@ class NearestNeighbors(neighbors.NearestNeighbors):
     @fit_context
     def fit(self, X: ArrayLike, y: object = None) -> Self:
         """Keep the sample sharded and build one index per shard on the workers. Returns self."""
-        task_threads(self.n_jobs)
         self._shards, _ = fit_sample(self, X)
         self._indexes = computed(*[delayed(_shard_index, pure=True)(xb, self.algorithm, self.leaf_size) for _, xb, _, _ in self._shards.blocks],
                                  verbose=self.verbose, desc="NearestNeighbors.fit", persist=True)

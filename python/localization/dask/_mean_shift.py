@@ -18,7 +18,7 @@ from .._base import keeps_state_on_error
 from .._sums import LocalSums, tree_reduce
 from .._validation import as_float_array, check_positive_int, fit_context, LocalizationError
 from .._progress import progress_bar
-from ..cluster._mean_shift import _BANDWIDTH_SAMPLE, bin_counts, bin_seeds
+from ..cluster._mean_shift import BANDWIDTH_SAMPLE, bin_counts, bin_seeds
 from ._common import Shards, as_dask, client, each, is_dask, put, task_threads
 from ._estimators import fit_sample
 
@@ -47,7 +47,7 @@ def estimate_bandwidth(X: ArrayLike | da.Array, *, quantile: float = 0.3, n_samp
     n = X.shape[0]
     if n == 0:
         raise LocalizationError("`X` is empty: at least one sample is required", "X")
-    s = check_positive_int(min(n, _BANDWIDTH_SAMPLE) if n_samples is None else n_samples, "n_samples")
+    s = check_positive_int(min(n, BANDWIDTH_SAMPLE) if n_samples is None else n_samples, "n_samples")
     idx = check_random_state(random_state).permutation(n)[:s]
     order = np.argsort(idx)
     rows = np.empty_like(order)
@@ -177,7 +177,6 @@ class MeanShift(cluster.MeanShift):
         """
         if self.blurring or self.fixed_kernel:
             raise LocalizationError("blurring and fixed_kernel move the whole sample at every step: not available on a Dask array", "blurring")
-        task_threads(self.n_jobs)
         shards, _ = fit_sample(self, X, None, sample_weight)
         h = self.bandwidth
         if h is None:
@@ -242,7 +241,7 @@ class MeanShift(cluster.MeanShift):
         lo, hi = np.round(shards.lo / h), np.round(shards.hi / h)
         parts = [delayed(_bins, pure=True)(xb, h, lo, hi) for _, xb, _, _ in shards.blocks]
         _, cells, counts = dask.compute(tree_reduce(parts, lambda a, b: delayed(_merge_bins, pure=True)(a, b)))[0]
-        return bin_seeds(cells, counts, h, check_positive_int(self.min_bin_freq, "min_bin_freq"), shards.n)
+        return bin_seeds(cells, counts, h, self.min_bin_freq, shards.n)
 
     def _grid(self, shards, h, res):
         """The grid's cells, counted per shard and merged; their centroids become the
@@ -254,8 +253,9 @@ class MeanShift(cluster.MeanShift):
         centroids, weights = _core.grid_centroids(cells)
         centroids = np.ascontiguousarray(centroids, dtype=shards.dtype)
         weights = np.ascontiguousarray(weights, dtype=shards.dtype)
-        order = np.argsort(cells[0], kind="stable")
-        return dict(lo=lo, hi=hi, centroids=centroids, weights=weights, sorted_keys=cells[0][order], cell_of_sorted=order)
+        keys = cells.keys
+        order = np.argsort(keys, kind="stable")
+        return dict(lo=lo, hi=hi, centroids=centroids, weights=weights, sorted_keys=keys[order], cell_of_sorted=order)
 
     # -- the climb ----------------------------------------------------------------------
 

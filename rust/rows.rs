@@ -8,6 +8,7 @@
 use crate::error::{LocalizationError, Result};
 use ndarray::{ArrayView, ArrayView2, ArrayViewMut2, Dimension, ShapeBuilder};
 use std::borrow::Cow;
+use std::ops::Range;
 
 /// The elements of `a` in row-major order: borrowed when `a` is C-contiguous, else copied.
 pub fn row_major<'a, F: Clone, D: Dimension>(a: ArrayView<'a, F, D>) -> Cow<'a, [F]> {
@@ -26,9 +27,11 @@ pub struct Rows<'a, F> {
 }
 
 impl<'a, F> Rows<'a, F> {
-    /// The rows of `a`, or an error naming `name` unless `a` is C-contiguous.
-    pub fn new(name: &'static str, a: ArrayView2<'a, F>) -> Result<Self> {
-        let (nrows, ncols) = a.dim();
+    /// The rows of `a` (the last axis is the columns: a B × T × d array gives B·T rows), or an
+    /// error naming `name` unless `a` is C-contiguous.
+    pub fn new<D: Dimension>(name: &'static str, a: ArrayView<'a, F, D>) -> Result<Self> {
+        let ncols = a.shape().last().copied().unwrap_or(1);
+        let nrows = a.shape().split_last().map_or(1, |(_, lead)| lead.iter().product());
         match a.to_slice() {
             Some(data) => Ok(Rows { data, nrows, ncols }),
             None => Err(LocalizationError::param(name, "must be C-contiguous (row-major)")),
@@ -38,6 +41,24 @@ impl<'a, F> Rows<'a, F> {
     #[inline(always)]
     pub fn row(&self, i: usize) -> &'a [F] {
         &self.data[i * self.ncols..(i + 1) * self.ncols]
+    }
+
+    /// The rows `r` of these.
+    #[inline(always)]
+    pub fn rows(&self, r: Range<usize>) -> Rows<'a, F> {
+        Rows { data: &self.data[r.start * self.ncols..r.end * self.ncols], nrows: r.len(), ncols: self.ncols }
+    }
+
+    /// Every element, row after row.
+    #[inline(always)]
+    pub fn as_slice(&self) -> &'a [F] {
+        self.data
+    }
+
+    /// The same rows as an ndarray view (for matrix products).
+    pub fn view(&self) -> ArrayView2<'a, F> {
+        // Cannot fail: `data` holds exactly nrows × ncols elements, row-major.
+        ArrayView2::from_shape((self.nrows, self.ncols), self.data).expect("nrows × ncols elements")
     }
 
     pub fn nrows(&self) -> usize {

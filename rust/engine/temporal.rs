@@ -45,6 +45,7 @@ use crate::error::{LocalizationError, Result};
 use crate::kernel::{dispatch_profile, Profile, ProfileFn};
 use crate::real::Real;
 use crate::parallel::Monitor;
+use crate::rows::Rows;
 use ndarray::{s, Array1, Array2, Array3, ArrayView2, ArrayView3, ArrayViewMut, ArrayViewMut1, ArrayViewMut2, Axis, RemoveAxis};
 use rayon::prelude::*;
 use std::marker::PhantomData;
@@ -294,7 +295,7 @@ trait Fill<F: Real>: Sync {
     /// the first columns of `tile` (row stride `BK`). Entries outside the bands of `pos` may
     /// be left as they were (the position kernel overwrites them).
     #[allow(clippy::too_many_arguments)]
-    fn fill<const LOG: bool>(&self, b: usize, pos: &Position, t: usize, t0: usize, q: ArrayView2<F>, s0: usize, k: ArrayView2<F>, tile: &mut [F]);
+    fn fill<const LOG: bool>(&self, b: usize, pos: &Position, t: usize, t0: usize, q: Rows<'_, F>, s0: usize, k: Rows<'_, F>, tile: &mut [F]);
 }
 
 /// log K = scale · q·k (always in the log domain), from the keys packed once per sequence.
@@ -304,8 +305,8 @@ struct DotFill<'a, F> {
 }
 impl<F: Real> Fill<F> for DotFill<'_, F> {
     #[inline(always)]
-    fn fill<const LOG: bool>(&self, b: usize, pos: &Position, t: usize, t0: usize, q: ArrayView2<F>, s0: usize, k: ArrayView2<F>, tile: &mut [F]) {
-        logits(q.to_slice().expect("C-contiguous queries"), &self.keys[b], self.scale, pos, t, t0..t0 + q.nrows(), s0..s0 + k.nrows(), tile);
+    fn fill<const LOG: bool>(&self, b: usize, pos: &Position, t: usize, t0: usize, q: Rows<'_, F>, s0: usize, k: Rows<'_, F>, tile: &mut [F]) {
+        logits(q.as_slice(), &self.keys[b], self.scale, pos, t, t0..t0 + q.nrows(), s0..s0 + k.nrows(), tile);
     }
 }
 
@@ -346,17 +347,17 @@ struct RadialFill<P> {
 }
 impl<F: Real, P: ProfileFn> Fill<F> for RadialFill<P> {
     #[inline(always)]
-    fn fill<const LOG: bool>(&self, _: usize, _: &Position, _: usize, _: usize, q: ArrayView2<F>, _: usize, k: ArrayView2<F>, tile: &mut [F]) {
+    fn fill<const LOG: bool>(&self, _: usize, _: &Position, _: usize, _: usize, q: Rows<'_, F>, _: usize, k: Rows<'_, F>, tile: &mut [F]) {
         let mut out = tile_view(tile, q.nrows(), k.nrows());
         // Squared distances as the engine computes them: exact differences in low dimensions,
         // the product form through a matrix multiply in high ones.
         if q.ncols() >= GEMM_MIN_DIM {
-            sq_dist_tile_gemm(q, &row_sq_norms(q), k, &row_sq_norms(k), out.view_mut());
+            let (qv, kv) = (q.view(), k.view());
+            sq_dist_tile_gemm(qv, &row_sq_norms(qv), kv, &row_sq_norms(kv), out.view_mut());
         } else {
-            for (qr, mut row) in q.rows().into_iter().zip(out.rows_mut()) {
-                let qs = qr.to_slice().expect("C-contiguous queries");
-                for (v, kr) in row.iter_mut().zip(k.rows()) {
-                    *v = sq_euclidean(qs, kr.to_slice().expect("C-contiguous keys"));
+            for (i, mut row) in out.rows_mut().into_iter().enumerate() {
+                for (j, v) in row.iter_mut().enumerate() {
+                    *v = sq_euclidean(q.row(i), k.row(j));
                 }
             }
         }
@@ -467,9 +468,10 @@ pub fn forward<F: Real>(seq: &Sequences<F>, content: &Content, pos: &Position, m
     // Values (and, for the dot product, keys) packed once per sequence: O(T·d) more memory,
     // instead of a repacking of every block pair inside a general matrix product.
     let values = if p > 0 { pack(seq.v.view(), true)? } else { Vec::new() };
+    let rows = (Rows::new("Q", seq.q.view())?, Rows::new("K", seq.k.view())?);
     macro_rules! go {
         ($fill:expr, $C:ty) => {{
-            let cx = Fwd { seq: seq.view(), pos, fill: $fill, values: &values };
+            let cx = Fwd { seq: seq.view(), q: rows.0, k: rows.1, pos, fill: $fill, values: &values };
             if log {
                 run_items(items, mon, |blk| forward_block::<F, $C, true>(&cx, blk))?;
             } else {
@@ -492,6 +494,9 @@ pub fn forward<F: Real>(seq: &Sequences<F>, content: &Content, pos: &Position, m
 
 struct Fwd<'a, 'p, F, C> {
     seq: Sequences<'a, F>,
+    /// The queries and keys of every sequence, B·T rows each.
+    q: Rows<'a, F>,
+    k: Rows<'a, F>,
     pos: &'a Position<'p>,
     fill: C,
     /// Vᵀ of each sequence in panels (none when p = 0).
@@ -539,10 +544,9 @@ unsafe fn forward_block_avx2<F: Real, C: Fill<F>, const LOG: bool>(cx: &Fwd<'_, 
 #[inline(always)]
 fn forward_block_with<F: Real, C: Fill<F>, const LOG: bool, const FMA: bool>(cx: &Fwd<'_, '_, F, C>, blk: Block<F>) {
     let Block { b, t0, mut out, mut lse } = blk;
-    let (q_all, k_all) = (cx.seq.q.index_axis(Axis(0), b), cx.seq.k.index_axis(Axis(0), b));
-    let (t, p) = (q_all.nrows(), out.ncols());
+    let (t, p) = (cx.seq.q.dim().1, out.ncols());
     let (nq, t1) = (out.nrows(), t0 + out.nrows());
-    let q = q_all.slice(s![t0..t1, ..]);
+    let q = cx.q.rows(b * t + t0..b * t + t1);
     let mut accs: Vec<Acc> = (0..nq).map(|_| Acc::new(p, None, LOG)).collect();
     let mut tile = vec![F::zero(); nq * BK];
     let ldv = cx.values.get(b).map_or(0, |v| v.padded_rows());
@@ -553,7 +557,7 @@ fn forward_block_with<F: Real, C: Fill<F>, const LOG: bool, const FMA: bool>(cx:
         if cx.pos.masked_out(b, t0, t1, s0, s1) {
             continue;
         }
-        cx.fill.fill::<LOG>(b, cx.pos, t, t0, q, s0, k_all.slice(s![s0..s1, ..]), &mut tile);
+        cx.fill.fill::<LOG>(b, cx.pos, t, t0, q, s0, cx.k.rows(b * t + s0..b * t + s1), &mut tile);
         cx.pos.apply::<F, LOG>(&mut tile, nq, s1 - s0, b, t0, s0);
         let mut any = false;
         for (acc, row) in accs.iter_mut().zip(tile.chunks_exact_mut(BK)) {
@@ -648,7 +652,11 @@ fn backward_with<F: Real>(
         }
     });
     let (keys, values) = (pack(seq.k.view(), false)?, if p > 0 { pack(seq.v.view(), false)? } else { Vec::new() });
-    let cx = Bwd { seq: seq.view(), pos, scale: F::of(scale), d_out: d_out.view(), lse: lse.view(), delta: &delta, keys: &keys, values: &values };
+    let rows = (Rows::new("Q", seq.q.view())?, Rows::new("grad_output", d_out.view())?);
+    let cx = Bwd {
+        seq: seq.view(), q: rows.0, pos, scale: F::of(scale), d_out: d_out.view(), d_out_rows: rows.1, lse: lse.view(), delta: &delta, keys: &keys,
+        values: &values,
+    };
     let mut g = Gradients { dq: Array3::zeros((b, t, d)), dk: Array3::zeros((b, t, d)), dv: Array3::zeros((b, t, p)), d_decay: None };
     // The decay's gradient of each key block of each sequence, summed in block order at the end.
     let mut partials = Array2::<f64>::zeros((b, t.div_ceil(BK)));
@@ -719,9 +727,13 @@ fn backward_with<F: Real>(
 
 struct Bwd<'a, 'p, F> {
     seq: Sequences<'a, F>,
+    /// The queries of every sequence, B·T rows.
+    q: Rows<'a, F>,
     pos: &'a Position<'p>,
     scale: F,
     d_out: ArrayView3<'a, F>,
+    /// `d_out`'s B·T rows.
+    d_out_rows: Rows<'a, F>,
     lse: ArrayView2<'a, F>,
     delta: &'a Array2<f64>,
     /// K and V of each sequence in panels (for S = QKᵀ and dP = dO Vᵀ; V's empty when p = 0).
@@ -774,7 +786,7 @@ fn grad_tile<F: Real, const FMA: bool>(cx: &Bwd<'_, '_, F>, b: usize, t0: usize,
         return None;
     }
     let (t, d, pw) = (cx.seq.q.dim().1, cx.seq.q.dim().2, cx.seq.v.dim().2);
-    let q = cx.seq.q.index_axis(Axis(0), b).to_slice().expect("C-contiguous queries");
+    let q = cx.q.rows(b * t..(b + 1) * t).as_slice();
     logits(&q[t0 * d..], &cx.keys[b], cx.scale, cx.pos, t, t0..t1, s0..s1, &mut sc.p);
     cx.pos.apply::<F, true>(&mut sc.p, nq, nk, b, t0, s0);
     let mut any = false;
@@ -792,7 +804,7 @@ fn grad_tile<F: Real, const FMA: bool>(cx: &Bwd<'_, '_, F>, b: usize, t0: usize,
         return None;
     }
     if pw > 0 {
-        let d_out = cx.d_out.index_axis(Axis(0), b).to_slice().expect("C-contiguous gradients");
+        let d_out = cx.d_out_rows.rows(b * t..(b + 1) * t).as_slice();
         logits(&d_out[t0 * pw..], &cx.values[b], F::one(), cx.pos, t, t0..t1, s0..s1, &mut sc.ds);
     }
     // dS within each row's band (dP was not computed outside it), zero elsewhere.

@@ -3,7 +3,8 @@
 
 use crate::engine::Neighborhood;
 use crate::error::LocalizationError;
-use numpy::{Element, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
+use ndarray::Dimension;
+use numpy::{Element, PyReadonlyArray, PyReadonlyArray1, PyReadonlyArray2, PyReadonlyArray3, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyKeyboardInterrupt, PyMemoryError, PyRuntimeError};
 use pyo3::prelude::*;
 
@@ -55,11 +56,10 @@ pub(crate) fn indices2(a: &Bound<'_, PyAny>, name: &str) -> PyResult<(Vec<usize>
     Ok((out.ok_or_else(|| value_error(name, format!("`{name}` has negative entries")))?, k))
 }
 
-/// Borrow a 2-D array of a given float type, refusing non-contiguous memory.
-pub(crate) fn view2<'py, F: Element>(obj: &Bound<'py, PyAny>, name: &str) -> PyResult<PyReadonlyArray2<'py, F>> {
-    let a: PyReadonlyArray2<'py, F> = obj
-        .extract()
-        .map_err(|_| type_error(name, format!("`{name}` must be a 2-D float array with the same dtype as X")))?;
+/// Borrow an array of D dimensions and float type F (`what` words the expected kind in the
+/// error), refusing non-contiguous memory.
+fn view<'py, F: Element, D: Dimension>(obj: &Bound<'py, PyAny>, name: &str, what: &str) -> PyResult<PyReadonlyArray<'py, F, D>> {
+    let a: PyReadonlyArray<'py, F, D> = obj.extract().map_err(|_| type_error(name, format!("`{name}` must be {what}")))?;
     if !a.is_c_contiguous() {
         return Err(value_error(name, format!("`{name}` must be C-contiguous")));
     }
@@ -67,13 +67,15 @@ pub(crate) fn view2<'py, F: Element>(obj: &Bound<'py, PyAny>, name: &str) -> PyR
 }
 
 pub(crate) fn view1<'py, F: Element>(obj: &Bound<'py, PyAny>, name: &str) -> PyResult<PyReadonlyArray1<'py, F>> {
-    let a: PyReadonlyArray1<'py, F> = obj
-        .extract()
-        .map_err(|_| type_error(name, format!("`{name}` must be a 1-D float array with the same dtype as X")))?;
-    if !a.is_c_contiguous() {
-        return Err(value_error(name, format!("`{name}` must be C-contiguous")));
-    }
-    Ok(a)
+    view(obj, name, "a 1-D float array with the same dtype as X")
+}
+
+pub(crate) fn view2<'py, F: Element>(obj: &Bound<'py, PyAny>, name: &str) -> PyResult<PyReadonlyArray2<'py, F>> {
+    view(obj, name, "a 2-D float array with the same dtype as X")
+}
+
+pub(crate) fn view3<'py, F: Element>(obj: &Bound<'py, PyAny>, name: &str) -> PyResult<PyReadonlyArray3<'py, F>> {
+    view(obj, name, "a 3-D float32 or float64 array")
 }
 
 pub(crate) fn is_f32(x: &Bound<'_, PyAny>) -> PyResult<bool> {

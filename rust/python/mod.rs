@@ -2,7 +2,9 @@
 //!
 //! One file per part of the core: `convert` (errors, array views, the f32/f64 dispatch),
 //! `kernel` (`KernelSpec`, the kernel argument of the engine's bindings), `engine`,
-//! `neighbors`, and one per method family. Every array entry
+//! `reference`, `ready`, `binned`, `neighbors`, and one per file or folder of
+//! `rust/algorithms/`: `mean_shift`, `modes` (MedoidShift, QuickShift and their forests),
+//! `image`, `embedding`, `sequence` (the temporal kernels of `engine/temporal.rs`). Every array entry
 //! point is generic over f32/f64; the Python layer guarantees all arrays of one call share a
 //! dtype and are C-contiguous, and the bindings check it again. Native work goes through
 //! `runtime::run` (threads, Ctrl-C, progress).
@@ -12,11 +14,11 @@
 mod convert;
 
 mod binned;
-mod cluster;
-mod denoise;
 mod embedding;
 mod engine;
+mod image;
 mod kernel;
+mod mean_shift;
 mod modes;
 mod neighbors;
 mod ready;
@@ -25,7 +27,7 @@ mod runtime;
 mod sequence;
 
 // The helpers of `convert` under their short paths, for the family files.
-pub(crate) use convert::{indices2, internal, is_f32, state_error, type_error, value_error, view1, view2};
+pub(crate) use convert::{indices2, internal, is_f32, state_error, type_error, value_error, view1, view2, view3};
 pub(crate) use engine::PySums;
 
 use pyo3::prelude::*;
@@ -39,9 +41,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     neighbors::register(m)?;
     m.add_class::<reference::PyReference>()?;
     binned::register(m)?;
-    cluster::register(m)?;
+    mean_shift::register(m)?;
     modes::register(m)?;
-    denoise::register(m)?;
+    image::register(m)?;
     embedding::register(m)?;
     sequence::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

@@ -3,13 +3,12 @@
 //! broadcasts per-head decays and masks; this converts, releases the GIL, runs the engine on
 //! the chosen pool and maps errors. No math here.
 
-use super::denoise::view3;
 use super::runtime::{run, NJobs};
 use crate::engine::temporal::{self, Content, Mask, Position, Sequences};
 use crate::kernel::Profile;
 use crate::real::Real;
 use numpy::{dtype, Element, IntoPyArray, PyArrayDescrMethods, PyReadonlyArray1, PyReadonlyArray2, PyReadonlyArray3, PyUntypedArray, PyUntypedArrayMethods};
-use super::{type_error, value_error};
+use super::{type_error, value_error, view3};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 

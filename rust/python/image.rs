@@ -5,19 +5,9 @@
 use super::runtime::{run, NJobs};
 use crate::algorithms::image::{self, RangeWeight};
 use crate::real::Real;
-use numpy::{Element, IntoPyArray, PyReadonlyArray1, PyReadonlyArray2, PyReadonlyArray3, PyUntypedArrayMethods};
-use super::{type_error, value_error};
+use numpy::{Element, IntoPyArray, PyReadonlyArray1, PyReadonlyArray2, PyReadonlyArray3};
+use super::{type_error, value_error, view3};
 use pyo3::prelude::*;
-
-pub(super) fn view3<'py, F: Element>(obj: &Bound<'py, PyAny>, name: &str) -> PyResult<PyReadonlyArray3<'py, F>> {
-    let a: PyReadonlyArray3<'py, F> = obj
-        .extract()
-        .map_err(|_| type_error(name, format!("`{name}` must be a 3-D float32 or float64 array")))?;
-    if !a.is_c_contiguous() {
-        return Err(value_error(name, format!("`{name}` must be C-contiguous")));
-    }
-    Ok(a)
-}
 
 fn table<'py, F: Element>(obj: &Bound<'py, PyAny>, name: &str) -> PyResult<PyReadonlyArray2<'py, F>> {
     let a: PyReadonlyArray2<'py, F> = obj

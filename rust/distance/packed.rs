@@ -207,6 +207,22 @@ fn micro<F: Real, const FMA: bool, const NR: usize>(a: impl Iterator<Item = [F; 
     acc
 }
 
+/// `micro` over two panels at once (`b0`, `b1`: the same features of two panels): twice the
+/// accumulators per row of A for the same broadcasts, each output the same multiply-adds.
+#[inline(always)]
+fn micro2<F: Real, const FMA: bool, const NR: usize>(a: impl Iterator<Item = [F; MR]>, b0: &[F], b1: &[F]) -> [[[F; NR]; MR]; 2] {
+    let mut acc = [[[F::zero(); NR]; MR]; 2];
+    for ((ak, bk0), bk1) in a.zip(b0.chunks_exact(NR)).zip(b1.chunks_exact(NR)) {
+        for i in 0..MR {
+            for j in 0..NR {
+                acc[0][i][j] = madd::<F, FMA>(ak[i], bk0[j], acc[0][i][j]);
+                acc[1][i][j] = madd::<F, FMA>(ak[i], bk1[j], acc[1][i][j]);
+            }
+        }
+    }
+    acc
+}
+
 /// Where element (i, k) of the left operand of [`products`] sits in its slice.
 #[derive(Copy, Clone, Debug)]
 pub enum Layout {
@@ -238,7 +254,7 @@ pub fn products<F: Real>(a: &[F], layout: Layout, rows: usize, x: &Panels<F>, pa
             return unsafe { products_avx2(a, layout, rows, x, panels, ks, alpha, out, ldc) };
         }
     }
-    products_with::<F, false>(a, layout, rows, x, panels, ks, alpha, out, ldc)
+    products_with::<F, false, false>(a, layout, rows, x, panels, ks, alpha, out, ldc)
 }
 
 /// With AVX-512 a panel row (64 bytes) is one register, its multiply-adds one instruction per
@@ -253,30 +269,32 @@ pub fn products<F: Real>(a: &[F], layout: Layout, rows: usize, x: &Panels<F>, pa
 #[target_feature(enable = "avx2,fma,avx512f")]
 #[allow(clippy::too_many_arguments)]
 unsafe fn products_avx512<F: Real>(a: &[F], layout: Layout, rows: usize, x: &Panels<F>, panels: Range<usize>, ks: Range<usize>, alpha: F, out: &mut [F], ldc: usize) {
-    products_with::<F, true>(a, layout, rows, x, panels, ks, alpha, out, ldc)
+    products_with::<F, true, true>(a, layout, rows, x, panels, ks, alpha, out, ldc)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 #[allow(clippy::too_many_arguments)]
 unsafe fn products_avx2<F: Real>(a: &[F], layout: Layout, rows: usize, x: &Panels<F>, panels: Range<usize>, ks: Range<usize>, alpha: F, out: &mut [F], ldc: usize) {
-    products_with::<F, true>(a, layout, rows, x, panels, ks, alpha, out, ldc)
+    products_with::<F, true, false>(a, layout, rows, x, panels, ks, alpha, out, ldc)
 }
 
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-fn products_with<F: Real, const FMA: bool>(a: &[F], layout: Layout, rows: usize, x: &Panels<F>, panels: Range<usize>, ks: Range<usize>, alpha: F, out: &mut [F], ldc: usize) {
+fn products_with<F: Real, const FMA: bool, const PAIRS: bool>(
+    a: &[F], layout: Layout, rows: usize, x: &Panels<F>, panels: Range<usize>, ks: Range<usize>, alpha: F, out: &mut [F], ldc: usize,
+) {
     match (std::mem::size_of::<F>() == 4, layout) {
-        (true, Layout::Rows(s)) => products_nr::<F, FMA, 16, false>(a, s, rows, x, panels, ks, alpha, out, ldc),
-        (true, Layout::Columns(s)) => products_nr::<F, FMA, 16, true>(a, s, rows, x, panels, ks, alpha, out, ldc),
-        (false, Layout::Rows(s)) => products_nr::<F, FMA, 8, false>(a, s, rows, x, panels, ks, alpha, out, ldc),
-        (false, Layout::Columns(s)) => products_nr::<F, FMA, 8, true>(a, s, rows, x, panels, ks, alpha, out, ldc),
+        (true, Layout::Rows(s)) => products_nr::<F, FMA, PAIRS, 16, false>(a, s, rows, x, panels, ks, alpha, out, ldc),
+        (true, Layout::Columns(s)) => products_nr::<F, FMA, PAIRS, 16, true>(a, s, rows, x, panels, ks, alpha, out, ldc),
+        (false, Layout::Rows(s)) => products_nr::<F, FMA, PAIRS, 8, false>(a, s, rows, x, panels, ks, alpha, out, ldc),
+        (false, Layout::Columns(s)) => products_nr::<F, FMA, PAIRS, 8, true>(a, s, rows, x, panels, ks, alpha, out, ldc),
     }
 }
 
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-fn products_nr<F: Real, const FMA: bool, const NR: usize, const COLUMNS: bool>(
+fn products_nr<F: Real, const FMA: bool, const PAIRS: bool, const NR: usize, const COLUMNS: bool>(
     a: &[F], stride: usize, rows: usize, x: &Panels<F>, panels: Range<usize>, ks: Range<usize>, alpha: F, out: &mut [F], ldc: usize,
 ) {
     let (d, kn) = (x.dim, ks.len());
@@ -293,15 +311,27 @@ fn products_nr<F: Real, const FMA: bool, const NR: usize, const COLUMNS: bool>(
         // A partial last group repeats its last row (its results are not stored).
         let n = MR.min(rows - g);
         let at: [usize; MR] = std::array::from_fn(|i| off(g + i.min(n - 1)));
-        for (jp, p) in panels.clone().enumerate() {
-            let b = &x.data[(p * d + ks.start) * NR..(p * d + ks.end) * NR];
-            // SAFETY: at[i] ≤ off(rows − 1) and k < kn, so every index is at most the one
-            // asserted to lie in `a` above.
-            let acc = micro::<F, FMA, NR>((0..kn).map(|k| std::array::from_fn(|i| unsafe { *a.get_unchecked(at[i] + k * step) })), b);
+        // SAFETY: at[i] ≤ off(rows − 1) and k < kn, so every index is at most the one
+        // asserted to lie in `a` above.
+        let column = |k: usize| std::array::from_fn(|i| unsafe { *a.get_unchecked(at[i] + k * step) });
+        let slice = |p: usize| &x.data[(p * d + ks.start) * NR..(p * d + ks.end) * NR];
+        let mut store = |jp: usize, acc: &[[F; NR]; MR]| {
             for (i, acc) in acc.iter().enumerate().take(n) {
                 let row = &mut out[(g + i) * ldc + jp * NR..][..NR];
                 row.iter_mut().zip(acc).for_each(|(o, &s)| *o = alpha * s);
             }
+        };
+        let mut p = panels.start;
+        // With 32 vector registers (AVX-512), two panels at a time: twelve accumulators in
+        // flight instead of six keep both FMA pipes of a core busy.
+        while PAIRS && p + 2 <= panels.end {
+            let [acc0, acc1] = micro2::<F, FMA, NR>((0..kn).map(column), slice(p), slice(p + 1));
+            store(p - panels.start, &acc0);
+            store(p + 1 - panels.start, &acc1);
+            p += 2;
+        }
+        for p in p..panels.end {
+            store(p - panels.start, &micro::<F, FMA, NR>((0..kn).map(column), slice(p)));
         }
     }
 }

@@ -225,6 +225,17 @@ def test_identity6_with_masks_attention_is_a_dot_kernel_local_mean():
     # without positions, the engine's dot-kernel local mean is the same operation
     full = local_mean(X, X, V, kernel=Kernel("dot", temperature=np.sqrt(d)))
     np.testing.assert_allclose(attention(X, X, V), full, atol=1e-12)
+    # with projections, self-attention attention(XW_q, XW_k, XW_v) is the temporal self-local
+    # mean of the values XW_v under K(x_t, x_s) = exp(x_t W_q · x_s W_k / √d), each step over
+    # the positions its mask allows: one engine local mean per step
+    Wq, Wk, Wv = rng.normal(size=(3, d, d)) / np.sqrt(d)
+    got = attention(X @ Wq, X @ Wk, X @ Wv, mask="causal", window=12)
+    dot = Kernel("dot", temperature=np.sqrt(d))
+    for t in range(T):
+        seen = np.flatnonzero(M[t])
+        np.testing.assert_allclose(got[t], local_mean((X @ Wq)[t : t + 1], (X @ Wk)[seen], (X @ Wv)[seen], kernel=dot)[0], atol=1e-12)
+    est = TemporalLocalMean(position="causal", window=12, W_q=Wq, W_k=Wk, W_v=Wv, W_o=np.eye(d)).fit(X)
+    np.testing.assert_allclose(est.transform(X), got, atol=1e-12)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -599,3 +610,36 @@ def test_docstring_examples_run():
     for module in (sequence, language):
         result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
         assert result.failed == 0 and result.attempted > 0, module.__name__
+
+
+def test_scores_that_could_overflow_are_refused_not_returned_as_zeros():
+    """Finite inputs whose scores scale·q·k overflow the float type would reach the engine as
+    ±inf (a silent all-zero output); they are refused, naming Q, in every entry point."""
+    rng = np.random.default_rng(31)
+    Q, K, V = rng.normal(size=(3, 2, 20, 64)).astype(np.float32)
+    big = (3e18 * Q, 3e18 * K)
+    for call in (
+        lambda: attention(*big, V, mask="causal"),
+        lambda: attention_backward(np.ones_like(V), *big, V, mask="causal"),
+        lambda: temporal_local_mean(3e18 * Q, V, kernel="dot", position="causal"),
+    ):
+        with pytest.raises(ValueError, match="overflow") as e:
+            call()
+        assert e.value.parameter == "Q"
+    # the same values in float64 are fine, and agree with the dense definition
+    Q64, K64 = (3e18 * Q).astype(np.float64), (3e18 * K).astype(np.float64)
+    out = attention(Q64, K64, V.astype(np.float64), mask="causal", scale=1e-36)
+    np.testing.assert_allclose(out, dense_attention(Q64, K64, V.astype(np.float64), mask="causal", scale=1e-36)[0], atol=1e-12)
+    with pytest.raises(TypeError, match="scale"):
+        attention(Q, K, V, scale="a")
+
+
+def test_estimator_steps_of_zero_weight_are_nan_with_a_warning():
+    """A compact radial kernel with different query and key projections can leave a step with
+    no weight: NaN and a warning, as temporal_local_mean gives, not a silent 0."""
+    X = np.array([[0.0, 0.0], [2.0, 0.0], [0.0, 5.0], [2.0, 2.0]])
+    Wq, Wk = np.eye(2), 10 * np.eye(2)
+    est = TemporalLocalMean(kernel="tophat", bandwidth=1.0, position="causal", W_q=Wq, W_k=Wk, W_v=np.eye(2), W_o=np.eye(2)).fit(X)
+    with pytest.warns(LocalizationWarning, match="zero total"):
+        Y = est.transform(X)
+    assert np.isnan(Y[1]).all() and np.isfinite(Y[0]).all()

@@ -387,7 +387,7 @@ class ExperimentResult:
 
 
 def oliver_twist_experiment(
-    path=None, *, vocab_size=2000, context=128, n_heads=4, rank=16, value_rank=16, d_model=64, epochs=8,
+    path=None, *, vocab_size=2000, context=128, n_heads=4, rank=16, value_rank=16, d_model=64, epochs=6,
     batch_size=32, learning_rate=0.01, max_words=None, random_state=0, progress=False, n_jobs=None,
 ):
     """Experiment 5: learn query/key/value kernels and a position kernel from *Oliver Twist*.

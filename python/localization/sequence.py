@@ -165,9 +165,40 @@ def _position(mask, window, decay, lead, T, exclude_self=False):
 def _scale(scale, d):
     if scale is None:
         return 1.0 / np.sqrt(d)
-    if isinstance(scale, (bool, np.bool_)) or not isinstance(scale, numbers.Real) or not math.isfinite(scale):
+    if isinstance(scale, (bool, np.bool_)) or not isinstance(scale, numbers.Real):
+        raise LocalizationTypeError(f"`scale` must be a finite number (None: 1/sqrt(d)), got {scale!r}", "scale")
+    if not math.isfinite(scale):
         raise LocalizationError(f"`scale` must be a finite number (None: 1/sqrt(d)), got {scale!r}", "scale")
     return float(scale)
+
+
+def _check_scores(Q, K, scale):
+    """Refuse dot-product scores scale·q·k that could overflow the float type: the engine would
+    see ±inf and return a wrong answer. A bound by |q·k| ≤ d·max|q|·max|k| (two reductions per
+    array, no copy); it refuses only inputs of order 1e18 in float32 (1e153 in float64)."""
+    if Q.size and K.size:
+        peak = lambda A: max(float(A.max()), -float(A.min()))  # noqa: E731
+        if not Q.shape[-1] * peak(Q) * peak(K) * abs(scale) < float(np.finfo(Q.dtype).max):
+            raise LocalizationError(
+                f"the scores scale·q·k can overflow {Q.dtype} (|Q| up to {peak(Q):.3g}, |K| up to {peak(K):.3g}, "
+                f"d = {Q.shape[-1]}, scale = {scale:.3g}): rescale Q or K, or pass float64 arrays", "Q")
+
+
+def _forward(Q, K, V, content, kw, n_jobs):
+    """The native forward pass on (B, T, ·) arrays: (out, lse)."""
+    if content["kernel"] == "dot":
+        _check_scores(Q, K, content["scale"])
+    return _core.temporal_forward(Q, K, V, n_jobs=n_jobs, **content, **kw)
+
+
+def _nan_where_empty(out, lse, what):
+    """Steps of zero total weight (lse = −inf) become NaN, with a warning: a radial kernel's
+    local mean is undefined there."""
+    empty = np.isneginf(lse.reshape(-1))
+    if empty.any():
+        out.reshape(-1, out.shape[-1])[empty] = np.nan
+        warn_zero_weight(empty, what)
+    return out
 
 
 def _flat(A):
@@ -212,7 +243,8 @@ def attention(Q: ArrayLike, K: ArrayLike, V: ArrayLike, *, mask: str | ArrayLike
         Relative position kernel ``exp(−decay·|t − s|)`` (ALiBi's linear bias), decay ≥ 0; an
         array broadcasts over the leading axes, e.g. shape (n_heads,) for one slope per head.
     scale : float, optional
-        Default 1/√d.
+        Default 1/√d. Inputs whose scores scale·q·k could overflow the float type (|q| and
+        |k| of order 1e18 in float32) raise a ``LocalizationError`` naming ``Q``.
     return_lse : bool, default=False
         Also return the log-normalisers L_t = log Σ_s K(t, s), which
         :func:`attention_backward` takes to skip recomputing the forward pass.
@@ -246,7 +278,7 @@ def attention(Q: ArrayLike, K: ArrayLike, V: ArrayLike, *, mask: str | ArrayLike
     Q, K, V = _qkv(Q, K, V)
     lead, T = Q.shape[:-2], Q.shape[-2]
     kw, _ = _position(mask, window, decay, lead, T)
-    out, lse = _core.temporal_forward(_flat(Q), _flat(K), _flat(V), kernel="dot", scale=_scale(scale, Q.shape[-1]), n_jobs=n_jobs, **kw)
+    out, lse = _forward(_flat(Q), _flat(K), _flat(V), dict(kernel="dot", scale=_scale(scale, Q.shape[-1])), kw, n_jobs)
     out = out.reshape(lead + out.shape[-2:])
     return (out, lse.reshape(lead + (T,))) if return_lse else out
 
@@ -308,7 +340,7 @@ def attention_backward(grad_output: ArrayLike, Q: ArrayLike, K: ArrayLike, V: Ar
     if G.shape != V.shape:
         raise LocalizationError(f"`grad_output` has shape {G.shape}, but the output of attention has shape {V.shape}", "grad_output")
     if out is None or lse is None:
-        o, ls = _core.temporal_forward(_flat(Q), _flat(K), _flat(V), kernel="dot", scale=sc, n_jobs=n_jobs, **kw)
+        o, ls = _forward(_flat(Q), _flat(K), _flat(V), dict(kernel="dot", scale=sc), kw, n_jobs)
     else:
         o = _sequence_array(out, "out", dtype=Q.dtype)
         if o.shape != V.shape:
@@ -319,6 +351,7 @@ def attention_backward(grad_output: ArrayLike, Q: ArrayLike, K: ArrayLike, V: Ar
         if np.any(np.isnan(ls)) or np.any(ls == np.inf):
             raise LocalizationError("`lse` contains NaN or +inf: pass the log-normalisers returned by attention(..., return_lse=True)", "lse")
         o, ls = _flat(o), ls.reshape(-1, T)
+    _check_scores(Q, K, sc)
     dq, dk, dv, dl = _core.attention_backward(_flat(Q), _flat(K), _flat(V), o, ls, _flat(G), scale=sc, n_jobs=n_jobs, **kw)
     d_decay = None
     if decay_shape is not None:
@@ -413,13 +446,8 @@ def temporal_local_mean(
     kw, _ = _position(mask, window, decay, lead, T, exclude_self)
     kw["causal"] = position == "causal"
     content, Xs = _content(kernel, bandwidth, X)
-    out, lse = _core.temporal_forward(_flat(Xs), _flat(Xs), _flat(V), n_jobs=n_jobs, **content, **kw)
-    empty = np.isneginf(lse.reshape(-1))
-    if empty.any():
-        out = out.reshape(-1, out.shape[-1])
-        out[empty] = np.nan
-        warn_zero_weight(empty, "temporal local mean")
-    return out.reshape(lead + (T, V.shape[-1]))
+    out, lse = _forward(_flat(Xs), _flat(Xs), _flat(V), content, kw, n_jobs)
+    return _nan_where_empty(out, lse, "temporal local mean").reshape(lead + (T, V.shape[-1]))
 
 
 # --------------------------------------------------------------------------------------------
@@ -454,7 +482,11 @@ def _attend(q, k, v, n_heads, kernel, bandwidth, pos, n_jobs):
         content = dict(kernel="dot", scale=1.0 / math.sqrt(Q.shape[-1]))
     else:
         content = dict(kernel=kernel, bandwidth=float(bandwidth))
-    out, lse = _core.temporal_forward(_flat(Q), _flat(K), _flat(V), n_jobs=n_jobs, **content, **kw)
+    out, lse = _forward(_flat(Q), _flat(K), _flat(V), content, kw, n_jobs)
+    if kernel != "dot":
+        # The dot product's empty steps (only `exclude_self` at t = 0 makes them) stay 0, the
+        # fused-attention convention the training relies on.
+        out = _nan_where_empty(out, lse, "temporal local mean")
     return merge_heads(out.reshape(lead + out.shape[-2:])), lse.reshape(lead + (T,))
 
 

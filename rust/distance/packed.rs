@@ -315,24 +315,28 @@ fn products_nr<F: Real, const FMA: bool, const PAIRS: bool, const NR: usize, con
         // asserted to lie in `a` above.
         let column = |k: usize| std::array::from_fn(|i| unsafe { *a.get_unchecked(at[i] + k * step) });
         let slice = |p: usize| &x.data[(p * d + ks.start) * NR..(p * d + ks.end) * NR];
-        let mut store = |jp: usize, acc: &[[F; NR]; MR]| {
-            for (i, acc) in acc.iter().enumerate().take(n) {
-                let row = &mut out[(g + i) * ldc + jp * NR..][..NR];
-                row.iter_mut().zip(acc).for_each(|(o, &s)| *o = alpha * s);
-            }
-        };
         let mut p = panels.start;
         // With 32 vector registers (AVX-512), two panels at a time: twelve accumulators in
         // flight instead of six keep both FMA pipes of a core busy.
         while PAIRS && p + 2 <= panels.end {
             let [acc0, acc1] = micro2::<F, FMA, NR>((0..kn).map(column), slice(p), slice(p + 1));
-            store(p - panels.start, &acc0);
-            store(p + 1 - panels.start, &acc1);
+            store(out, g * ldc + (p - panels.start) * NR, ldc, n, alpha, &acc0);
+            store(out, g * ldc + (p + 1 - panels.start) * NR, ldc, n, alpha, &acc1);
             p += 2;
         }
         for p in p..panels.end {
-            store(p - panels.start, &micro::<F, FMA, NR>((0..kn).map(column), slice(p)));
+            store(out, g * ldc + (p - panels.start) * NR, ldc, n, alpha, &micro::<F, FMA, NR>((0..kn).map(column), slice(p)));
         }
+    }
+}
+
+/// out[at + i · ldc + j] = alpha · acc[i][j] for the first `n` rows (a function, not a closure,
+/// so that it is inlined into the caller's target features and vectorised).
+#[inline(always)]
+fn store<F: Real, const NR: usize>(out: &mut [F], at: usize, ldc: usize, n: usize, alpha: F, acc: &[[F; NR]; MR]) {
+    for (i, acc) in acc.iter().enumerate().take(n) {
+        let row = &mut out[at + i * ldc..][..NR];
+        row.iter_mut().zip(acc).for_each(|(o, &s)| *o = alpha * s);
     }
 }
 

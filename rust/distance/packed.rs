@@ -259,12 +259,13 @@ pub fn products<F: Real>(a: &[F], layout: Layout, rows: usize, x: &Panels<F>, pa
 
 /// With AVX-512 a panel row (64 bytes) is one register, its multiply-adds one instruction per
 /// row of A with the row's element broadcast from memory: half the instructions of the AVX2
-/// kernel (attention's products 1.3× faster on an AVX-512 Xeon). Each output is the same
-/// sequence of multiply-adds over k, so the bits do not change. (Tried and not kept: twelve
-/// rows of A, to keep as many accumulators in flight as the AVX2 kernel's two registers per
-/// row — in generic code LLVM vectorised across the rows with gathers and scatters of the
-/// accumulators, 30× slower; in intrinsics on a k-major copy of the rows, 1.5× slower on the
-/// AVX-512 Xeon measured.)
+/// kernel (attention's products 1.3× faster on an AVX-512 Xeon). Two panels per pass keep
+/// twelve accumulators in flight, as the AVX2 kernel's two registers per row do (attention's
+/// forward 1.12× faster on a Sapphire Rapids core, which has two 512-bit FMA pipes). Each
+/// output is the same sequence of multiply-adds over k, so the bits do not change. (Tried and
+/// not kept: twelve rows of A instead — in generic code LLVM vectorised across the rows with
+/// gathers and scatters of the accumulators, 30× slower; in intrinsics on a k-major copy of
+/// the rows, 1.5× slower on an earlier AVX-512 Xeon.)
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma,avx512f")]
 #[allow(clippy::too_many_arguments)]

@@ -279,11 +279,35 @@ impl Sampling {
     }
 }
 
+/// Σ (a − b)² accumulated in f64. Eight interleaved partial sums let long rows vectorise: as
+/// a scalar loop, the sampling's distances in 784 dimensions took a quarter of a fit.
 fn sq_dist<F: Real>(a: &[F], b: &[F]) -> f64 {
-    a.iter().zip(b).map(|(x, y)| {
-        let t = x.f64() - y.f64();
-        t * t
-    }).sum()
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2.
+        return unsafe { sq_dist_avx2(a, b) };
+    }
+    sq_dist_with(a, b)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn sq_dist_avx2<F: Real>(a: &[F], b: &[F]) -> f64 {
+    sq_dist_with(a, b)
+}
+
+#[inline(always)]
+fn sq_dist_with<F: Real>(a: &[F], b: &[F]) -> f64 {
+    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let tail: f64 = ca.remainder().iter().zip(cb.remainder()).map(|(x, y)| (x.f64() - y.f64()) * (x.f64() - y.f64())).sum();
+    let mut acc = [0.0f64; 8];
+    for (x, y) in ca.zip(cb) {
+        for l in 0..8 {
+            let t = x[l].f64() - y[l].f64();
+            acc[l] += t * t;
+        }
+    }
+    acc.iter().sum::<f64>() + tail
 }
 
 /// TriMap's triplets and weights from the data `x` and its nearest neighbours.

@@ -243,8 +243,8 @@ def attention(Q: ArrayLike, K: ArrayLike, V: ArrayLike, *, mask: str | ArrayLike
         Relative position kernel ``exp(−decay·|t − s|)`` (ALiBi's linear bias), decay ≥ 0; an
         array broadcasts over the leading axes, e.g. shape (n_heads,) for one slope per head.
     scale : float, optional
-        Default 1/√d. Inputs whose scores scale·q·k could overflow the float type (|q| and
-        |k| of order 1e18 in float32) raise a ``LocalizationError`` naming ``Q``.
+        Default 1/√d. Inputs whose scores scale·q·k could overflow the float type (entries of
+        Q and K of order 1e18 in float32) raise a ``LocalizationError`` naming ``Q``.
     return_lse : bool, default=False
         Also return the log-normalisers L_t = log Σ_s K(t, s), which
         :func:`attention_backward` takes to skip recomputing the forward pass.

@@ -22,6 +22,22 @@ def test_kneighbors_equal_scikit_learn(rng, d, algorithm):
     np.testing.assert_array_equal(ours.kneighbors(n_neighbors=3)[1], sk.kneighbors(n_neighbors=3)[1])
 
 
+def test_tree_search_answers_do_not_depend_on_the_order_of_the_queries(rng):
+    # The tree searches its queries in the order of the subtrees they reach, in segments:
+    # more queries than a segment, shuffled or sorted, all with the answers of brute force.
+    X = rng.standard_normal((30_000, 2))
+    Q = X[rng.permutation(20_000)] + 1e-3 * rng.standard_normal((20_000, 2))
+    tree = NearestNeighbors(n_neighbors=3, algorithm="kd_tree").fit(X)
+    d, i = tree.kneighbors(Q)
+    db, ib = NearestNeighbors(n_neighbors=3, algorithm="brute").fit(X).kneighbors(Q)
+    np.testing.assert_array_equal(i, ib)
+    np.testing.assert_allclose(d, db, rtol=1e-12)
+    order = np.lexsort(Q.T)
+    ds, is_ = tree.kneighbors(Q[order])
+    np.testing.assert_array_equal(is_, i[order])
+    np.testing.assert_array_equal(ds, d[order])
+
+
 def test_radius_neighbors_equal_scikit_learn(rng):
     X = rng.random((800, 3))
     Q = rng.random((50, 3))

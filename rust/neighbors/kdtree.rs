@@ -110,6 +110,20 @@ impl<F: Real> KdTree<F> {
         &self.points[pos * self.d..(pos + 1) * self.d]
     }
 
+    /// The first node of at most `size` points that a search for `q` enters (the nearer
+    /// child at every node). Node ids follow the tree order, so queries sorted by it reach
+    /// the subtrees in that order; the nodes above such subtrees are few and stay in cache.
+    pub fn first_subtree(&self, q: &[F], size: usize) -> usize {
+        let mut node = 0;
+        loop {
+            let n = &self.nodes[node];
+            if n.left == usize::MAX || n.end - n.start <= size {
+                return node;
+            }
+            node = if self.box_dist2(n.left, q) <= self.box_dist2(n.right, q) { n.left } else { n.right };
+        }
+    }
+
     /// The k nearest points (original indices, Euclidean distances), ascending, ties by index.
     pub fn knn(&self, q: &[F], k: usize) -> (Vec<usize>, Vec<F>) {
         // Max-heap of the best k so far by (d², index): O(log k) per candidate, for any k.

@@ -158,6 +158,10 @@ def test_bad_input_is_a_clear_error_and_the_cluster_survives(data, dask_client):
         LD.local_mean(Q, Xd, exclude_self=True)
     with pytest.raises(TypeError, match="`X` has dtype"):
         LD.local_mean(Q, da.from_array(np.array([["a", "b"]])))
+    for n_jobs, error in ((0, ValueError), (2.0, TypeError)):  # as in the in-memory functions
+        with pytest.raises(error, match="`n_jobs`") as e:
+            LD.local_mean(Q, Xd, n_jobs=n_jobs)
+        assert e.value.parameter == "n_jobs"
     bad = X.copy()
     bad[250, 1] = np.nan  # in one chunk only
     for refs in ("broadcast", "sharded"):

@@ -347,6 +347,8 @@ def test_bad_input_is_a_clear_error_naming_the_argument():
         attention(Q, K, V, window=0)
     with pytest.raises(ValueError, match="window"):
         attention(Q, K, V, window=2.5)
+    # a window beyond 64 bits is no limit, not an error
+    np.testing.assert_array_equal(attention(Q, K, V, window=2**70), attention(Q, K, V))
     with pytest.raises(ValueError, match="decay"):
         attention(Q, K, V, decay=-0.1)
     with pytest.raises(ValueError, match="decay"):

@@ -46,7 +46,7 @@ import scipy.fft as sfft
 
 from . import _core
 from .kernels import PROFILES, Balloon, SamplePoint
-from ._validation import NON_NEGATIVE, Integral, Interval, LocalizationError
+from ._validation import NON_NEGATIVE, Integral, Interval, LocalizationError, check_number
 
 __all__ = ["BinnedSums", "binned_sums", "MAX_FEATURES"]
 
@@ -127,12 +127,8 @@ def check_grid_size(grid_size, d):
 
 
 def check_tolerance(value, name):
-    if value is None:
-        return None
-    # math.isfinite takes Python integers beyond 64 bits, which np.isfinite refuses.
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value < 0:
-        raise LocalizationError(f"`{name}` must be a finite number ≥ 0 or None, got {value!r}", name)
-    return float(value)
+    """``atol`` / ``rtol``: None, or a float by the estimators' constraint (:data:`NON_NEGATIVE`)."""
+    return None if value is None else check_number(value, name, NON_NEGATIVE)
 
 
 def unsupported_reason(bk, Q, degree=None):

@@ -134,13 +134,14 @@ def check_number(value, name, within=POSITIVE):
     """The one check of a scalar parameter outside ``_parameter_constraints`` (functions, kernel
     objects, values computed at fit), by the constraints the estimators declare: by default
     "a finite positive number" (:data:`POSITIVE`: a bandwidth, a noise level, a step).
-    Returns ``float(value)``; raises scikit-learn's ``InvalidParameterError`` (a ``ValueError``
-    and a ``TypeError``) that is also a :class:`LocalizationError` naming ``name``."""
+    Returns ``float(value)`` (``int(value)`` in an integer domain such as :data:`COUNT`);
+    raises scikit-learn's ``InvalidParameterError`` (a ``ValueError`` and a ``TypeError``) that
+    is also a :class:`LocalizationError` naming ``name``."""
     if within is POSITIVE and type(value) is float and 0.0 < value < np.inf:
         return value  # the common case, without scikit-learn's generic check (~5 µs)
     if not within.is_satisfied_by(value):
         raise _InvalidParameter(f"`{name}` must be {within}, got {value!r}", name)
-    return float(value)
+    return int(value) if within.type is Integral else float(value)
 
 
 def check_bandwidths(bandwidth, name, p):

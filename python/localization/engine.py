@@ -396,6 +396,15 @@ def bind(kernel, bandwidth, X, n_neighbors=None, sample_weight=None, allow_signe
     return bind_kernel(as_kernel(kernel, bandwidth, n_neighbors), X, sample_weight, allow_signed, consumer)
 
 
+def _ready_args(kernel, bandwidth, n_neighbors, exclude_self, algorithm, n_jobs, grid_size, atol, rtol):
+    """Whether the arguments ``local_mean`` and ``kernel_sum`` share are of the kinds their native
+    ready path takes (a profile name, one float bandwidth, a bool, an algorithm name, None or
+    an int of threads) with none of the options only the checked path has."""
+    return (kernel.__class__ is str and isinstance(bandwidth, float) and algorithm.__class__ is str and grid_size is None
+            and atol is None and rtol is None and n_neighbors is None and exclude_self.__class__ is bool
+            and (n_jobs is None or n_jobs.__class__ is int))
+
+
 def ratio(num, den, warn=True, what="local mean"):
     """num / den row-wise, NaN (plus a warning) where the total weight is zero.
 
@@ -511,9 +520,8 @@ def local_mean(
     >>> local_mean([[1.0]], X, [0.0, 1.0, 5.0], kernel="epanechnikov", bandwidth=1.5).round(4).tolist()
     [1.7895]
     """
-    if (kernel.__class__ is str and isinstance(bandwidth, float) and algorithm.__class__ is str and not return_weight
-            and not return_error_bound and not progress and grid_size is None and atol is None and rtol is None
-            and n_neighbors is None and exclude_self.__class__ is bool and (n_jobs is None or n_jobs.__class__ is int)):
+    if (not return_weight and not return_error_bound and not progress
+            and _ready_args(kernel, bandwidth, n_neighbors, exclude_self, algorithm, n_jobs, grid_size, atol, rtol)):
         # Ready input (exact ndarrays, finite, C-contiguous, one float dtype) in one native call;
         # None means "not ready": the checked path below converts it or names the problem.
         ready = _core.ready_local_mean(X_query, X, values, sample_weight, kernel, bandwidth, exclude_self, algorithm, n_jobs)
@@ -610,9 +618,8 @@ def kernel_sum(
     >>> kernel_sum([[0.0]], [[0.0], [0.5]], [2.0, 4.0], kernel="tophat", bandwidth=1.0).tolist()
     [6.0]
     """
-    if (kernel.__class__ is str and isinstance(bandwidth, float) and algorithm.__class__ is str and not log
-            and not return_error_bound and not progress and grid_size is None and atol is None and rtol is None
-            and n_neighbors is None and exclude_self.__class__ is bool and (n_jobs is None or n_jobs.__class__ is int)):
+    if (not log and not return_error_bound and not progress
+            and _ready_args(kernel, bandwidth, n_neighbors, exclude_self, algorithm, n_jobs, grid_size, atol, rtol)):
         # As in local_mean: ready input in one native call, None when it is not ready.
         ready = _core.ready_kernel_sum(X_query, X, values, sample_weight, kernel, bandwidth, exclude_self, algorithm, n_jobs)
         if ready is not None:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import numbers
-
 from typing import TYPE_CHECKING, Literal, overload
 
 import numpy as np
@@ -14,8 +12,8 @@ from sklearn.utils.validation import check_is_fitted
 from . import _core
 from ._base import keeps_state_on_error
 from ._progress import Progress
-from ._validation import (COUNT, DISTANCE, FLOAT_DTYPES, N_JOBS, LocalizationError, StrOptions, check_positive_int, fit_context,
-                          validate_data)
+from ._validation import (COUNT, DISTANCE, FLOAT_DTYPES, N_JOBS, LocalizationError, StrOptions, check_number, check_positive_int,
+                          fit_context, validate_data)
 
 if TYPE_CHECKING:
     from ._typing import ArrayLike, FloatArray, IntArray, NDArray, Self
@@ -31,7 +29,8 @@ def drop_self(dist, ind, rows):
 
 
 def _check_radius(radius, n_queries=None):
-    """A radius >= 0 (+inf allowed) or, at query time, one radius per query.
+    """A radius >= 0 (+inf allowed: :data:`DISTANCE`, the estimator's constraint) or, at query
+    time, one radius per query.
 
     Returns a float or a float64 array of shape (n_queries,).
     """
@@ -43,9 +42,7 @@ def _check_radius(radius, n_queries=None):
         if np.isnan(r).any() or (r < 0).any():
             raise LocalizationError("every `radius` must be non-negative (np.inf allowed)", "radius")
         return r
-    if isinstance(radius, (bool, np.bool_)) or not isinstance(radius, numbers.Real) or not radius >= 0:
-        raise LocalizationError(f"`radius` must be a non-negative number (np.inf allowed), got {radius!r}", "radius")
-    return float(radius)
+    return check_number(radius, "radius", DISTANCE)
 
 
 def _object_rows(flat, offsets):

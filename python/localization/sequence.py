@@ -25,7 +25,6 @@ saved log-normalisers.
 from __future__ import annotations
 
 import math
-import numbers
 import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, overload
@@ -38,8 +37,8 @@ from sklearn.utils.validation import check_array, check_is_fitted
 from . import _core
 from ._base import keeps_state_on_error
 from ._optim import Adam
-from ._validation import (COUNT, MAX_COUNT, N_JOBS, NON_NEGATIVE, POSITIVE, LocalizationError, LocalizationTypeError, StrOptions,
-                          check_number, fit_context, warn_zero_weight)
+from ._validation import (COUNT, FINITE, MAX_COUNT, N_JOBS, NON_NEGATIVE, POSITIVE, Integral, Interval, LocalizationError,
+                          LocalizationTypeError, StrOptions, check_number, fit_context, warn_zero_weight)
 from .engine import bind
 from .kernels import Balloon, Kernel, SamplePoint
 
@@ -47,6 +46,8 @@ if TYPE_CHECKING:
     from ._typing import ArrayLike, BandwidthLike, DTypeLike, FloatArray, KernelLike, SeedLike, Self
 
 _FLOATS = (np.float32, np.float64)
+#: A window of the functions: an integer >= 1, however large.
+_WINDOW = Interval(Integral, 1, None, closed="left")
 
 
 # --------------------------------------------------------------------------------------------
@@ -91,10 +92,9 @@ def _qkv(Q, K, V):
     return Q, K, V
 
 
-def _decay(decay, lead):
-    """Per-sequence decays λ ≥ 0 broadcast from `decay` over the leading axes (None: no decay)."""
-    if decay is None:
-        return None, None
+def _decays(decay):
+    """``decay`` as a float64 array (a number: 0-d) of finite values λ ≥ 0, the domain of
+    :data:`NON_NEGATIVE` entry by entry; the one check of decays, per sequence or per head."""
     try:
         lam = np.asarray(decay, dtype=np.float64) if not isinstance(decay, np.ndarray) or decay.dtype.kind in "iuf" else None
     except (TypeError, ValueError):
@@ -103,6 +103,14 @@ def _decay(decay, lead):
         raise LocalizationTypeError(f"`decay` must be a number or an array of numbers, got {decay!r}", "decay")
     if not np.all(np.isfinite(lam)) or np.any(lam < 0):
         raise LocalizationError("`decay` must be finite and non-negative (the position kernel is exp(-decay·|t - s|))", "decay")
+    return lam
+
+
+def _decay(decay, lead):
+    """Per-sequence decays λ ≥ 0 broadcast from `decay` over the leading axes (None: no decay)."""
+    if decay is None:
+        return None, None
+    lam = _decays(decay)
     try:
         per_seq = np.broadcast_to(lam, lead)
     except ValueError:
@@ -143,10 +151,9 @@ def _mask(mask, lead, T):
 def _window(window):
     if window is None:
         return None
-    if isinstance(window, (bool, np.bool_)) or not isinstance(window, numbers.Integral) or window < 1:
-        raise LocalizationError(f"`window` must be a positive integer (|t - s| < window; 1 keeps only the step itself), got {window!r}", "window")
-    # A window longer than any sequence is no limit; the native core counts in 64 bits.
-    return int(min(window, MAX_COUNT))
+    # A window longer than any sequence is no limit (COUNT without its 64-bit cap, which the
+    # native core's counts need: the window is clamped to it instead).
+    return min(check_number(window, "window", _WINDOW), MAX_COUNT)
 
 
 def _position(mask, window, decay, lead, T, exclude_self=False):
@@ -165,11 +172,7 @@ def _position(mask, window, decay, lead, T, exclude_self=False):
 def _scale(scale, d):
     if scale is None:
         return 1.0 / np.sqrt(d)
-    if isinstance(scale, (bool, np.bool_)) or not isinstance(scale, numbers.Real):
-        raise LocalizationTypeError(f"`scale` must be a finite number (None: 1/sqrt(d)), got {scale!r}", "scale")
-    if not math.isfinite(scale):
-        raise LocalizationError(f"`scale` must be a finite number (None: 1/sqrt(d)), got {scale!r}", "scale")
-    return float(scale)
+    return check_number(scale, "scale", FINITE)
 
 
 def _check_scores(Q, K, scale):
@@ -508,11 +511,9 @@ def _attend_backward(g, q, k, v, out_heads, lse, n_heads, pos, n_jobs):
 def _check_decay_heads(decay, n_heads):
     if decay is None:
         return None
-    lam = np.asarray(decay, dtype=np.float64)
+    lam = _decays(decay)
     if lam.ndim > 1 or (lam.ndim == 1 and lam.shape[0] not in (1, n_heads)):
         raise LocalizationError(f"`decay` must be a number or one value per head ({n_heads}), got shape {lam.shape}", "decay")
-    if not np.all(np.isfinite(lam)) or np.any(lam < 0):
-        raise LocalizationError("`decay` must be finite and non-negative", "decay")
     return np.broadcast_to(lam, (n_heads,)).astype(np.float64)
 
 

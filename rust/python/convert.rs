@@ -3,7 +3,7 @@
 
 use crate::engine::Neighborhood;
 use crate::error::LocalizationError;
-use ndarray::Dimension;
+use ndarray::{Dimension, Ix2};
 use numpy::{Element, PyReadonlyArray, PyReadonlyArray1, PyReadonlyArray2, PyReadonlyArray3, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyKeyboardInterrupt, PyMemoryError, PyRuntimeError};
 use pyo3::prelude::*;
@@ -78,14 +78,22 @@ pub(crate) fn view3<'py, F: Element>(obj: &Bound<'py, PyAny>, name: &str) -> PyR
     view(obj, name, "a 3-D float32 or float64 array")
 }
 
-pub(crate) fn is_f32(x: &Bound<'_, PyAny>) -> PyResult<bool> {
-    if x.extract::<PyReadonlyArray2<f64>>().is_ok() {
+/// The f32/f64 dispatch of an array argument of D dimensions: true for float32, false for
+/// float64, else a TypeError naming `name`.
+pub(crate) fn is_f32_array<D: Dimension>(x: &Bound<'_, PyAny>, name: &str) -> PyResult<bool> {
+    if x.extract::<PyReadonlyArray<f64, D>>().is_ok() {
         Ok(false)
-    } else if x.extract::<PyReadonlyArray2<f32>>().is_ok() {
+    } else if x.extract::<PyReadonlyArray<f32, D>>().is_ok() {
         Ok(true)
     } else {
-        Err(type_error("X", "`X` must be a 2-D float32 or float64 array".into()))
+        let ndim = D::NDIM.map_or(String::new(), |n| format!("{n}-D "));
+        Err(type_error(name, format!("`{name}` must be a {ndim}float32 or float64 array")))
     }
+}
+
+/// `is_f32_array` of the usual sample matrix `X` (2-D).
+pub(crate) fn is_f32(x: &Bound<'_, PyAny>) -> PyResult<bool> {
+    is_f32_array::<Ix2>(x, "X")
 }
 
 /// Run `$body` with `$F` = f32 or f64 according to the dtype of `$x` (the caller has

@@ -5,8 +5,9 @@
 use super::runtime::{run, NJobs};
 use crate::algorithms::image::{self, RangeWeight};
 use crate::real::Real;
-use numpy::{Element, IntoPyArray, PyReadonlyArray1, PyReadonlyArray2, PyReadonlyArray3};
-use super::{type_error, value_error, view3};
+use numpy::{Element, IntoPyArray, PyReadonlyArray1, PyReadonlyArray2};
+use super::{is_f32_array, type_error, value_error, view3};
+use ndarray::Ix3;
 use pyo3::prelude::*;
 
 fn table<'py, F: Element>(obj: &Bound<'py, PyAny>, name: &str) -> PyResult<PyReadonlyArray2<'py, F>> {
@@ -16,19 +17,9 @@ fn table<'py, F: Element>(obj: &Bound<'py, PyAny>, name: &str) -> PyResult<PyRea
     Ok(a)
 }
 
-fn image_is_f32(x: &Bound<'_, PyAny>) -> PyResult<bool> {
-    if x.extract::<PyReadonlyArray3<f64>>().is_ok() {
-        Ok(false)
-    } else if x.extract::<PyReadonlyArray3<f32>>().is_ok() {
-        Ok(true)
-    } else {
-        Err(type_error("image", "`image` must be a 3-D float32 or float64 array".into()))
-    }
-}
-
 macro_rules! with_image_float {
     ($x:expr, $F:ident, $body:expr) => {
-        if image_is_f32($x)? {
+        if is_f32_array::<Ix3>($x, "image")? {
             type $F = f32;
             $body
         } else {

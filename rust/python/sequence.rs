@@ -7,21 +7,11 @@ use super::runtime::{run, NJobs};
 use crate::engine::temporal::{self, Content, Mask, Position, Sequences};
 use crate::kernel::Profile;
 use crate::real::Real;
-use numpy::{dtype, Element, IntoPyArray, PyArrayDescrMethods, PyReadonlyArray1, PyReadonlyArray2, PyReadonlyArray3, PyUntypedArray, PyUntypedArrayMethods};
-use super::{type_error, value_error, view3};
+use numpy::{Element, IntoPyArray, PyReadonlyArray1, PyReadonlyArray2, PyReadonlyArray3};
+use super::{is_f32_array, type_error, value_error, view3};
+use ndarray::Ix3;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
-
-fn is_f32(py: Python<'_>, q: &Bound<'_, PyAny>) -> PyResult<bool> {
-    let a = q.cast::<PyUntypedArray>().map_err(|_| type_error("Q", "`Q` must be a float32 or float64 array".into()))?;
-    if a.dtype().is_equiv_to(&dtype::<f64>(py)) {
-        Ok(false)
-    } else if a.dtype().is_equiv_to(&dtype::<f32>(py)) {
-        Ok(true)
-    } else {
-        Err(type_error("Q", "`Q` must be a float32 or float64 array".into()))
-    }
-}
 
 /// The position kernel's parts as the Python layer passes them.
 struct PositionArgs<'py> {
@@ -95,7 +85,7 @@ fn temporal_forward<'py>(
 ) -> PyResult<Bound<'py, PyTuple>> {
     let c = content(kernel, scale, bandwidth)?;
     let pos = PositionArgs::new(causal, window, decay, exclude_self, mask, mask_slab)?;
-    if is_f32(py, q)? {
+    if is_f32_array::<Ix3>(q, "Q")? {
         forward_typed::<f32>(py, q, k, v, c, &pos, n_jobs, progress)
     } else {
         forward_typed::<f64>(py, q, k, v, c, &pos, n_jobs, progress)
@@ -136,7 +126,7 @@ fn attention_backward<'py>(
     mask_slab: Option<PyReadonlyArray1<'py, i64>>, n_jobs: Option<NJobs>, progress: Option<Py<PyAny>>,
 ) -> PyResult<Bound<'py, PyTuple>> {
     let pos = PositionArgs::new(causal, window, decay, exclude_self, mask, mask_slab)?;
-    if is_f32(py, q)? {
+    if is_f32_array::<Ix3>(q, "Q")? {
         backward_typed::<f32>(py, q, k, v, out, lse, grad_output, scale, &pos, n_jobs, progress)
     } else {
         backward_typed::<f64>(py, q, k, v, out, lse, grad_output, scale, &pos, n_jobs, progress)

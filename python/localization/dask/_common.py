@@ -3,8 +3,6 @@ per-shard local sums reduced in a fixed tree."""
 
 from __future__ import annotations
 
-import numbers
-
 import dask
 import dask.array as da
 import numpy as np
@@ -19,7 +17,7 @@ from .._sums import LocalSums, tree_reduce
 from ..engine import BoundKernel
 from ..engine import check_algorithm as _check_any_algorithm
 from ..kernels import Balloon, Kernel, KernelCombination, SamplePoint, as_kernel, rule_of_thumb
-from .._validation import LocalizationError, LocalizationTypeError
+from .._validation import LocalizationError, LocalizationTypeError, check_n_jobs
 
 # References at most this large (X, values and weights together) are sent whole to every
 # worker by references="auto"; larger ones stay sharded where they are.
@@ -78,11 +76,8 @@ def aligned(A, X, name):
 def task_threads(n_jobs):
     """Threads of each native call inside a task: Dask supplies the parallelism (one task per
     worker thread), so None means one."""
-    if n_jobs is None:
-        return 1
-    if isinstance(n_jobs, (bool, np.bool_)) or not isinstance(n_jobs, numbers.Integral) or n_jobs == 0:
-        raise LocalizationError(f"`n_jobs` must be a non-zero integer or None, got {n_jobs!r}", "n_jobs")
-    return int(n_jobs)
+    n_jobs = check_n_jobs(n_jobs)
+    return 1 if n_jobs is None else int(n_jobs)
 
 
 def sharded_kernel(kernel, bandwidth, n_neighbors, n, d, dtype):

@@ -54,6 +54,36 @@ def test_medoid_shift_identity_10(kernel, h):
     np.testing.assert_array_equal(pre.labels_, got.labels_)
 
 
+@pytest.mark.parametrize("offset,weighted", [(0.0, False), (1e4, False), (0.0, True)])
+@pytest.mark.parametrize("tolerance", [1e-7, 1e-3])
+def test_medoid_shift_certified_means_equal_the_exact_path(monkeypatch, offset, weighted, tolerance):
+    """Float64 Gaussian means come from a coarser series and each nearest sample is certified
+    (or summed again exactly): the forest of the exact means. At 1e-3 many are re-summed."""
+    from localization.cluster import _modes
+
+    rng = np.random.default_rng(3)
+    X = blobs(20_000, seed=3) + offset
+    w = rng.uniform(0.5, 2.0, len(X)) if weighted else None
+    monkeypatch.setattr(_modes, "_MEAN_TOLERANCE", 0.0)  # floored to the series' own 1e-14
+    exact = MedoidShift(bandwidth=0.1).fit(X, sample_weight=w)
+    resummed = []
+    real_bind = _modes.bind
+
+    def spy(*args, **kwargs):
+        bk = real_bind(*args, **kwargs)
+        real_sums = bk.sums
+        bk.sums = lambda Q, *a, **k: resummed.append(len(Q)) or real_sums(Q, *a, **k)
+        return bk
+
+    monkeypatch.setattr(_modes, "bind", spy)
+    monkeypatch.setattr(_modes, "_MEAN_TOLERANCE", tolerance)
+    got = MedoidShift(bandwidth=0.1).fit(X, sample_weight=w)
+    np.testing.assert_array_equal(got.next_, exact.next_)
+    np.testing.assert_array_equal(got.labels_, exact.labels_)
+    if tolerance == 1e-3:
+        assert len(resummed) >= 2 and resummed[1] < len(X)  # the uncertain ones only
+
+
 def test_medoid_shift_identity_10_jump_target():
     """Identity 10 written out: next(i) is the sample nearest the local mean m(x_i)."""
     X = blobs(120, seed=5)

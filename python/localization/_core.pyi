@@ -16,13 +16,14 @@ __all__ = [
     "resolve_forest", "bilateral_filter", "nl_means", "lle_weights", "trimap_triplets",
     "triplet_loss_grad", "triplet_optimize", "softmax_sampled_loss_grad", "softmax_fit_sampled",
     "trustworthiness_penalty", "temporal_forward", "attention_backward", "__version__", "LEAF_SIZE",
-    "GEMM_MIN_DIM", "GRID_MAX_FEATURES",
+    "GEMM_MIN_DIM", "GRID_MAX_FEATURES", "SERIES_TOLERANCE",
 ]
 
 __version__: str
 LEAF_SIZE: int  # kd-tree leaf size of the core's own trees
 GEMM_MIN_DIM: int  # from this many features, distance tiles come from a matrix product
 GRID_MAX_FEATURES: int  # most features MeanShift's algorithm="grid" takes
+SERIES_TOLERANCE: float  # the Gaussian series expansion's error relative to Σ|w|K: default and floor
 
 # --- engine, kernels, neighbours: rust/python/engine.rs, neighbors.rs, reference.rs, ready.rs --
 
@@ -59,8 +60,11 @@ def local_sums(
     algorithm: str = "auto",
     n_jobs: Optional[int] = None,
     progress: _Progress = None,
+    series_tolerance: Optional[float] = None,
 ) -> Sums:
-    """The kernel-weighted sums at the queries; ``progress(done, total)`` receives the queries done."""
+    """The kernel-weighted sums at the queries; ``progress(done, total)`` receives the queries done.
+    ``series_tolerance``: the error the Gaussian series expansion may leave (relative to Σ|w|K;
+    None: ``SERIES_TOLERANCE``), for callers that certify their answers against it."""
 
 @final
 class Sums:

@@ -205,10 +205,13 @@ class BoundKernel:
         return self.spec
 
     def sums(self, Q, values=None, sample_weight=None, *, degree=None, exclude_self=False, algorithm="auto", n_jobs=None,
-             grid_size=None, progress=None, prepared=False, values_per_call=False):
+             grid_size=None, progress=None, prepared=False, values_per_call=False, series_tolerance=None):
         """Native local sums for validated queries, as :class:`~localization.LocalSums`.
 
         ``progress(done, total)`` is called with the queries done (the binned path: its steps).
+        ``series_tolerance``: the error the Gaussian series expansion may leave per query,
+        relative to Σ|w|K (and to max|v| times that for values), for callers that certify
+        their answer against it (None: the default, 1e-14); the other paths ignore it.
         ``prepared=True``: through the kept reference of (values, sample_weight) if
         :meth:`prepare` was called (same results, no per-call work on the samples). With
         ``values_per_call`` the values are new at every call (the iterations of a method): the
@@ -234,7 +237,7 @@ class BoundKernel:
                                                           n_jobs=n_jobs, progress=progress))
         return LocalSums.from_engine(_core.local_sums(
             Qs, self.Xs, values, sample_weight, kernel=self.kernel_spec(Qs), degree=degree, exclude_self=exclude_self,
-            algorithm=algorithm, n_jobs=n_jobs, progress=progress,
+            algorithm=algorithm, n_jobs=n_jobs, progress=progress, series_tolerance=series_tolerance,
         ))
 
     def binned(self, Q, values=None, sample_weight=None, *, degree=None, exclude_self=False, grid_size=None, n_jobs=None,

@@ -139,7 +139,7 @@ pub fn predict<F: Real>(
     pb: &Problem<F>, kernel: &Kernel, bw: &Bandwidth<F>, degree: usize, ridge: f64, neighborhood: Neighborhood, exclude_self: bool,
     mon: &Monitor,
 ) -> Result<(Array2<F>, Vec<bool>)> {
-    let opts = Options { degree: Some(degree), neighborhood, exclude_self, monitor: mon.clone(), progress: true };
+    let opts = Options { degree: Some(degree), neighborhood, exclude_self, monitor: mon.clone(), progress: true, ..Options::default() };
     let (sums, lengths) = local_sums_scaled(pb, kernel, bw, &opts)?;
     predictions(&sums, lengths, pb.x.ncols(), degree, ridge)
 }
@@ -153,7 +153,7 @@ pub fn predict_prepared<F: Real>(
     if reference.values().is_none() {
         return Err(LocalizationError::param("y", "local polynomial regression needs a Reference built with values"));
     }
-    let opts = Options { degree: Some(degree), neighborhood, exclude_self, monitor: mon.clone(), progress: true };
+    let opts = Options { degree: Some(degree), neighborhood, exclude_self, monitor: mon.clone(), progress: true, ..Options::default() };
     let (sums, lengths) = reference.local_sums_scaled(queries, None, kernel, bw, &opts)?;
     predictions(&sums, lengths, queries.ncols(), degree, ridge)
 }

@@ -51,7 +51,7 @@ pub(super) const MAX_DIM: usize = 2;
 /// per query (and to max |v| times that for sums of values): half for the reference clusters
 /// left out beyond a Gaussian tail bound, half for the series cut short on far pairs. Far
 /// below rounding's own 1e-12 at these sizes; the sums with moments stay exact to rounding.
-pub(super) const TOLERANCE: f64 = 1e-14;
+pub const TOLERANCE: f64 = 1e-14;
 
 /// Points per chunk of a monomial table (queries or references): the table (up to a few
 /// hundred monomials per point) stays in the core's cache, and clusters can be as large as
@@ -262,6 +262,8 @@ pub(super) struct Expansion {
     /// Moment index of γ_a + γ_b for basis functions a ≤ b, and of γ_a.
     mom_of: Vec<usize>,
     cross_of: Vec<usize>,
+    /// Error allowed per query (`Options::series_tolerance`, at least `TOLERANCE`).
+    tolerance: f64,
 }
 
 /// The series of one pair of clusters for the queries of the first: Δ (centre gap), the
@@ -430,6 +432,7 @@ impl Expansion {
             unit,
             mom_of,
             cross_of,
+            tolerance: opts.series_tolerance.max(TOLERANCE),
         })
     }
 
@@ -541,15 +544,15 @@ impl Expansion {
     /// Without design moments two more cuts apply, both against a lower bound of every query's
     /// Σ |w| K: each visited cluster B contributes at least Σ_B |w| exp(−(|Δ| + ρ_A + ρ_B)²/2).
     /// (1) Every reference beyond the box gap g adds at most Σ |w| · exp(−g²/2): visiting stops
-    /// once that is below `TOLERANCE`/2 of the bound. (2) A pair's series, cut after degree p,
+    /// once that is below `tolerance`/2 of the bound. (2) A pair's series, cut after degree p,
     /// errs by at most Σ_B |w| exp(−g²/2) e^{2ρ_Aρ_B} (ρ_Aρ_B)^{p+1}/(p+1)!: the degree is the
-    /// smallest that keeps this below `TOLERANCE`/2 of the bound over the number of clusters
+    /// smallest that keeps this below `tolerance`/2 of the bound over the number of clusters
     /// (never more than exactness to rounding needs). Returns (cluster, top, series degree).
     fn pairs(&self, a: usize) -> Vec<(usize, f64, usize)> {
         let (d, rs) = (self.d, &self.refs);
         let margin = f64::EXP_UNDERFLOW - 1.0;
         let cut = self.degree.is_none();
-        let ln_tail = (0.5 * TOLERANCE).ln();
+        let ln_tail = (0.5 * self.tolerance).ln();
         let ln_series = ln_tail - (rs.len() as f64).ln();
         let mut low = f64::NEG_INFINITY;
         let mut floor = f64::NEG_INFINITY;

@@ -58,6 +58,8 @@ use tiles::{BlockCost, Blocks, TileValues, Tiles, TILE, WIDE_VALUES};
 pub use kernel_matrix::kernel_matrix;
 pub(crate) use kernel_matrix::fill_kernel_matrix;
 pub use reference::Reference;
+/// The Gaussian series expansion's error per query, relative to Σ |w| K: its default and floor.
+pub use expansion::TOLERANCE as SERIES_TOLERANCE;
 use reference::{Prep, TreeOrdered, Working, WorkingValues};
 pub use types::{Bandwidth, Kernel, LocalSums, Neighborhood, Options, Problem};
 use ndarray::{linalg::general_mat_mul, s, Array2, ArrayView2};

@@ -426,7 +426,7 @@ mod tests {
                                         continue;
                                     }
                                     let qs = if self_too { x.view() } else { q.view() };
-                                    let opts = Options { degree, exclude_self: self_too, neighborhood: nbh, monitor: Monitor::default(), progress: false };
+                                    let opts = Options { degree, exclude_self: self_too, neighborhood: nbh, ..Options::default() };
                                     let pb = Problem { queries: qs, x: x.view(), values: vals.as_ref().map(|v| v.view()), weights: wts.as_ref().map(|w| w.view()) };
                                     let raw = local_sums(&pb, kernel, bw, &opts);
                                     let rbw = if per_sample { Bandwidth::Scalar(F::one()) } else { bw.clone() };

@@ -227,6 +227,46 @@ fn expansion_matches_direct_sums_with_moments_zero_weights_and_far_queries() {
 }
 
 #[test]
+fn a_coarser_series_tolerance_stays_within_its_bound() {
+    // Clustered points, offset or not; values: a coordinate (the mean-shift shortcut) and
+    // another column. Each sum within tolerance · Σ K (times max |v| for values) of the direct
+    // sums, and not the default's answer (the option is used).
+    let mut rng = StdRng::seed_from_u64(31);
+    let n = 3000;
+    for offset in [0.0, 1e3] {
+        let mut x = rand_mat(&mut rng, n, 2).mapv(|a| 0.3 * a);
+        for (i, mut row) in x.rows_mut().into_iter().enumerate() {
+            row[0] += offset + (i % 3) as f64;
+            row[1] += offset;
+        }
+        let other = rand_mat(&mut rng, n, 1).mapv(|a| 10.0 * a - 5.0);
+        let v = ndarray::concatenate![ndarray::Axis(1), x.column(0).insert_axis(ndarray::Axis(1)), other];
+        let pb = Problem { queries: x.view(), x: x.view(), values: Some(v.view()), weights: None };
+        let sums = |nh, tol| {
+            let opts = Options { neighborhood: nh, series_tolerance: tol, ..Options::default() };
+            local_sums(&pb, &Kernel::Radial(Profile::Gaussian), &Bandwidth::Scalar(0.05), &opts).unwrap()
+        };
+        let exact = sums(Neighborhood::Brute, SERIES_TOLERANCE);
+        let fine = sums(Neighborhood::Expansion, SERIES_TOLERANCE);
+        for tol in [1e-10, 1e-6, 1e-3] {
+            let coarse = sums(Neighborhood::Expansion, tol);
+            let mut differs = false;
+            for i in 0..n {
+                let scale = (coarse.log_scale[i] - exact.log_scale[i]).exp();
+                let total = exact.den[i];
+                assert!((coarse.den[i] * scale - total).abs() <= tol * total, "den, tol {tol}, query {i}");
+                for c in 0..2 {
+                    let top = v.column(c).iter().fold(0.0f64, |m, a| m.max(a.abs()));
+                    assert!((coarse.num[(i, c)] * scale - exact.num[(i, c)]).abs() <= tol * top * total, "value {c}, tol {tol}, query {i}");
+                }
+                differs |= coarse.den[i] != fine.den[i];
+            }
+            assert!(differs, "tol {tol} gave the default's sums");
+        }
+    }
+}
+
+#[test]
 fn leave_one_out_through_the_expansion_matches_the_direct_hollow_sums() {
     let mut rng = StdRng::seed_from_u64(23);
     for d in 1..=2 {

@@ -75,11 +75,23 @@ pub struct Options {
     /// Report the queries done to `monitor` (off when the engine runs inside an algorithm that
     /// reports its own progress, such as mean shift's seeds).
     pub progress: bool,
+    /// Error the Gaussian series expansion may leave per query, relative to Σ |w| K (and to
+    /// max |v| times that for sums of values), when the caller can use sums that coarse: its
+    /// far pairs then take fewer terms. Never below `expansion::TOLERANCE`, the default; only
+    /// the expansion without design moments reads it (every other path is exact to rounding).
+    pub series_tolerance: f64,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { degree: None, exclude_self: false, neighborhood: Neighborhood::Auto, monitor: Monitor::default(), progress: false }
+        Options {
+            degree: None,
+            exclude_self: false,
+            neighborhood: Neighborhood::Auto,
+            monitor: Monitor::default(),
+            progress: false,
+            series_tolerance: super::expansion::TOLERANCE,
+        }
     }
 }
 

@@ -18,13 +18,18 @@ use pyo3::prelude::*;
 /// results are bit-identical).
 #[pyfunction]
 #[pyo3(signature = (queries, x, values=None, weights=None, *, kernel, degree=None, exclude_self=false, algorithm="auto",
-    n_jobs=None, progress=None))]
+    n_jobs=None, progress=None, series_tolerance=None))]
 #[allow(clippy::too_many_arguments)]
 fn local_sums<'py>(
     py: Python<'py>, queries: &Bound<'py, PyAny>, x: &Bound<'py, PyAny>, values: Option<&Bound<'py, PyAny>>,
     weights: Option<&Bound<'py, PyAny>>, kernel: &Bound<'py, PyKernelSpec>, degree: Option<usize>, exclude_self: bool,
-    algorithm: &str, n_jobs: Option<NJobs>, progress: Option<Py<PyAny>>,
+    algorithm: &str, n_jobs: Option<NJobs>, progress: Option<Py<PyAny>>, series_tolerance: Option<f64>,
 ) -> PyResult<Bound<'py, PySums>> {
+    let series_tolerance = match series_tolerance {
+        None => engine::Options::default().series_tolerance,
+        Some(t) if t > 0.0 && t < 1.0 => t,
+        Some(t) => return Err(LocalizationError::param("series_tolerance", format!("must be in (0, 1), got {t}")).into()),
+    };
     let spec = kernel.get();
     let nbh = neighborhood(algorithm)?;
     if let Ok(r) = x.cast::<reference::PyReference>() {
@@ -42,7 +47,7 @@ fn local_sums<'py>(
         let w = weights.map(|w| view1::<F>(w, "sample_weight")).transpose()?;
         let pb = Problem { queries: q.as_array(), x: xr.as_array(), values: v.as_ref().map(|a| a.as_array()), weights: w.as_ref().map(|a| a.as_array()) };
         let s = run(py, n_jobs, progress.as_ref(), |mon| {
-            let opts = Options { degree, exclude_self, neighborhood: nbh, monitor: mon.clone(), progress: progress.is_some() };
+            let opts = Options { degree, exclude_self, neighborhood: nbh, monitor: mon.clone(), progress: progress.is_some(), series_tolerance };
             engine::local_sums(&pb, spec.kernel(), &bw, &opts)
         })?;
         PySums::new(py, s)

@@ -51,5 +51,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("LEAF_SIZE", crate::neighbors::LEAF_SIZE)?;
     m.add("GEMM_MIN_DIM", crate::distance::GEMM_MIN_DIM)?;
     m.add("GRID_MAX_FEATURES", crate::algorithms::mean_shift::GRID_MAX_FEATURES)?;
+    m.add("SERIES_TOLERANCE", crate::engine::SERIES_TOLERANCE)?;
     Ok(())
 }

@@ -105,7 +105,7 @@ pub(super) fn local_sums<'py>(
             let v = values.map(|v| view2::<$F>(v, "values")).transpose()?;
             let (qa, va) = (q.as_array(), v.as_ref().map(|v| v.as_array()));
             let s = run(py, n_jobs, progress, |mon| {
-                let opts = Options { degree, exclude_self, neighborhood: nbh, monitor: mon.clone(), progress: progress.is_some() };
+                let opts = Options { degree, exclude_self, neighborhood: nbh, monitor: mon.clone(), progress: progress.is_some(), ..Options::default() };
                 $r.local_sums(qa, va, spec.kernel(), &bw, &opts)
             })?;
             PySums::new(py, s)

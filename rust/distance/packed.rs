@@ -110,6 +110,13 @@ impl<F: Real> Panels<F> {
         max
     }
 
+    /// Row `r` as packed (centred, scaled and rounded) into `out`.
+    pub fn unpack_row(&self, r: usize, out: &mut [F]) {
+        let (w, d) = (self.width, self.dim);
+        let base = (r / w) * d * w + r % w;
+        out[..d].iter_mut().enumerate().for_each(|(k, o)| *o = self.data[base + k * w]);
+    }
+
     /// Squared norms of the centred rows.
     pub fn norms(&self) -> &[F] {
         &self.norms

@@ -299,11 +299,19 @@ pub fn knn<F: Real>(
     q: ArrayView2<F>, q_rows: Rows<'_, F>, x_rows: Rows<'_, F>, p: &Projection, k: usize, indices: &mut [usize], distances: &mut [F],
     mon: &Monitor, report: bool,
 ) {
-    let m = p.m1;
+    let (m, m2) = (p.m1, p.basis.nrows() - p.m1);
+    // Queries that are the references (a self-join: LLE, TripletEmbedding, kneighbors()
+    // without X) take the references' projections instead of computing them again.
+    let fitted = q.nrows() == x_rows.nrows() && (0..q.nrows()).into_par_iter().all(|i| q_rows.row(i) == x_rows.row(i));
     for s0 in (0..q.nrows()).step_by(SEGMENT) {
         let s1 = (s0 + SEGMENT).min(q.nrows());
         let mut zq = vec![0.0; (s1 - s0) * m];
-        let (zq2, terms) = project(q.slice(s![s0..s1, ..]), &p.basis, m, &p.centre, &mut zq);
+        let (zq2, terms) = if fitted {
+            zq.chunks_mut(m).enumerate().for_each(|(i, z)| p.packed.unpack_row(s0 + i, z));
+            (p.z2[s0 * m2..s1 * m2].to_vec(), p.terms[s0..s1].to_vec())
+        } else {
+            project(q.slice(s![s0..s1, ..]), &p.basis, m, &p.centre, &mut zq)
+        };
         let mut order: Vec<usize> = (0..s1 - s0).collect();
         let block = query_block(s1 - s0).min(BLOCK);
         coherent_order(&zq, m, &mut order, block);
@@ -468,6 +476,25 @@ mod tests {
                 let (with, without) = both(&x32, &q32, k);
                 assert_eq!(with.indices, without.indices, "f32 d={d} offset={offset} k={k}");
                 assert_eq!(with.distances, without.distances, "f32 d={d} offset={offset} k={k}");
+            }
+        }
+    }
+
+    #[test]
+    fn queries_that_are_the_references_reuse_their_projections() {
+        let mut rng = StdRng::seed_from_u64(23);
+        for (d, r) in [(96usize, 6), (784, 150)] {
+            let x = low_rank(&mut rng, 2500, d, r, 3.0);
+            let mut q = x.clone();
+            q[[7, 3]] += 0.5; // one row differs: projected afresh
+            for (q, k) in [(&x, 1usize), (&x, 9), (&q, 9)] {
+                let (with, without) = both(&x, q, k);
+                assert_eq!(with.indices, without.indices, "d={d} k={k}");
+                assert_eq!(with.distances, without.distances, "d={d} k={k}");
+                let (x32, q32) = (x.mapv(|v| v as f32), q.mapv(|v| v as f32));
+                let (with, without) = both(&x32, &q32, k);
+                assert_eq!(with.indices, without.indices, "f32 d={d} k={k}");
+                assert_eq!(with.distances, without.distances, "f32 d={d} k={k}");
             }
         }
     }

@@ -26,10 +26,11 @@
 //! `coherent_order`): their candidates are mostly the same rows, read from memory once per
 //! block. A query's answer does not depend on the queries searched with it.
 //!
-//! Rounding. The first tier runs in f64 whatever the data type. Its errors —
-//! P only orthonormal to rounding, z and r rounded, the product form's cancellation — are a
-//! few hundred units of f64 roundoff times ‖q̂‖² + ‖x̂‖²; the bound subtracts `SLACK` (10⁻⁹)
-//! times that, orders of magnitude more. A reference is skipped only when its bound exceeds
+//! Rounding. The projections run in f64 whatever the data type. Their errors — P only
+//! orthonormal to rounding, z and r rounded, the product form's cancellation — are a few
+//! hundred units of f64 roundoff times ‖q̂‖² + ‖x̂‖²; the bound subtracts `SLACK` (10⁻⁹) times
+//! that, orders of magnitude more. The first tier's product runs in f32 (half the work of the
+//! pass over all pairs) and subtracts its own rounding bound, (m + 4)·2⁻²³ times the same. A reference is skipped only when its bound exceeds
 //! the threshold by the direct difference's own rounding (relative (d + 4)ε of the data type),
 //! so a skipped reference's computed distance is strictly above the threshold: it can be
 //! neither among the k nearest nor tied with the k-th.
@@ -66,6 +67,13 @@ const MIN_ENERGY: f64 = 0.5;
 /// Relative safety margin of the bound (see the module comment).
 const SLACK: f64 = 1e-9;
 
+/// Margin, relative to ‖x̂‖² on each side, for the first tier's product in single precision:
+/// rounding z to f32 and summing m products moves −2 z_q·z_x by at most
+/// (m + 3)·2⁻²⁴·(‖z_q‖² + ‖z_x‖²) (any summation order, fused or not), and ‖z‖ ≤ ‖x̂‖; twice that.
+fn product_slack(m: usize) -> f64 {
+    (m as f64 + 4.0) * f32::EPSILON as f64
+}
+
 /// The projected references of a brute-force index.
 pub struct Projection {
     /// m × d, orthonormal rows: the first `m1` give the product's bound, the rest the
@@ -73,8 +81,9 @@ pub struct Projection {
     basis: Array2<f64>,
     m1: usize,
     centre: Vec<f64>,
-    /// Projected references z_x (first tier), packed for the product.
-    packed: Panels<f64>,
+    /// Projected references z_x (first tier), rounded to single precision and packed for the
+    /// product.
+    packed: Panels<f32>,
     /// Second-tier coordinates, row by row, rounded to single precision (a sixth of the bytes
     /// of a Fashion-MNIST row in f32, a tenth in f64).
     z2: Vec<f32>,
@@ -89,7 +98,7 @@ pub struct Projection {
 /// Per row, the terms of its bounds (see the module comment).
 #[derive(Clone, Copy, Default)]
 struct Terms {
-    /// ‖z‖² − SLACK·‖x̂‖² (first tier).
+    /// ‖z‖² − (SLACK + product_slack)·‖x̂‖² (first tier).
     low: f64,
     /// Interval of the residual norm beyond the first tier, then beyond both.
     r: [f64; 2],
@@ -126,7 +135,7 @@ fn project<F: Real>(x: ArrayView2<F>, basis: &Array2<f64>, m1: usize, centre: &[
                 let zz: f64 = first.iter().map(|t| t * t).sum();
                 let zz2: f64 = second.iter().map(|t| t * t).sum();
                 let e = SLACK * sq;
-                terms.push(Terms { low: zz - e, r: residual(sq - zz, e), r2: residual(sq - zz - zz2, e), e2: rounding.sqrt() * (1.0 + 1e-9) });
+                terms.push(Terms { low: zz - e - product_slack(m1) * sq, r: residual(sq - zz, e), r2: residual(sq - zz - zz2, e), e2: rounding.sqrt() * (1.0 + 1e-9) });
             }
             (z2, terms)
         })
@@ -199,7 +208,7 @@ impl Projection {
         let mut z = vec![0.0; n * m1];
         let (z2, terms) = project(x, &basis, m1, &centre, &mut z);
         let z = Array2::from_shape_vec((n, m1), z).expect("n × m1 values");
-        let packed = Panels::references(z.view(), &vec![0.0; m1]).ok()?;
+        let packed = Panels::references_from(z.view(), &vec![0.0; m1], 1.0).ok()?.0;
         let (low, r_lo, r_hi) = (terms.iter().map(|t| t.low).collect(), terms.iter().map(|t| t.r[0]).collect(), terms.iter().map(|t| t.r[1]).collect());
         Some(Projection { basis, m1, centre, packed, z2, low, r_lo, r_hi, terms })
     }
@@ -216,9 +225,9 @@ impl Bounds<'_> {
     /// Calls `visit(i, j, near)` for every query i of the block and reference j in t0..t1
     /// whose first-tier bound is at most `limits[i]`, from the block's products −2 z_q·z_x in
     /// `tile` (row stride `stride`, reference t0 first); `near` is the bound's part in the
-    /// first tier's span, ‖z_q − z_x‖² − SLACK·(‖q̂‖² + ‖x̂‖²).
+    /// first tier's span, ‖z_q − z_x‖² less the margins.
     #[inline]
-    fn scan(&self, tile: &[f64], stride: usize, t0: usize, t1: usize, limits: &[f64], mut visit: impl FnMut(usize, usize, f64)) {
+    fn scan(&self, tile: &[f32], stride: usize, t0: usize, t1: usize, limits: &[f64], mut visit: impl FnMut(usize, usize, f64)) {
         const CHUNK: usize = 16;
         let (low, rl, rh) = (&self.p.low[t0..t1], &self.p.r_lo[t0..t1], &self.p.r_hi[t0..t1]);
         let mut bound = [0.0f64; CHUNK];
@@ -232,13 +241,13 @@ impl Bounds<'_> {
                 // Straight-line over equal-length slices: one vectorised pass per chunk.
                 for ((((b, &v), &l), &lo), &hi) in bound[..len].iter_mut().zip(vs).zip(ls).zip(rls).zip(rhs) {
                     let gap = (qrl - hi).max(lo - qrh).max(0.0);
-                    *b = (v + l) + ql + gap * gap;
+                    *b = (v as f64 + l) + ql + gap * gap;
                     hit |= *b <= lim;
                 }
                 if hit {
                     for (jj, &b) in bound[..len].iter().enumerate() {
                         if b <= lim {
-                            visit(i, t0 + c0 * CHUNK + jj, (vs[jj] + ls[jj]) + ql);
+                            visit(i, t0 + c0 * CHUNK + jj, (vs[jj] as f64 + ls[jj]) + ql);
                         }
                     }
                 }
@@ -307,7 +316,11 @@ pub fn knn<F: Real>(
         let s1 = (s0 + SEGMENT).min(q.nrows());
         let mut zq = vec![0.0; (s1 - s0) * m];
         let (zq2, terms) = if fitted {
-            zq.chunks_mut(m).enumerate().for_each(|(i, z)| p.packed.unpack_row(s0 + i, z));
+            let mut row = vec![0.0f32; m];
+            for (i, z) in zq.chunks_mut(m).enumerate() {
+                p.packed.unpack_row(s0 + i, &mut row);
+                z.iter_mut().zip(&row).for_each(|(a, &b)| *a = b as f64);
+            }
             (p.z2[s0 * m2..s1 * m2].to_vec(), p.terms[s0..s1].to_vec())
         } else {
             project(q.slice(s![s0..s1, ..]), &p.basis, m, &p.centre, &mut zq)
@@ -353,15 +366,15 @@ fn search_block<F: Real>(
     let w = p.packed.width();
     let bounds = Bounds { p, q: ids.iter().map(|&i| terms[i]).collect(), z2: ids.iter().flat_map(|&i| zq2[i * m2..(i + 1) * m2].iter().copied()).collect() };
     let zb: Vec<f64> = ids.iter().flat_map(|&i| zq[i * m..(i + 1) * m].iter().copied()).collect();
-    let mut qp = Panels::queries(m);
-    qp.repack(ndarray::ArrayView2::from_shape((ids.len(), m), &zb).expect("block × m values"), &vec![0.0; m]);
+    let mut qp = Panels::<f32>::queries(m);
+    qp.repack_from(ndarray::ArrayView2::from_shape((ids.len(), m), &zb).expect("block × m values"), &vec![0.0; m], 1.0);
     // The first pass's products serve the second when they fit; otherwise tile by tile again.
     let npad = n.next_multiple_of(w);
-    let keep = qp.padded_rows() * npad * std::mem::size_of::<f64>() <= KEEP_BYTES;
+    let keep = qp.padded_rows() * npad * std::mem::size_of::<f32>() <= KEEP_BYTES;
     let stride = if keep { npad } else { REF_TILE };
-    let mut products = vec![0.0f64; qp.padded_rows() * stride];
+    let mut products = vec![0.0f32; qp.padded_rows() * stride];
     let at = |t0: usize| if keep { t0 } else { 0 };
-    let sweep = |products: &mut [f64], t0: usize, t1: usize| minus_two_dots(&qp, &p.packed, t0 / w..t1.div_ceil(w), &mut products[at(t0)..], stride);
+    let sweep = |products: &mut [f32], t0: usize, t1: usize| minus_two_dots(&qp, &p.packed, t0 / w..t1.div_ceil(w), &mut products[at(t0)..], stride);
     let (qrow, row_of) = (|i: usize| q_rows.row(s0 + i), |j: usize| x_rows.row(j));
     // Pass 1: per query the `first` smallest bounds, ranked exactly.
     let mut seeds: Vec<Best<f64>> = ids.iter().map(|_| Best::new(first)).collect();

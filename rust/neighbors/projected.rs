@@ -456,6 +456,14 @@ mod tests {
         (with, idx.knn(q.view(), k, &mon).unwrap())
     }
 
+    /// The projected search equals the plain one, on the data and on it rounded to f32.
+    fn same_in_f64_and_f32(x: &Array2<f64>, q: &Array2<f64>, k: usize, label: &str) {
+        let (with, without) = both(x, q, k);
+        assert_eq!((with.indices, with.distances), (without.indices, without.distances), "{label}");
+        let (with, without) = both(&x.mapv(|v| v as f32), &q.mapv(|v| v as f32), k);
+        assert_eq!((with.indices, with.distances), (without.indices, without.distances), "f32 {label}");
+    }
+
     #[test]
     fn the_projected_search_counts_its_queries_when_asked() {
         let mut rng = StdRng::seed_from_u64(5);
@@ -482,13 +490,7 @@ mod tests {
                 q.row_mut(i).assign(&x.row(i * 11));
             }
             for k in [1usize, 10, 57] {
-                let (with, without) = both(&x, &q, k);
-                assert_eq!(with.indices, without.indices, "d={d} offset={offset} k={k}");
-                assert_eq!(with.distances, without.distances, "d={d} offset={offset} k={k}");
-                let (x32, q32) = (x.mapv(|v| v as f32), q.mapv(|v| v as f32));
-                let (with, without) = both(&x32, &q32, k);
-                assert_eq!(with.indices, without.indices, "f32 d={d} offset={offset} k={k}");
-                assert_eq!(with.distances, without.distances, "f32 d={d} offset={offset} k={k}");
+                same_in_f64_and_f32(&x, &q, k, &format!("d={d} offset={offset} k={k}"));
             }
         }
     }
@@ -501,13 +503,7 @@ mod tests {
             let mut q = x.clone();
             q[[7, 3]] += 0.5; // one row differs: projected afresh
             for (q, k) in [(&x, 1usize), (&x, 9), (&q, 9)] {
-                let (with, without) = both(&x, q, k);
-                assert_eq!(with.indices, without.indices, "d={d} k={k}");
-                assert_eq!(with.distances, without.distances, "d={d} k={k}");
-                let (x32, q32) = (x.mapv(|v| v as f32), q.mapv(|v| v as f32));
-                let (with, without) = both(&x32, &q32, k);
-                assert_eq!(with.indices, without.indices, "f32 d={d} k={k}");
-                assert_eq!(with.distances, without.distances, "f32 d={d} k={k}");
+                same_in_f64_and_f32(&x, q, k, &format!("d={d} k={k}"));
             }
         }
     }

@@ -74,6 +74,19 @@ def test_lle_sparse_solver_equals_dense():
     np.testing.assert_array_equal(one.weights_.toarray(), arp.weights_.toarray())
 
 
+def test_lle_sparse_solver_refuses_a_disconnected_graph():
+    # Two far clusters: the grounded I − W is only nearly singular in floating point, so
+    # without a check the sparse path would return a wrong subspace instead of an error.
+    rng = np.random.default_rng(0)
+    X = np.vstack([rng.normal(size=(40, 3)), rng.normal(size=(40, 3)) + 100.0])
+    lle = LocallyLinearEmbedding(n_neighbors=5, eigen_solver="arpack", random_state=0)
+    with pytest.raises(ValueError, match="disconnected") as info:
+        lle.fit(X)
+    assert info.value.parameter == "n_neighbors"
+    assert not hasattr(lle, "embedding_")
+    LocallyLinearEmbedding(n_neighbors=5, eigen_solver="dense").fit(X)  # the dense path still answers
+
+
 def test_lle_bad_input():
     X = swiss(50)
     with pytest.raises(ValueError, match="n_neighbors"):

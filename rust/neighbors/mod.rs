@@ -174,14 +174,10 @@ impl<F: Real> Index<F> {
             Inner::Tree(KdTree::build(x.view(), leaf_size, mon)?)
         } else {
             let x = x.as_standard_layout().into_owned();
-            let mut projection = None;
-            let product = if x.ncols() >= GEMM_MIN_DIM {
-                let p = Product::new(x.view())?;
-                projection = projected::Projection::build(x.view(), &p.centre);
-                Some(p)
-            } else {
-                None
-            };
+            // The product screen serves only the plain search: with a projection it would
+            // be a second copy of the samples (in the screen's precision) never read.
+            let projection = if x.ncols() >= GEMM_MIN_DIM { projected::Projection::build(x.view(), &column_means(x.view())) } else { None };
+            let product = if x.ncols() >= GEMM_MIN_DIM && projection.is_none() { Some(Product::new(x.view())?) } else { None };
             Inner::Brute(Brute { x, product, projection })
         };
         Ok(Index { lengths, inner })

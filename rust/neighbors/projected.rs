@@ -457,6 +457,7 @@ mod tests {
                 let p = b.projection.as_ref().expect("low-rank data must get a projection");
                 assert_eq!(p.basis.nrows() > p.m1, x.ncols() / 4 > super::DIRECTIONS, "a second tier exactly when d / 4 > DIRECTIONS");
                 b.projection = None;
+                b.product = Some(super::super::Product::new(b.x.view()).unwrap());
             }
             Inner::Tree(_) => unreachable!(),
         }

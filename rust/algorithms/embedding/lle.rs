@@ -184,7 +184,7 @@ pub struct GroundedInverse {
 impl GroundedInverse {
     /// From the hollow weights (`nbrs`, `weights`: n × k, row i over the listed columns).
     pub fn new(nbrs: &[usize], weights: &[f64], k: usize) -> Result<Self> {
-        use faer::sparse::{SparseColMat, Triplet};
+        use faer::sparse::{SparseColMat, SymbolicSparseColMat};
         let n = if k == 0 { 0 } else { nbrs.len() / k };
         if k == 0 || nbrs.len() != n * k || weights.len() != n * k {
             return Err(LocalizationError::shape("weights", "n × k neighbours and weights", weights.len()));
@@ -195,27 +195,54 @@ impl GroundedInverse {
         if nbrs.iter().any(|&j| j >= n) || weights.iter().any(|w| !w.is_finite()) {
             return Err(LocalizationError::param("weights", format!("indices must be in [0, {n}) and weights finite")));
         }
+        let mut sorted = Vec::with_capacity(k);
+        for row in nbrs.chunks_exact(k) {
+            sorted.clear();
+            sorted.extend_from_slice(row);
+            sorted.sort_unstable();
+            if sorted.windows(2).any(|p| p[0] == p[1]) {
+                return Err(LocalizationError::param("neighbors", "a row lists the same neighbour twice"));
+            }
+        }
         let singular = || LocalizationError::param("n_neighbors", "the neighbour graph is disconnected (I − W is singular beyond its constant null vector): increase n_neighbors or use eigen_solver='dense'");
         // A disconnected graph leaves Ã only nearly singular in floating point: the LU would
         // not fail, and the solves would return a wrong subspace.
         if components(n, nbrs, k) > 1 {
             return Err(singular());
         }
-        let mut entries: Vec<Triplet<usize, usize, f64>> = (1..n).map(|i| Triplet::new(i - 1, i - 1, 1.0)).collect();
-        // Row 0's weights give the right-hand side of u's system: Ãᵀu' = −A[0, 1:]ᵀ.
-        let mut first = vec![0.0; n - 1];
-        for (i, (row, w)) in nbrs.chunks_exact(k).zip(weights.chunks_exact(k)).enumerate() {
-            for (&j, &v) in row.iter().zip(w) {
-                match (i, j) {
-                    (_, 0) => {}
-                    (0, _) => first[j - 1] += v,
-                    _ => entries.push(Triplet::new(i - 1, j - 1, -v)),
-                }
+        // Ã in compressed columns, built row by row so that every column's rows come in
+        // increasing order. Row 0's weights give the right-hand side of u's system:
+        // Ãᵀu' = −A[0, 1:]ᵀ.
+        let rows = || nbrs.chunks_exact(k).zip(weights.chunks_exact(k)).enumerate().skip(1);
+        let mut ptr = vec![0usize; n];
+        for (i, (row, _)) in rows() {
+            ptr[i] += 1;
+            row.iter().filter(|&&j| j != 0 && j != i).for_each(|&j| ptr[j] += 1);
+        }
+        for c in 1..n {
+            ptr[c] += ptr[c - 1];
+        }
+        // ptr[c] is now the end of column c of A, column c − 1 of Ã: with ptr[0] = 0, ptr is
+        // Ã's column pointer array, and ptr[c] the start of Ã's column c.
+        let mut next = ptr[..n - 1].to_vec();
+        let (mut row_idx, mut values) = (vec![0usize; ptr[n - 1]], vec![0.0f64; ptr[n - 1]]);
+        let mut put = |col: usize, row: usize, v: f64| {
+            row_idx[next[col]] = row;
+            values[next[col]] = v;
+            next[col] += 1;
+        };
+        for (i, (row, w)) in rows() {
+            // A neighbour equal to the row itself (never from the index) folds into the diagonal.
+            let own: f64 = row.iter().zip(w).filter(|&(&j, _)| j == i).map(|(_, &v)| v).sum();
+            put(i - 1, i - 1, 1.0 - own);
+            for (&j, &v) in row.iter().zip(w).filter(|&(&j, _)| j != 0 && j != i) {
+                put(j - 1, i - 1, -v);
             }
         }
-        let a = SparseColMat::<usize, f64>::try_new_from_triplets(n - 1, n - 1, &entries).map_err(|e| LocalizationError::param("weights", format!("{e:?}")))?;
+        let a = SparseColMat::new(SymbolicSparseColMat::new_checked(n - 1, n - 1, ptr, None, row_idx), values);
         let lu = a.sp_lu().map_err(|_| singular())?;
-        let mut rhs = faer::Mat::from_fn(n - 1, 1, |i, _| first[i]);
+        let mut rhs = faer::Mat::<f64>::zeros(n - 1, 1);
+        nbrs[..k].iter().zip(&weights[..k]).filter(|&(&j, _)| j != 0).for_each(|(&j, &v)| rhs[(j - 1, 0)] += v);
         faer::linalg::solvers::Solve::solve_transpose_in_place(&lu, rhs.as_mut());
         let mut u: Vec<f64> = std::iter::once(1.0).chain((0..n - 1).map(|i| rhs[(i, 0)])).collect();
         let norm = u.iter().map(|t| t * t).sum::<f64>().sqrt();
@@ -342,5 +369,6 @@ mod tests {
         assert!(GroundedInverse::new(&[1, 5], &[1.0, 1.0], 1).is_err());
         assert!(GroundedInverse::new(&[0], &[1.0], 1).is_err());
         assert!(GroundedInverse::new(&[1, 0], &[1.0], 1).is_err());
+        assert!(GroundedInverse::new(&[1, 1, 0, 2, 0, 1], &[0.5; 6], 2).is_err());
     }
 }

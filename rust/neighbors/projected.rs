@@ -233,8 +233,41 @@ impl Bounds<'_> {
     /// whose first-tier bound is at most `limits[i]`, from the block's products −2 z_q·z_x in
     /// `tile` (row stride `stride`, reference t0 first); `near` is the bound's part in the
     /// first tier's span, ‖z_q − z_x‖² less the margins.
+    ///
+    /// The bounds are the same bits at every instruction set (no operation is fused); wider
+    /// registers only evaluate more of them at once: the baseline build's two-lane loop was a
+    /// fifth of the search on 10,000 Fashion-MNIST images.
     #[inline]
-    fn scan(&self, tile: &[f32], stride: usize, t0: usize, t1: usize, limits: &[f64], mut visit: impl FnMut(usize, usize, f64)) {
+    fn scan(&self, tile: &[f32], stride: usize, t0: usize, t1: usize, limits: &[f64], visit: impl FnMut(usize, usize, f64)) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::is_x86_feature_detected as has;
+            if has!("avx512f") && has!("avx2") {
+                // SAFETY: the CPU supports the features the function is compiled for.
+                return unsafe { self.scan_avx512(tile, stride, t0, t1, limits, visit) };
+            }
+            if has!("avx2") {
+                // SAFETY: as above.
+                return unsafe { self.scan_avx2(tile, stride, t0, t1, limits, visit) };
+            }
+        }
+        self.scan_with(tile, stride, t0, t1, limits, visit)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn scan_avx2(&self, tile: &[f32], stride: usize, t0: usize, t1: usize, limits: &[f64], visit: impl FnMut(usize, usize, f64)) {
+        self.scan_with(tile, stride, t0, t1, limits, visit)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,avx512f")]
+    unsafe fn scan_avx512(&self, tile: &[f32], stride: usize, t0: usize, t1: usize, limits: &[f64], visit: impl FnMut(usize, usize, f64)) {
+        self.scan_with(tile, stride, t0, t1, limits, visit)
+    }
+
+    #[inline(always)]
+    fn scan_with(&self, tile: &[f32], stride: usize, t0: usize, t1: usize, limits: &[f64], mut visit: impl FnMut(usize, usize, f64)) {
         const CHUNK: usize = 16;
         let (low, rl, rh) = (&self.p.low[t0..t1], &self.p.r_lo[t0..t1], &self.p.r_hi[t0..t1]);
         let mut bound = [0.0f64; CHUNK];
@@ -271,11 +304,50 @@ impl Bounds<'_> {
         let (a, b) = (&self.z2[i * m2..(i + 1) * m2], &self.p.z2[j * m2..(j + 1) * m2]);
         // Summed in single precision: a sum of m2 squared rounded differences is within a
         // relative (m2 + 2)·2⁻²⁴ of the exact one (all terms are non-negative).
-        let sq = sq_euclidean_wide(a, b) as f64 * (1.0 - 2.0 * (m2 as f64 + 2.0) * f32::EPSILON as f64);
+        let sq = sq_dist32(a, b) as f64 * (1.0 - 2.0 * (m2 as f64 + 2.0) * f32::EPSILON as f64);
         let span = (sq.sqrt() - tq.e2 - tx.e2).max(0.0);
         let gap = (tq.r2[0] - tx.r2[1]).max(tx.r2[0] - tq.r2[1]).max(0.0);
         near + span * span + gap * gap
     }
+}
+
+/// Σ (a − b)² in single precision: 16 partial sums (two AVX2 registers) added at the end.
+/// Written with intrinsics because the compiler splits the portable 8- or 16-lane loop into
+/// two-lane pieces and shuffles for f32, which made the second tier's distances a tenth of
+/// the search.
+#[inline]
+fn sq_dist32(a: &[f32], b: &[f32]) -> f32 {
+    let b = &b[..a.len()];
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU supports AVX2; `b` is as long as `a`.
+            return unsafe { sq_dist32_avx2(a, b) };
+        }
+    }
+    a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum()
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn sq_dist32_avx2(a: &[f32], b: &[f32]) -> f32 {
+    use std::arch::x86_64::*;
+    let n = a.len();
+    let (mut s0, mut s1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+    let mut i = 0;
+    while i + 16 <= n {
+        // SAFETY: i + 16 ≤ n = a.len() = b.len().
+        let (pa, pb) = unsafe { (a.as_ptr().add(i), b.as_ptr().add(i)) };
+        let d0 = _mm256_sub_ps(unsafe { _mm256_loadu_ps(pa) }, unsafe { _mm256_loadu_ps(pb) });
+        let d1 = _mm256_sub_ps(unsafe { _mm256_loadu_ps(pa.add(8)) }, unsafe { _mm256_loadu_ps(pb.add(8)) });
+        s0 = _mm256_add_ps(s0, _mm256_mul_ps(d0, d0));
+        s1 = _mm256_add_ps(s1, _mm256_mul_ps(d1, d1));
+        i += 16;
+    }
+    let mut acc = [0.0f32; 8];
+    // SAFETY: `acc` holds 8 floats.
+    unsafe { _mm256_storeu_ps(acc.as_mut_ptr(), _mm256_add_ps(s0, s1)) };
+    acc.iter().sum::<f32>() + a[i..].iter().zip(&b[i..]).map(|(x, y)| (x - y) * (x - y)).sum::<f32>()
 }
 
 /// Queries searched together: their rows (784 doubles each on Fashion-MNIST) stay in a

@@ -278,12 +278,12 @@ def _bottom_eigenvectors(W, q, eigen_solver, tol, max_iter, random_state):
     """
     n = W.shape[0]
     A = (sp.identity(n, format="csr") - W).tocsr()
-    M = (A.T @ A).tocsr()
     if eigen_solver == "auto":
         eigen_solver = "dense" if n <= 1500 else "arpack"
     if eigen_solver == "dense":
+        M = (A.T @ A).toarray()
         with threadpool_limits(1 if n <= _EIGH_ONE_THREAD else None, user_api="blas"):
-            vals, vecs = scipy.linalg.eigh(M.toarray(), subset_by_index=(1, q))
+            vals, vecs = scipy.linalg.eigh(M, subset_by_index=(1, q))
         order = np.argsort(np.abs(vals))
         return vecs[:, order], float(np.sum(vals))
     v0 = check_random_state(random_state).uniform(-1, 1, n)
@@ -308,7 +308,8 @@ def _bottom_eigenvectors(W, q, eigen_solver, tol, max_iter, random_state):
             "eigen_solver",
         ) from None
     V, _ = np.linalg.qr(vecs - vecs.mean(axis=0))
-    vals, R = np.linalg.eigh(V.T @ (M @ V))
+    AV = A @ V  # VᵀMV = (AV)ᵀ(AV), without forming M
+    vals, R = np.linalg.eigh(AV.T @ AV)
     return V @ R, float(np.sum(vals))
 
 

@@ -435,7 +435,7 @@ class GroundedInverse:
     """M⁺ for LLE's M = (I − W)ᵀ(I − W), from one sparse LU of the grounded I − W; raises
     LocalizationError (n_neighbors) when the neighbour graph is disconnected."""
 
-    def __init__(self, neighbors: npt.NDArray[np.int64], weights: npt.NDArray[np.float64]) -> None: ...
+    def __new__(cls, neighbors: npt.NDArray[np.int64], weights: npt.NDArray[np.float64]) -> Self: ...
     def apply(self, b: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
         """M⁺b for a vector (n) or each column of a matrix (n × c); b must be C-contiguous."""
 

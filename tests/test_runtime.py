@@ -149,6 +149,14 @@ LONG_CALLS = """
         yield "meanshift_exact", lambda: ms.fit(X[:200_000])
         kept = ms.labels_ is before[0] and ms.cluster_centers_ is before[1] and ms.bandwidth_ == before[2]
         print("state kept" if kept else "state changed", flush=True)
+        # LLE's sparse LU cannot stop midway: the call returns and the factorisation ends on
+        # its own thread. A graph of random long-range edges fills L and U almost densely
+        # (~20 s here); last, so that the process exits instead of running beside the others.
+        from localization import _core
+        n = 12_000
+        off = 1 + rng.permutation(n - 1)[:10]
+        nb = (np.arange(n)[:, None] + off[None, :]) % n
+        yield "lle_sparse_lu", lambda: _core.GroundedInverse(nb.astype(np.int64), np.full((n, 10), 0.1))
 
     for name, call in cases():
         print("ready", name, flush=True)
@@ -223,7 +231,7 @@ def test_ctrl_c_stops_every_long_native_call_quickly():
     names = [c[0] for c in calls]
     assert names == [
         "local_mean", "local_polynomial", "kernel_sum_kd_tree", "kneighbors_brute", "quickshift",
-        "medoidshift_precomputed", "bilateral", "nl_means", "meanshift_exact",
+        "medoidshift_precomputed", "bilateral", "nl_means", "meanshift_exact", "lle_sparse_lu",
     ], (seen, err)
     for name, after, dt in calls:
         assert after == f"interrupted {name}", (name, after, err)

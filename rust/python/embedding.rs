@@ -69,7 +69,7 @@ impl GroundedInverse {
         let (nb, k) = indices2(neighbors, "neighbors")?;
         let w = view2::<f64>(weights, "weights")?;
         let wv: Vec<f64> = w.as_array().iter().copied().collect();
-        let inner = run(py, None, None, |_| lle::GroundedInverse::new(&nb, &wv, k))?;
+        let inner = run(py, None, None, |mon| lle::GroundedInverse::new(&nb, &wv, k, mon))?;
         Ok(GroundedInverse { inner })
     }
 

@@ -7,8 +7,8 @@ against the exact KDE at a random subset of the nodes (exact sums by our exact p
 bound there, and the exact path's time per query. A second part gives error against time for several grid sizes (the
 "accuracy at equal time" comparison). Ratios are KDEpy time / ours.
 
-    python benches/bench_kde.py            # 1-D n = 10⁶; 2-D n = 2·10⁵ on 256² and 512² grids
-    python benches/bench_kde.py --full     # 2-D n = 10⁶ on a 1024² grid (the issue's case) too
+    python benches/bench_kde.py            # 1-D n = 10⁶; 2-D n = 2·10⁵ on 256² and 512² grids; 3-D n = 2·10⁵ on 32³ and 64³
+    python benches/bench_kde.py --full     # 2-D n = 10⁶ on a 1024² grid (the issue's case), 3-D n = 10⁶ on 128³ too
 """
 
 import argparse
@@ -95,6 +95,16 @@ def main():
     print("Error against time (d=2; errors relative to the peak density, max over the checked nodes):")
     for (t_o, e_o, t_p, e_p), g in zip(results, sizes):
         print(f"  grid {g}^2:  KDEpy {t_p:.3f} s err {e_p:.1e}  |  ours {t_o:.3f} s err {e_o:.1e}")
+
+    n3 = 1_000_000 if args.full else 200_000
+    X3 = mixture(n3, 3, rng)
+    sizes3 = (32, 64, 128) if args.full else (32, 64)
+    results3 = [case(X3, 0.1, g, rng, repeat=2) for g in sizes3]
+    per_query = exact_rate(X3, 0.1, rng, m=200)
+    print(f"  exact path, d=3 n={n3}: {per_query * 1e3:.2f} ms per query")
+    print("Error against time (d=3):")
+    for (t_o, e_o, t_p, e_p), g in zip(results3, sizes3):
+        print(f"  grid {g}^3:  KDEpy {t_p:.3f} s err {e_p:.1e}  |  ours {t_o:.3f} s err {e_o:.1e}")
 
 
 if __name__ == "__main__":

@@ -85,26 +85,16 @@ def main():
         case(X1, 0.1, g, rng)
     per_query = exact_rate(X1, 0.1, rng)
     print(f"  exact path, d=1 n=10^6: {per_query * 1e3:.2f} ms per query ({per_query * 4096:.1f} s for 4096 nodes)")
-    n2 = 1_000_000 if args.full else 200_000
-    X2 = mixture(n2, 2, rng)
-    sizes = (256, 512, 1024) if args.full else (128, 256, 512)
-    results = [case(X2, 0.1, g, rng, repeat=2) for g in sizes]
-    per_query = exact_rate(X2, 0.1, rng, m=500)
-    print(f"  exact path, d=2 n={n2}: {per_query * 1e3:.2f} ms per query")
-
-    print("Error against time (d=2; errors relative to the peak density, max over the checked nodes):")
-    for (t_o, e_o, t_p, e_p), g in zip(results, sizes):
-        print(f"  grid {g}^2:  KDEpy {t_p:.3f} s err {e_p:.1e}  |  ours {t_o:.3f} s err {e_o:.1e}")
-
-    n3 = 1_000_000 if args.full else 200_000
-    X3 = mixture(n3, 3, rng)
-    sizes3 = (32, 64, 128) if args.full else (32, 64)
-    results3 = [case(X3, 0.1, g, rng, repeat=2) for g in sizes3]
-    per_query = exact_rate(X3, 0.1, rng, m=200)
-    print(f"  exact path, d=3 n={n3}: {per_query * 1e3:.2f} ms per query")
-    print("Error against time (d=3):")
-    for (t_o, e_o, t_p, e_p), g in zip(results3, sizes3):
-        print(f"  grid {g}^3:  KDEpy {t_p:.3f} s err {e_p:.1e}  |  ours {t_o:.3f} s err {e_o:.1e}")
+    n = 1_000_000 if args.full else 200_000
+    grids = {2: (256, 512, 1024) if args.full else (128, 256, 512), 3: (32, 64, 128) if args.full else (32, 64)}
+    for d, sizes in grids.items():
+        X = mixture(n, d, rng)
+        results = [case(X, 0.1, g, rng, repeat=2) for g in sizes]
+        per_query = exact_rate(X, 0.1, rng, m=500 if d == 2 else 200)
+        print(f"  exact path, d={d} n={n}: {per_query * 1e3:.2f} ms per query")
+        print(f"Error against time (d={d}; errors relative to the peak density, max over the checked nodes):")
+        for (t_o, e_o, t_p, e_p), g in zip(results, sizes):
+            print(f"  grid {g}^{d}:  KDEpy {t_p:.3f} s err {e_p:.1e}  |  ours {t_o:.3f} s err {e_o:.1e}")
 
 
 if __name__ == "__main__":

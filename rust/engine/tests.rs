@@ -809,3 +809,95 @@ fn negligible_tiles_with_design_moments_are_skipped_within_the_bound() {
         }
     }
 }
+
+/// Clustered samples in `d` features (three clusters along the first), shifted by `offset`.
+fn clustered(rng: &mut StdRng, n: usize, d: usize, offset: f64) -> Array2<f64> {
+    let mut x = rand_mat(rng, n, d).mapv(|a| 0.4 * a);
+    for (i, mut row) in x.rows_mut().into_iter().enumerate() {
+        row[0] += (i % 3) as f64;
+        row.mapv_inplace(|a| a + offset);
+    }
+    x
+}
+
+#[test]
+fn chebyshev_grid_matches_direct_sums_in_two_and_three_features() {
+    // Weights with zeros, values (one repeats a coordinate), offset data, and a query far from
+    // the mass (the grid's bound does not cover it: summed exactly). Every sum within 1e-13 of
+    // Σ w K (times max |v| for values) of the direct ones.
+    let mut rng = StdRng::seed_from_u64(41);
+    for d in 2..=3 {
+        for offset in [0.0, 1e4] {
+            let n = 3000;
+            let x = clustered(&mut rng, n, d, offset);
+            let mut q = x.slice(ndarray::s![..200, ..]).to_owned();
+            q[(0, 1)] += 12.0;
+            let other = rand_mat(&mut rng, n, 1).mapv(|a| 10.0 * a - 5.0);
+            let v = ndarray::concatenate![Axis(1), x.column(0).insert_axis(Axis(1)), other];
+            let top = v.iter().fold(0.0f64, |m, a| m.max(a.abs()));
+            let w: Vec<f64> = (0..n).map(|j| if j % 11 == 0 { 0.0 } else { rng.random::<f64>() + 0.5 }).collect();
+            let pb = Problem { queries: q.view(), x: x.view(), values: Some(v.view()), weights: Some(ndarray::ArrayView1::from(&w)) };
+            for h in [1.0, 0.3] {
+                let grid = chebyshev::Grid::plan(&pb, h, SERIES_TOLERANCE).expect("a grid fits");
+                let (_, missed) = grid.sums(&pb, &Options::default()).unwrap();
+                assert!(missed.contains(&0) && missed.len() < 5, "d={d} h={h}: missed {missed:?}");
+                let run = |nh| true_sums(&local_sums(&pb, &Kernel::Radial(Profile::Gaussian), &Bandwidth::Scalar(h), &Options { neighborhood: nh, ..Options::default() }).unwrap());
+                let ((na, da), (nb, db)) = (run(Neighborhood::Expansion), run(Neighborhood::Brute));
+                for i in 0..q.nrows() {
+                    assert!((da[i] - db[i]).abs() <= 1e-13 * db[i], "d={d} offset={offset} h={h} query {i}: {} vs {}", da[i], db[i]);
+                    for c in 0..2 {
+                        assert!((na[(i, c)] - nb[(i, c)]).abs() <= 1e-13 * top * db[i], "d={d} offset={offset} h={h} query {i} value {c}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn chebyshev_grid_leave_one_out_threads_float32_and_flat_boxes() {
+    let mut rng = StdRng::seed_from_u64(43);
+    let gauss = Kernel::Radial(Profile::Gaussian);
+    let x = clustered(&mut rng, 2500, 3, 0.0);
+    let v = rand_mat(&mut rng, 2500, 2);
+    let pb = Problem { queries: x.view(), x: x.view(), values: Some(v.view()), weights: None };
+    let grid = |t: usize, exclude_self: bool| {
+        install(t, || local_sums(&pb, &gauss, &Bandwidth::Scalar(0.5), &Options { exclude_self, neighborhood: Neighborhood::Expansion, ..Options::default() }).unwrap()).unwrap()
+    };
+    // Leave-one-out: the full sums less each point's own term.
+    let ((na, da), (nb, db)) = (true_sums(&grid(2, true)), true_sums(&local_sums(&pb, &gauss, &Bandwidth::Scalar(0.5), &Options { exclude_self: true, neighborhood: Neighborhood::Brute, ..Options::default() }).unwrap()));
+    for i in 0..2500 {
+        assert!((da[i] - db[i]).abs() <= 1e-12 * db[i]);
+        assert!((na[(i, 1)] - nb[(i, 1)]).abs() <= 1e-12 * db[i]);
+    }
+    // Any thread count, the same bits.
+    let one = grid(1, false);
+    for t in [2, 5] {
+        let other = grid(t, false);
+        assert_eq!(one.den, other.den);
+        assert_eq!(one.num, other.num);
+    }
+    // float32 points: the sums run in float64 and are rounded once.
+    let (x32, v32) = (x.mapv(|a| a as f32), v.mapv(|a| a as f32));
+    let opts = Options { neighborhood: Neighborhood::Expansion, ..Options::default() };
+    let f32s = local_sums(&Problem { queries: x32.view(), x: x32.view(), values: Some(v32.view()), weights: None }, &gauss, &Bandwidth::Scalar(0.5f32), &opts).unwrap();
+    let (x64, v64) = (x32.mapv(|a| a as f64), v32.mapv(|a| a as f64));
+    let (_, want) = true_sums(&local_sums(&Problem { queries: x64.view(), x: x64.view(), values: Some(v64.view()), weights: None }, &gauss, &Bandwidth::Scalar(0.5), &Options { neighborhood: Neighborhood::Brute, ..Options::default() }).unwrap());
+    for i in 0..2500 {
+        assert_eq!(f32s.log_scale[i], 0.0);
+        assert!((f32s.den[i] as f64 - want[i]).abs() <= f32::EPSILON as f64 * want[i]);
+    }
+    // Boxes of no width along some or all features: one panel there.
+    let mut flat = x.clone();
+    flat.column_mut(2).fill(3.0);
+    let all_same = Array2::from_elem((500, 3), -7.5);
+    for pts in [flat, all_same] {
+        let pb = Problem { queries: pts.view(), x: pts.view(), values: None, weights: None };
+        let run = |nh| local_sums(&pb, &gauss, &Bandwidth::Scalar(0.4), &Options { neighborhood: nh, ..Options::default() }).unwrap();
+        assert!(chebyshev::Grid::plan(&pb, 0.4, SERIES_TOLERANCE).is_some());
+        let ((_, a), (_, b)) = (true_sums(&run(Neighborhood::Expansion)), true_sums(&run(Neighborhood::Brute)));
+        for i in 0..pts.nrows() {
+            assert!((a[i] - b[i]).abs() <= 1e-13 * b[i]);
+        }
+    }
+}

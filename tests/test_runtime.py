@@ -136,12 +136,16 @@ LONG_CALLS = """
         yield "kernel_sum_kd_tree", lambda: L.kernel_sum(S, S, kernel="epanechnikov", bandwidth=10.0, algorithm="kd_tree")
         H = rng.random((300_000, 64), dtype=np.float32)
         yield "kneighbors_brute", lambda: L.NearestNeighbors(n_neighbors=5).fit(H).kneighbors(H)
-        yield "quickshift", lambda: QuickShift(bandwidth=0.05, max_dist=10.0).fit(S)
+        # Four features: the Gaussian densities are direct sums (the grid takes 2-3 features).
+        S4 = rng.random((300_000, 4))
+        yield "quickshift", lambda: QuickShift(bandwidth=0.1, max_dist=10.0).fit(S4)
         D = np.abs(rng.random((4000, 1)) - rng.random((1, 4000)))
         yield "medoidshift_precomputed", lambda: MedoidShift(metric="precomputed", bandwidth=0.1).fit(D)
         image = rng.random((3000, 3000))
         yield "bilateral", lambda: bilateral(image, spatial_bandwidth=15.0, range_bandwidth=0.1)
         yield "nl_means", lambda: nl_means(image[:1500, :1500], patch_size=7, patch_distance=15, h=0.1)
+        G = rng.random((4_000_000, 3))
+        yield "kernel_sum_grid", lambda: L.kernel_sum(G, G, kernel="gaussian", bandwidth=0.1, algorithm="expansion")
         # A fitted estimator interrupted while re-fitting keeps its previous fit.
         small = rng.random((500, 2))
         ms = L.MeanShift(kernel="gaussian", bandwidth=0.05, algorithm="exact").fit(small)
@@ -231,7 +235,7 @@ def test_ctrl_c_stops_every_long_native_call_quickly():
     names = [c[0] for c in calls]
     assert names == [
         "local_mean", "local_polynomial", "kernel_sum_kd_tree", "kneighbors_brute", "quickshift",
-        "medoidshift_precomputed", "bilateral", "nl_means", "meanshift_exact", "lle_sparse_lu",
+        "medoidshift_precomputed", "bilateral", "nl_means", "kernel_sum_grid", "meanshift_exact", "lle_sparse_lu",
     ], (seen, err)
     for name, after, dt in calls:
         assert after == f"interrupted {name}", (name, after, err)

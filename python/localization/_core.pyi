@@ -63,7 +63,7 @@ def local_sums(
     series_tolerance: Optional[float] = None,
 ) -> Sums:
     """The kernel-weighted sums at the queries; ``progress(done, total)`` receives the queries done.
-    ``series_tolerance``: the error the Gaussian series expansion may leave (relative to Σ|w|K;
+    ``series_tolerance``: the error the Gaussian expansions (series or grid) may leave (relative to Σ|w|K;
     None: ``SERIES_TOLERANCE``), for callers that certify their answers against it."""
 
 @final

@@ -209,7 +209,7 @@ class BoundKernel:
         """Native local sums for validated queries, as :class:`~localization.LocalSums`.
 
         ``progress(done, total)`` is called with the queries done (the binned path: its steps).
-        ``series_tolerance``: the error the Gaussian series expansion may leave per query,
+        ``series_tolerance``: the error the Gaussian expansions (series or grid) may leave per query,
         relative to Σ|w|K (and to max|v| times that for values), for callers that certify
         their answer against it (None: the default, 1e-14); the other paths ignore it.
         ``prepared=True``: through the kept reference of (values, sample_weight) if
@@ -477,9 +477,11 @@ def local_mean(
     algorithm : {"auto", "brute", "kd_tree", "expansion", "binned"}, default="auto"
         How the sums are computed; the exact ones agree to rounding. ``"brute"`` visits every
         pair in tiles; ``"kd_tree"`` finds the samples inside a compact kernel's support
-        through a kd-tree; ``"expansion"`` sums the Gaussian with one scalar bandwidth in at
-        most 4 features through a two-sided Taylor series between clusters of queries and
-        samples, far cheaper than the pairs when the bandwidth is wide relative to the
+        through a kd-tree; ``"expansion"`` sums the Gaussian with one scalar bandwidth in 1–3
+        features without the pairs: a two-sided Taylor series between clusters of queries and
+        samples (one feature, and design moments in two), or Chebyshev interpolation on a grid
+        of panels (kernel sums and local means in two or three features), within 1e-14 of
+        Σ|w|K per query; far cheaper than the pairs when the bandwidth is wide relative to the
         spacing of the points. ``"auto"`` picks by a cost model. A choice that does not
         apply (e.g. ``"expansion"`` with a compact kernel) falls back to ``"brute"``.
         ``"binned"`` is **approximate**: linear binning onto a regular grid and one FFT

@@ -75,10 +75,11 @@ pub struct Options {
     /// Report the queries done to `monitor` (off when the engine runs inside an algorithm that
     /// reports its own progress, such as mean shift's seeds).
     pub progress: bool,
-    /// Error the Gaussian series expansion may leave per query, relative to Σ |w| K (and to
-    /// max |v| times that for sums of values), when the caller can use sums that coarse: its
-    /// far pairs then take fewer terms. Never below `expansion::TOLERANCE`, the default; only
-    /// the expansion without design moments reads it (every other path is exact to rounding).
+    /// Error the Gaussian expansions may leave per query, relative to Σ |w| K (and to max |v|
+    /// times that for sums of values), when the caller can use sums that coarse: the series'
+    /// far pairs then take fewer terms, the Chebyshev grid fewer nodes. Never below
+    /// `expansion::TOLERANCE`, the default; only the expansions without design moments read it
+    /// (every other path is exact to rounding).
     pub series_tolerance: f64,
 }
 

@@ -27,6 +27,7 @@
 //! weights of mixed sign, and their rounding was measured at a few 10⁻¹⁶ of the query's own
 //! Σ |w| K (docs/engine.md).
 
+use super::expansion::upto;
 use super::types::{LocalSums, Options, Problem};
 use crate::error::Result;
 use crate::memory;
@@ -69,8 +70,12 @@ pub(super) struct Grid {
     /// Panels reached along each axis (the band of the convolution).
     band: Vec<usize>,
     origin: Vec<f64>,
+    h: f64,
     inv_h: f64,
-    /// Error per query per unit of Σ |w| (and of Σ |w v| for sums of values).
+    /// Local polynomial degree of the design moments to return.
+    degree: Option<usize>,
+    /// Error per query per unit of Σ |w| (and of Σ |w v| for sums of values; of h^|γ| Σ |w|
+    /// for the moments Σ K (x − q)^γ).
     bound: f64,
     tolerance: f64,
     /// Modelled cost in multiply-adds, and that of the direct pair loop.
@@ -83,19 +88,65 @@ fn lebesgue(p: usize) -> f64 {
     1.0 + std::f64::consts::FRAC_2_PI * ((p + 1) as f64).ln()
 }
 
-/// The interpolation part of the bound (both sides, d features), per unit of mass.
-fn interpolation_bound(p: usize, s: f64, d: usize) -> f64 {
+/// For the factors t^m e^{−t²/2} of the moments' kernels, m ≤ `power`: the largest of their
+/// suprema, (m/e)^{m/2}, and the largest factor by which their p-th derivative can exceed g's
+/// bound κ √(p!). With t^m = Σ_k m!/(k! 2^k (m − 2k)!) He_{m−2k}(t) and He_j(t) e^{−t²/2} =
+/// (−1)^j g⁽ʲ⁾(t), that factor is Σ_k m!/(k! 2^k (m − 2k)!) √((p + m − 2k)!/p!).
+fn moment_factors(p: usize, power: u32) -> (f64, f64) {
+    let fact = |n: u32| (1..=n).map(f64::from).product::<f64>();
+    let (mut sup, mut growth) = (1.0f64, 1.0f64);
+    for m in 1..=power {
+        sup = sup.max((f64::from(m) / std::f64::consts::E).powf(0.5 * f64::from(m)));
+        let g: f64 = (0..=m / 2)
+            .map(|k| fact(m) / (fact(k) * 2f64.powi(k as i32) * fact(m - 2 * k)) * (1..=m - 2 * k).map(|i| (p as f64 + f64::from(i)).sqrt()).product::<f64>())
+            .sum();
+        growth = growth.max(g);
+    }
+    (sup, growth)
+}
+
+/// The interpolation part of the bound (both sides, d features), per unit of mass, for the
+/// kernels of moments of degree up to `power` per feature.
+fn interpolation_bound(p: usize, s: f64, d: usize, power: u32) -> f64 {
     let ln_fact: f64 = (2..=p).map(|k| (k as f64).ln()).sum();
     let e1 = (2.0 * CRAMER).ln() + p as f64 * (s / 4.0).ln() - 0.5 * ln_fact;
     let lam = lebesgue(p);
+    let (sup, growth) = moment_factors(p, power);
     let sum: f64 = (0..d).map(|k| lam.powi(k as i32)).sum();
-    e1.exp() * sum * (1.0 + lam.powi(d as i32))
+    e1.exp() * growth * sup.powi(d as i32 - 1) * sum * (1.0 + lam.powi(d as i32))
+}
+
+/// The bound of the node pairs left out beyond reach `r` along some axis.
+fn band_bound(p: usize, d: usize, power: u32, r: f64) -> f64 {
+    let (sup, _) = moment_factors(p, power);
+    d as f64 * lebesgue(p).powi(2 * d as i32) * sup.powi(d as i32 - 1) * r.powi(power as i32) * (-0.5 * r * r).exp()
 }
 
 /// The reach beyond which node pairs are left out, for a share `eps` of the bound.
-fn reach(p: usize, d: usize, eps: f64) -> f64 {
-    let amplification = d as f64 * lebesgue(p).powi(2 * d as i32);
-    (2.0 * (amplification / eps).ln()).sqrt()
+fn reach(p: usize, d: usize, power: u32, eps: f64) -> f64 {
+    let mut r = 1.0;
+    while band_bound(p, d, power, r) > eps {
+        r += 0.125;
+    }
+    r
+}
+
+/// Exponents of the local polynomial basis of `degree` in d features: 1, then x_k, then
+/// x_a x_c (a ≤ c), as the engine's moments order them.
+fn basis_exponents(d: usize, degree: usize) -> Vec<Vec<u32>> {
+    let unit = |k: usize| (0..d).map(|l| u32::from(l == k)).collect::<Vec<u32>>();
+    let mut b = vec![vec![0; d]];
+    if degree >= 1 {
+        b.extend((0..d).map(unit));
+    }
+    if degree >= 2 {
+        for a in 0..d {
+            for c in a..d {
+                b.push(unit(a).iter().zip(unit(c)).map(|(x, y)| x + y).collect());
+            }
+        }
+    }
+    b
 }
 
 /// Lower and upper corner of the rows' bounding box, per feature.
@@ -110,7 +161,7 @@ impl Grid {
     /// The cheapest grid for these queries and samples whose bound is `tolerance · MASS_SHARE`,
     /// with its modelled cost and that of the direct pair loop; None when no grid fits in
     /// `MAX_VALUES`.
-    pub fn plan<F: Real>(pb: &Problem<F>, h: f64, tolerance: f64) -> Option<Self> {
+    pub fn plan<F: Real>(pb: &Problem<F>, h: f64, degree: Option<usize>, tolerance: f64) -> Option<Self> {
         let (n, d) = pb.x.dim();
         let m = pb.queries.nrows();
         if d == 0 || d > MAX_DIM || n == 0 || m == 0 {
@@ -120,26 +171,36 @@ impl Grid {
         let (bx, bq) = (bounds(pb.x), bounds(pb.queries));
         let origin: Vec<f64> = (0..d).map(|k| bx[k].0.min(bq[k].0)).collect();
         let extent: Vec<f64> = (0..d).map(|k| (bx[k].1.max(bq[k].1) - origin[k]) * inv_h).collect();
-        if extent.iter().any(|e| !e.is_finite()) {
+        // Design moments of data narrower than a bandwidth are mostly below the bound's unit
+        // h^|γ| (no query would pass `moments_covered`); the series serves them.
+        if extent.iter().any(|e| !e.is_finite() || (degree.is_some() && *e < 1.0)) {
             return None;
         }
-        let cols = Self::columns(pb) as f64;
+        let cols = Self::columns(pb);
+        let nv = pb.values.as_ref().map_or(0, |v| v.ncols());
         let eps = tolerance * MASS_SHARE;
+        // Per feature, the moments' kernels reach degree 2·degree; each moment is one more
+        // convolution and reading of the weights (and of the values for the basis functions).
+        let power = 2 * degree.unwrap_or(0) as u32;
+        let basis = degree.map_or(0, |g| basis_exponents(d, g).len());
+        let n_moments = degree.map_or(0, |g| upto(d, 2 * g) - 1) as f64;
+        let passes = cols as f64 + n_moments + basis.saturating_sub(1) as f64 * nv as f64;
         let mut best: Option<Grid> = None;
         for s in SIDES {
-            let Some(p) = (2..64).find(|&p| interpolation_bound(p, s, d) <= 0.5 * eps) else { continue };
+            let Some(p) = (2..64).find(|&p| interpolation_bound(p, s, d, power) <= 0.5 * eps) else { continue };
             let panels: Vec<usize> = extent.iter().map(|&e| ((e / s).ceil() as usize).max(1)).collect();
             let side: Vec<f64> = extent.iter().zip(&panels).map(|(&e, &np)| if e > 0.0 { e / np as f64 } else { s }).collect();
             let nodes = panels.iter().try_fold(1usize, |a, &np| a.checked_mul(np * p));
-            let Some(nodes) = nodes.filter(|&v| v.saturating_mul(cols as usize) <= MAX_VALUES) else { continue };
-            let r = reach(p, d, 0.5 * eps);
+            let Some(nodes) = nodes.filter(|&v| v.saturating_mul(cols) <= MAX_VALUES) else { continue };
+            let r = reach(p, d, power, 0.5 * eps);
             let band: Vec<usize> = side.iter().zip(&panels).map(|(&sk, &np)| ((r / sk).ceil() as usize).min(np - 1)).collect();
             let pd = p.pow(d as u32) as f64;
             let convolution: f64 = band.iter().map(|&b| (2 * b + 1) as f64 * p as f64).sum::<f64>() * nodes as f64;
-            let cost = cols * ((n + m) as f64 * (pd + p as f64 * d as f64) + convolution);
+            let per_point = pd + p as f64 * d as f64;
+            let cost = cols as f64 * n as f64 * per_point + passes * (m as f64 * per_point + convolution);
             if best.as_ref().is_none_or(|b| cost < b.cost) {
-                let bound = interpolation_bound(p, s, d) + d as f64 * lebesgue(p).powi(2 * d as i32) * (-0.5 * r * r).exp();
-                best = Some(Grid { d, p, panels, side, band, origin: origin.clone(), inv_h, bound, tolerance, cost, direct: 0.0 });
+                let bound = interpolation_bound(p, s, d, power) + band_bound(p, d, power, r);
+                best = Some(Grid { d, p, panels, side, band, origin: origin.clone(), h, inv_h, degree, bound, tolerance, cost, direct: 0.0 });
             }
         }
         let mut grid = best?;
@@ -209,7 +270,9 @@ impl Grid {
         }
         // A box of panels holds more than the ball within reach (6/π in three features).
         let ball = [1.0, 1.0, std::f64::consts::PI / 4.0, std::f64::consts::PI / 6.0][d];
-        pairs * ball * (DIRECT_PAIR + 2.0 * Self::columns(pb) as f64)
+        let nb = self.degree.map_or(0, |g| basis_exponents(d, g).len()) as f64;
+        let nv = pb.values.as_ref().map_or(0, |v| v.ncols()) as f64;
+        pairs * ball * (DIRECT_PAIR + 2.0 * Self::columns(pb) as f64 + nb * (nb + 1.0) / 2.0 + nb * nv)
     }
 
     /// Linear panel index of a point (data units) and its offsets from the panel's corner, in
@@ -318,34 +381,131 @@ impl Grid {
     }
 
     /// The sums of every query, and the queries the bound does not cover (to be summed
-    /// exactly by the caller; their entries here are meaningless).
+    /// exactly by the caller; their entries here are meaningless). With design moments, each
+    /// moment Σ K (x − q)^γ is one more convolution of the spread weights (and values, for the
+    /// cross terms) with the separable kernel Π_k t_k^γ_k e^{−t_k²/2}, read like the sums.
     pub fn sums<F: Real>(&self, pb: &Problem<F>, opts: &Options) -> Result<(LocalSums<F>, Vec<usize>)> {
         let mon = &opts.monitor;
-        let (p, d) = (self.p, self.d);
         let nv = pb.values.as_ref().map_or(0, |v| v.ncols());
         let signed = Self::signed(pb);
         let cols = Self::columns(pb);
         let (shape, nodes) = self.shape();
-        let pd = p.pow(d as u32);
-        let mut grid = memory::try_vec("grid values", &[cols, nodes], 0.0f64)?;
-
-        // Spread the samples onto their panels' nodes.
-        let (order, starts, t) = self.bin(pb.x);
-        let weight = |j: usize| pb.weights.as_ref().map_or(1.0, |w| w[j].f64());
         // Values about the middle of their range: a column far from zero (a coordinate of
         // offset data) would otherwise carry its offset's rounding into the small differences
-        // a local mean is made of; the middle times the weights' sum is added back at the end.
+        // a local mean is made of; the middle times the weights' sums is added back at the end.
         let middle: Vec<f64> = pb.values.as_ref().map_or(Vec::new(), |v| bounds(*v).into_iter().map(|(lo, hi)| 0.5 * lo + 0.5 * hi).collect());
+        let weight = |j: usize| pb.weights.as_ref().map_or(1.0, |w| w[j].f64());
+        // Columns: the weights, each value column (centred) times them, then |w| if signed.
         let column = |j: usize, c: usize| -> f64 {
             match c {
                 0 => weight(j),
-                1 if signed => weight(j).abs(),
-                _ => {
-                    let c = c - 1 - signed as usize;
-                    weight(j) * pb.values.as_ref().map_or(0.0, |v| v[(j, c)].f64() - middle[c])
-                }
+                c if c <= nv => weight(j) * pb.values.as_ref().map_or(0.0, |v| v[(j, c - 1)].f64() - middle[c - 1]),
+                _ => weight(j).abs(),
             }
         };
+        let source = self.spread(pb.x, cols, &shape, nodes, &column, mon)?;
+
+        // Jobs: the sums with every column, then each further moment γ of the weights, and of
+        // the values too where γ is a basis function (the cross terms).
+        let basis = self.degree.map_or(Vec::new(), |g| basis_exponents(self.d, g));
+        let mut jobs: Vec<(Vec<u32>, usize)> = vec![(vec![0; self.d], cols)];
+        for (a, ga) in basis.iter().enumerate() {
+            for gb in &basis[a..] {
+                let gamma: Vec<u32> = ga.iter().zip(gb).map(|(x, y)| x + y).collect();
+                if !jobs.iter().any(|(g, _)| *g == gamma) {
+                    jobs.push((gamma, 1));
+                }
+            }
+        }
+        for ga in &basis {
+            if let Some(job) = jobs.iter_mut().find(|(g, _)| g == ga) {
+                job.1 = job.1.max(1 + nv);
+            }
+        }
+        let job_of = |gamma: &[u32]| jobs.iter().position(|(g, _)| g == gamma).expect("every moment has a job");
+
+        let (order, starts, t) = self.bin(pb.queries);
+        let panels: Vec<usize> = (0..starts.len() - 1).filter(|&a| starts[a + 1] > starts[a]).collect();
+        let mut grid = memory::try_vec("grid values", &[cols, nodes], 0.0f64)?;
+        let mut other = memory::try_vec("grid values", &[cols, nodes], 0.0f64)?;
+        let mut read = Vec::with_capacity(jobs.len());
+        for (gamma, jc) in &jobs {
+            let len = jc * nodes;
+            self.convolve(0, gamma[0], &shape, &source[..len], &mut grid[..len], mon);
+            for k in 1..self.d {
+                mon.check()?;
+                self.convolve(k, gamma[k], &shape, &grid[..len], &mut other[..len], mon);
+                std::mem::swap(&mut grid, &mut other);
+            }
+            mon.check()?;
+            read.push(self.read(&grid[..len], *jc, &shape, &order, &starts, &t, &panels, mon));
+            mon.check()?;
+        }
+
+        let m = pb.queries.nrows();
+        let nb = basis.len();
+        let mut sums = LocalSums::try_zeros(m, nv, self.degree.map(|_| nb))?;
+        let mass: f64 = (0..pb.x.nrows()).map(|j| weight(j).abs()).sum();
+        let error = self.bound * mass;
+        let unit = |gamma: &[u32]| self.h.powi(gamma.iter().sum::<u32>() as i32);
+        // The jobs of the second moments Σ K (x_k − q_k)², which give each query's local scale.
+        let second: Vec<usize> = if nb > 1 { (0..self.d).map(|k| job_of(&(0..self.d).map(|c| 2 * u32::from(c == k)).collect::<Vec<_>>())).collect() } else { Vec::new() };
+        let mut missed = Vec::new();
+        for (at, &a) in panels.iter().enumerate() {
+            let rows = &order[starts[a]..starts[a + 1]];
+            let len = rows.len();
+            let value = |job: usize, c: usize, i: usize| read[job][at][c * len + i];
+            for (i, &q) in rows.iter().enumerate() {
+                let abs = value(0, if signed { cols - 1 } else { 0 }, i);
+                // Values err by at most twice `error` times max |v| (their middle times the
+                // weights' error, plus the centred column's own).
+                if !(2.0 * error <= self.tolerance * (abs - error)) || !self.moments_covered(&second, |job| value(job, 0, i), abs, error) {
+                    missed.push(q);
+                    continue;
+                }
+                sums.den[q] = F::of(value(0, 0, i));
+                for c in 0..nv {
+                    sums.num[(q, c)] = F::of(value(0, 1 + c, i) + middle[c] * value(0, 0, i));
+                }
+                if let (Some(mo), Some(cr)) = (sums.moments.as_mut(), sums.cross.as_mut()) {
+                    for a in 0..nb {
+                        for b in a..nb {
+                            let gamma: Vec<u32> = basis[a].iter().zip(&basis[b]).map(|(x, y)| x + y).collect();
+                            let v = F::of(value(job_of(&gamma), 0, i) * unit(&gamma));
+                            mo[(q, a, b)] = v;
+                            mo[(q, b, a)] = v;
+                        }
+                        let job = job_of(&basis[a]);
+                        for c in 0..nv {
+                            cr[(q, a, c)] = F::of((value(job, 1 + c, i) + middle[c] * value(job, 0, i)) * unit(&basis[a]));
+                        }
+                    }
+                }
+            }
+        }
+        missed.sort_unstable();
+        Ok((sums, missed))
+    }
+
+    /// Whether a query's design moments are within the tolerance of their own scale: each
+    /// moment Σ K (x − q)^γ errs by at most `error` h^|γ|, while a local polynomial fit
+    /// sees them in units of the query's local spread σ_k (its Jacobi scaling) — as the direct
+    /// sums' own rounding does. With σ_k from a lower bound on the second moments, the
+    /// scaled error of every moment (|γ| ≤ 2·degree) is at most `error` max(1, h/σ)^{2·degree}.
+    fn moments_covered(&self, second: &[usize], moment: impl Fn(usize) -> f64, mass: f64, error: f64) -> bool {
+        let Some(degree) = self.degree.filter(|_| !second.is_empty()) else { return true };
+        let h2 = self.h * self.h;
+        let spread = second.iter().map(|&job| (moment(job) * h2 - error * h2) / (mass + error)).fold(f64::INFINITY, f64::min);
+        let ratio = (h2 / spread).max(1.0);
+        spread > 0.0 && 2.0 * error * ratio.powi(degree as i32) <= self.tolerance * (mass - error)
+    }
+
+    /// The samples `x` spread onto their panels' nodes, `cols` columns of `column(j, c)`:
+    /// per panel, blocks of `CHUNK` samples, each one matrix product of their Lagrange values.
+    fn spread<F: Real>(&self, x: ArrayView2<F>, cols: usize, shape: &[usize; 3], nodes: usize, column: &(dyn Fn(usize, usize) -> f64 + Sync), mon: &Monitor) -> Result<Vec<f64>> {
+        let (p, pd) = (self.p, self.p.pow(self.d as u32));
+        let mut grid = memory::try_vec("grid values", &[cols, nodes], 0.0f64)?;
+        let (order, starts, t) = self.bin(x);
         let panels: Vec<usize> = (0..starts.len() - 1).filter(|&a| starts[a + 1] > starts[a]).collect();
         let blocks: Vec<(usize, Vec<f64>)> = panels
             .par_iter()
@@ -374,30 +534,23 @@ impl Grid {
             .collect();
         mon.check()?;
         for (a, block) in blocks {
-            for (g, b, len) in self.runs(a, cols, &shape) {
+            for (g, b, len) in self.runs(a, cols, shape) {
                 grid[g..g + len].iter_mut().zip(&block[b..b + len]).for_each(|(v, &add)| *v += add);
             }
         }
+        Ok(grid)
+    }
 
-        // Convolve along each axis.
-        let mut other = memory::try_vec("grid values", &[cols, nodes], 0.0f64)?;
-        for k in 0..d {
-            mon.check()?;
-            self.convolve(k, &shape, &grid, &mut other, mon);
-            std::mem::swap(&mut grid, &mut other);
-        }
-        drop(other);
-        mon.check()?;
-
-        // Read each query's panel.
-        let (order, starts, t) = self.bin(pb.queries);
-        let m = pb.queries.nrows();
-        let panels: Vec<usize> = (0..starts.len() - 1).filter(|&a| starts[a + 1] > starts[a]).collect();
-        let read: Vec<Vec<f64>> = panels
+    /// Every query's value of each of the `cols` columns of `grid`, read from its panel's
+    /// nodes: per panel (in `panels` order), column-major over its queries.
+    #[allow(clippy::too_many_arguments)]
+    fn read(&self, grid: &[f64], cols: usize, shape: &[usize; 3], order: &[usize], starts: &[usize], t: &[[f64; MAX_DIM]], panels: &[usize], mon: &Monitor) -> Vec<Vec<f64>> {
+        let (p, pd) = (self.p, self.p.pow(self.d as u32));
+        panels
             .par_iter()
             .map(|&a| {
                 let mut block = vec![0.0; cols * pd];
-                for (g, b, len) in self.runs(a, cols, &shape) {
+                for (g, b, len) in self.runs(a, cols, shape) {
                     block[b..b + len].copy_from_slice(&grid[g..g + len]);
                 }
                 let mat = ArrayView2::from_shape((cols * p, pd / p), &block).expect("blocks are cols·p × pd/p");
@@ -408,7 +561,7 @@ impl Grid {
                     if mon.stopped() {
                         break;
                     }
-                    self.tables(chunk, &t, &mut first, &mut rest);
+                    self.tables(chunk, t, &mut first, &mut rest);
                     let len = chunk.len();
                     let a_mat = ArrayView2::from_shape((pd / p, len), &rest).expect("tables are pd/p × len");
                     let mut r = Array2::<f64>::zeros((cols * p, len));
@@ -421,32 +574,7 @@ impl Grid {
                 }
                 out
             })
-            .collect();
-        mon.check()?;
-
-        let mut sums = LocalSums::try_zeros(m, nv, None)?;
-        let mass: f64 = (0..pb.x.nrows()).map(|j| weight(j).abs()).sum();
-        let error = self.bound * mass;
-        let mut missed = Vec::new();
-        for (&a, out) in panels.iter().zip(&read) {
-            let rows = &order[starts[a]..starts[a + 1]];
-            let len = rows.len();
-            for (jj, &q) in rows.iter().enumerate() {
-                let abs = out[signed as usize * len + jj];
-                // Values err by at most twice `error` times max |v| (their middle times the
-                // weights' error, plus the centred column's own).
-                if !(2.0 * error <= self.tolerance * (abs - error)) {
-                    missed.push(q);
-                    continue;
-                }
-                sums.den[q] = F::of(out[jj]);
-                for c in 0..nv {
-                    sums.num[(q, c)] = F::of(out[(1 + signed as usize + c) * len + jj] + middle[c] * out[jj]);
-                }
-            }
-        }
-        missed.sort_unstable();
-        Ok((sums, missed))
+            .collect()
     }
 
     /// Where a panel's block lies in the grid: (start in the grid, start in the block, length)
@@ -464,14 +592,19 @@ impl Grid {
         })
     }
 
-    /// `out` = the grid convolved with g along axis `k`: for target node a of panel P and
-    /// source node b of panel P + δ, the weight g(δ s + ξ_b − ξ_a), for |δ| within the band.
-    fn convolve(&self, k: usize, shape: &[usize; 3], grid: &[f64], out: &mut [f64], mon: &Monitor) {
+    /// `out` = the grid convolved along axis `k` with t^power g(t): for target node a of panel
+    /// P and source node b of panel P + δ, t = δ s + ξ_b − ξ_a (x − q), for |δ| within the band.
+    fn convolve(&self, k: usize, power: u32, shape: &[usize; 3], grid: &[f64], out: &mut [f64], mon: &Monitor) {
         let p = self.p;
         let (np, band, s) = (self.panels[k], self.band[k] as isize, self.side[k]);
         let xi = self.nodes(s);
         let g: Vec<Array2<f64>> = (-band..=band)
-            .map(|delta| Array2::from_shape_fn((p, p), |(a, b)| (-0.5 * (delta as f64 * s + xi[b] - xi[a]).powi(2)).exp()))
+            .map(|delta| {
+                Array2::from_shape_fn((p, p), |(a, b)| {
+                    let t = delta as f64 * s + xi[b] - xi[a];
+                    t.powi(power as i32) * (-0.5 * t * t).exp()
+                })
+            })
             .collect();
         let n_k = shape[k];
         let inner: usize = shape[k + 1..].iter().product();

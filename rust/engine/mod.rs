@@ -994,7 +994,7 @@ fn expansion<F: Real>(pb: &Problem<F>, profile: Profile, bw: &Bandwidth<F>, opts
 }
 
 /// The Gaussian interpolated on a Chebyshev grid (`chebyshev`), when it applies (one scalar
-/// bandwidth, 2–3 features, no design moments) and is asked for or modelled cheaper than the
+/// bandwidth, 2–3 features) and is asked for or modelled cheaper than the
 /// direct pair loop. The queries its bound does not cover are summed exactly; leave-one-out
 /// sums are the full ones minus each query's own term (`without_own_terms`).
 fn grid_sums<F: Real>(pb: &Problem<F>, profile: Profile, bw: &Bandwidth<F>, opts: &Options, prep: Option<Prep<'_, F>>) -> Result<Option<LocalSums<F>>> {
@@ -1006,10 +1006,10 @@ fn grid_sums<F: Real>(pb: &Problem<F>, profile: Profile, bw: &Bandwidth<F>, opts
         _ => return Ok(None),
     };
     // One feature stays with the two-sided series, which is cheaper there (measured 2×).
-    if profile != Profile::Gaussian || opts.degree.is_some() || m == 0 || pb.x.ncols() < 2 {
+    if profile != Profile::Gaussian || m == 0 || pb.x.ncols() < 2 {
         return Ok(None);
     }
-    let Some(grid) = chebyshev::Grid::plan(pb, h.f64(), opts.series_tolerance.max(SERIES_TOLERANCE)) else { return Ok(None) };
+    let Some(grid) = chebyshev::Grid::plan(pb, h.f64(), opts.degree, opts.series_tolerance.max(SERIES_TOLERANCE)) else { return Ok(None) };
     if !asked && grid.cost >= grid.direct {
         return Ok(None);
     }
@@ -1023,6 +1023,12 @@ fn grid_sums<F: Real>(pb: &Problem<F>, profile: Profile, bw: &Bandwidth<F>, opts
             sums.den[i] = exact.den[r];
             sums.log_scale[i] = exact.log_scale[r];
             sums.num.row_mut(i).assign(&exact.num.row(r));
+            if let (Some(a), Some(b)) = (sums.moments.as_mut(), &exact.moments) {
+                a.index_axis_mut(ndarray::Axis(0), i).assign(&b.index_axis(ndarray::Axis(0), r));
+            }
+            if let (Some(a), Some(b)) = (sums.cross.as_mut(), &exact.cross) {
+                a.index_axis_mut(ndarray::Axis(0), i).assign(&b.index_axis(ndarray::Axis(0), r));
+            }
         }
     }
     opts.advance(m);

@@ -838,7 +838,7 @@ fn chebyshev_grid_matches_direct_sums_in_two_and_three_features() {
             let w: Vec<f64> = (0..n).map(|j| if j % 11 == 0 { 0.0 } else { rng.random::<f64>() + 0.5 }).collect();
             let pb = Problem { queries: q.view(), x: x.view(), values: Some(v.view()), weights: Some(ndarray::ArrayView1::from(&w)) };
             for h in [1.0, 0.3] {
-                let grid = chebyshev::Grid::plan(&pb, h, SERIES_TOLERANCE).expect("a grid fits");
+                let grid = chebyshev::Grid::plan(&pb, h, None, SERIES_TOLERANCE).expect("a grid fits");
                 let (_, missed) = grid.sums(&pb, &Options::default()).unwrap();
                 assert!(missed.contains(&0) && missed.len() < 5, "d={d} h={h}: missed {missed:?}");
                 let run = |nh| true_sums(&local_sums(&pb, &Kernel::Radial(Profile::Gaussian), &Bandwidth::Scalar(h), &Options { neighborhood: nh, ..Options::default() }).unwrap());
@@ -847,6 +847,35 @@ fn chebyshev_grid_matches_direct_sums_in_two_and_three_features() {
                     assert!((da[i] - db[i]).abs() <= 1e-13 * db[i], "d={d} offset={offset} h={h} query {i}: {} vs {}", da[i], db[i]);
                     for c in 0..2 {
                         assert!((na[(i, c)] - nb[(i, c)]).abs() <= 1e-13 * top * db[i], "d={d} offset={offset} h={h} query {i} value {c}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn chebyshev_grid_design_moments_match_direct_sums() {
+    // Local linear and quadratic moments through the grid (most queries covered by its
+    // bound, the rest summed directly), on data at the origin and far from it.
+    let mut rng = StdRng::seed_from_u64(47);
+    let (n, m) = (1500, 200);
+    for d in 2..=3 {
+        for offset in [0.0, 1e3] {
+            let x = rand_mat(&mut rng, n, d).mapv(|a| a + offset);
+            let q = rand_mat(&mut rng, m, d).mapv(|a| 1.1 * a + offset);
+            let v = rand_mat(&mut rng, n, 2);
+            let pb = Problem { queries: q.view(), x: x.view(), values: Some(v.view()), weights: None };
+            for (h, degree) in [(0.5, 1), (0.2, 1), (0.4, 2)] {
+                let grid = chebyshev::Grid::plan(&pb, h, Some(degree), SERIES_TOLERANCE).expect("a grid fits");
+                let (_, missed) = grid.sums(&pb, &Options::default()).unwrap();
+                assert!(missed.len() < m / 4, "d={d} offset={offset} h={h} degree={degree}: {} missed", missed.len());
+                let run = |nh| means(&local_sums(&pb, &Kernel::Radial(Profile::Gaussian), &Bandwidth::Scalar(h), &Options { degree: Some(degree), neighborhood: nh, ..Options::default() }).unwrap());
+                let (a, b) = (run(Neighborhood::Expansion), run(Neighborhood::Brute));
+                for i in 0..m {
+                    let scale = b[i].iter().fold(0.0f64, |s, v| s.max(v.abs()));
+                    for (x, y) in a[i].iter().zip(&b[i]) {
+                        assert!((x - y).abs() <= 1e-12 * scale, "d={d} offset={offset} h={h} degree={degree} query {i}: {x} vs {y}");
                     }
                 }
             }
@@ -894,7 +923,7 @@ fn chebyshev_grid_leave_one_out_threads_float32_and_flat_boxes() {
     for pts in [flat, all_same] {
         let pb = Problem { queries: pts.view(), x: pts.view(), values: None, weights: None };
         let run = |nh| local_sums(&pb, &gauss, &Bandwidth::Scalar(0.4), &Options { neighborhood: nh, ..Options::default() }).unwrap();
-        assert!(chebyshev::Grid::plan(&pb, 0.4, SERIES_TOLERANCE).is_some());
+        assert!(chebyshev::Grid::plan(&pb, 0.4, None, SERIES_TOLERANCE).is_some());
         let ((_, a), (_, b)) = (true_sums(&run(Neighborhood::Expansion)), true_sums(&run(Neighborhood::Brute)));
         for i in 0..pts.nrows() {
             assert!((a[i] - b[i]).abs() <= 1e-13 * b[i]);

@@ -182,6 +182,16 @@ fn means(s: &LocalSums<f64>) -> Vec<Vec<f64>> {
         .collect()
 }
 
+/// Each query's means within `tol` of the largest of its reference means.
+fn assert_means_close(a: &[Vec<f64>], b: &[Vec<f64>], tol: impl Fn(usize) -> f64, what: &str) {
+    for (i, (ra, rb)) in a.iter().zip(b).enumerate() {
+        let scale = rb.iter().fold(0.0f64, |s, v| s.max(v.abs()));
+        for (x, y) in ra.iter().zip(rb) {
+            assert!((x - y).abs() <= tol(i) * scale, "{what} query {i}: {x} vs {y}");
+        }
+    }
+}
+
 #[test]
 fn expansion_matches_direct_sums_with_moments_zero_weights_and_far_queries() {
     let mut rng = StdRng::seed_from_u64(21);
@@ -200,17 +210,10 @@ fn expansion_matches_direct_sums_with_moments_zero_weights_and_far_queries() {
         for h in [0.02, 0.3, 3.0, 1e3] {
             for degree in [None, Some(0), Some(1), Some(2)] {
                 let run = |nh| means(&local_sums(&pb, &Kernel::Radial(Profile::Gaussian), &Bandwidth::Scalar(h), &Options { degree, neighborhood: nh, ..Options::default() }).unwrap());
-                let (a, b) = (run(Neighborhood::Expansion), run(Neighborhood::Brute));
-                for i in 0..m {
-                    // Both round the log-kernel, whose size grows with the squared distance in
-                    // bandwidths; the tolerance follows it.
-                    let far = (0..d).map(|k| (q[(i, k)].abs() - 1.0).max(0.0).powi(2)).sum::<f64>() / (h * h);
-                    let tol = 1e-12 * (1.0 + far);
-                    let scale = b[i].iter().fold(0.0f64, |s, v| s.max(v.abs()));
-                    for (x, y) in a[i].iter().zip(&b[i]) {
-                        assert!((x - y).abs() <= tol * scale, "d={d} h={h} degree={degree:?} query {i}: {x} vs {y}");
-                    }
-                }
+                // Both round the log-kernel, whose size grows with the squared distance in
+                // bandwidths; the tolerance follows it.
+                let tol = |i: usize| 1e-12 * (1.0 + (0..d).map(|k| (q[(i, k)].abs() - 1.0).max(0.0).powi(2)).sum::<f64>() / (h * h));
+                assert_means_close(&run(Neighborhood::Expansion), &run(Neighborhood::Brute), tol, &format!("d={d} h={h} degree={degree:?}"));
             }
         }
     }
@@ -282,13 +285,7 @@ fn leave_one_out_through_the_expansion_matches_the_direct_hollow_sums() {
                     let opts = Options { degree, exclude_self: true, neighborhood: nh, ..Options::default() };
                     means(&local_sums(&pb, &Kernel::Radial(Profile::Gaussian), &Bandwidth::Scalar(h), &opts).unwrap())
                 };
-                let (a, b) = (run(Neighborhood::Expansion), run(Neighborhood::Brute));
-                for i in 0..n {
-                    let scale = b[i].iter().fold(0.0f64, |s, v| s.max(v.abs()));
-                    for (x, y) in a[i].iter().zip(&b[i]) {
-                        assert!((x - y).abs() <= 1e-11 * scale, "d={d} h={h} degree={degree:?} query {i}: {x} vs {y}");
-                    }
-                }
+                assert_means_close(&run(Neighborhood::Expansion), &run(Neighborhood::Brute), |_| 1e-11, &format!("d={d} h={h} degree={degree:?}"));
             }
         }
     }
@@ -871,13 +868,7 @@ fn chebyshev_grid_design_moments_match_direct_sums() {
                 let (_, missed) = grid.sums(&pb, &Options::default()).unwrap();
                 assert!(missed.len() < m / 4, "d={d} offset={offset} h={h} degree={degree}: {} missed", missed.len());
                 let run = |nh| means(&local_sums(&pb, &Kernel::Radial(Profile::Gaussian), &Bandwidth::Scalar(h), &Options { degree: Some(degree), neighborhood: nh, ..Options::default() }).unwrap());
-                let (a, b) = (run(Neighborhood::Expansion), run(Neighborhood::Brute));
-                for i in 0..m {
-                    let scale = b[i].iter().fold(0.0f64, |s, v| s.max(v.abs()));
-                    for (x, y) in a[i].iter().zip(&b[i]) {
-                        assert!((x - y).abs() <= 1e-12 * scale, "d={d} offset={offset} h={h} degree={degree} query {i}: {x} vs {y}");
-                    }
-                }
+                assert_means_close(&run(Neighborhood::Expansion), &run(Neighborhood::Brute), |_| 1e-12, &format!("d={d} offset={offset} h={h} degree={degree}"));
             }
         }
     }

@@ -479,10 +479,11 @@ def local_mean(
         pair in tiles; ``"kd_tree"`` finds the samples inside a compact kernel's support
         through a kd-tree; ``"expansion"`` sums the Gaussian with one scalar bandwidth in 1–3
         features without the pairs: a two-sided Taylor series between clusters of queries and
-        samples (one feature, and design moments in two), or Chebyshev interpolation on a grid
-        of panels (kernel sums and local means in two or three features), within 1e-14 of
-        Σ|w|K per query; far cheaper than the pairs when the bandwidth is wide relative to the
-        spacing of the points. ``"auto"`` picks by a cost model. A choice that does not
+        samples (one feature), or Chebyshev interpolation on a grid of panels (two or three
+        features, design moments included), within 1e-14 of Σ|w|K per query; far cheaper than
+        the pairs when the bandwidth is wide relative to the spacing of the points, and used
+        when asked for even where it is not (a 3-D fit at a tenth of the data's width from a
+        few thousand points is faster by pairs). ``"auto"`` picks by a cost model. A choice that does not
         apply (e.g. ``"expansion"`` with a compact kernel) falls back to ``"brute"``.
         ``"binned"`` is **approximate**: linear binning onto a regular grid and one FFT
         convolution (1–3 features, a radial profile with a fixed bandwidth), with a

@@ -51,8 +51,9 @@ const MASS_SHARE: f64 = 1e-4;
 /// interpolation converges faster than geometrically) but cost p^d per point.
 const SIDES: [f64; 7] = [1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0];
 
-/// Largest number of grid values (nodes × columns) held: two such buffers are the memory.
-const MAX_VALUES: usize = 1 << 24;
+/// Largest number of grid values held at once (1 GB): two buffers of nodes × columns, three
+/// with design moments (the spread values stay while each moment is convolved).
+const MAX_VALUES: usize = 1 << 27;
 
 /// Points per block of the spreading and reading products (their Lagrange tables stay in cache).
 const CHUNK: usize = 256;
@@ -191,7 +192,8 @@ impl Grid {
             let panels: Vec<usize> = extent.iter().map(|&e| ((e / s).ceil() as usize).max(1)).collect();
             let side: Vec<f64> = extent.iter().zip(&panels).map(|(&e, &np)| if e > 0.0 { e / np as f64 } else { s }).collect();
             let nodes = panels.iter().try_fold(1usize, |a, &np| a.checked_mul(np * p));
-            let Some(nodes) = nodes.filter(|&v| v.saturating_mul(cols) <= MAX_VALUES) else { continue };
+            let buffers = if degree.is_some() { 3 } else { 2 };
+            let Some(nodes) = nodes.filter(|&v| v.saturating_mul(cols * buffers) <= MAX_VALUES) else { continue };
             let r = reach(p, d, power, 0.5 * eps);
             let band: Vec<usize> = side.iter().zip(&panels).map(|(&sk, &np)| ((r / sk).ceil() as usize).min(np - 1)).collect();
             let pd = p.pow(d as u32) as f64;
@@ -403,7 +405,7 @@ impl Grid {
                 _ => weight(j).abs(),
             }
         };
-        let source = self.spread(pb.x, cols, &shape, nodes, &column, mon)?;
+        let mut source = self.spread(pb.x, cols, &shape, nodes, &column, mon)?;
 
         // Jobs: the sums with every column, then each further moment γ of the weights, and of
         // the values too where γ is a basis function (the cross terms).
@@ -427,11 +429,16 @@ impl Grid {
         let (order, starts, t) = self.bin(pb.queries);
         let panels: Vec<usize> = (0..starts.len() - 1).filter(|&a| starts[a + 1] > starts[a]).collect();
         let mut grid = memory::try_vec("grid values", &[cols, nodes], 0.0f64)?;
-        let mut other = memory::try_vec("grid values", &[cols, nodes], 0.0f64)?;
+        // Without moments the spread values are read once, and their buffer becomes the second.
+        let single = jobs.len() == 1;
+        let mut other = if single { Vec::new() } else { memory::try_vec("grid values", &[cols, nodes], 0.0f64)? };
         let mut read = Vec::with_capacity(jobs.len());
         for (gamma, jc) in &jobs {
             let len = jc * nodes;
             self.convolve(0, gamma[0], &shape, &source[..len], &mut grid[..len], mon);
+            if single {
+                other = std::mem::take(&mut source);
+            }
             for k in 1..self.d {
                 mon.check()?;
                 self.convolve(k, gamma[k], &shape, &grid[..len], &mut other[..len], mon);

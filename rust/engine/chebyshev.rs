@@ -1,4 +1,4 @@
-//! Gaussian sums through Chebyshev interpolation on a grid of panels: in one to three features,
+//! Gaussian sums through Chebyshev interpolation on a grid of panels: in two or three features,
 //! at bandwidths that are a sizeable part of the data's extent, where every query meets most
 //! samples and the two-sided series (`expansion`) has too many terms per pair of clusters.
 //!
@@ -25,7 +25,11 @@
 //! others (far from most of the mass) are returned for the caller to sum exactly. The bound
 //! leaves rounding out: the node values are sums of positive kernel values times Lagrange
 //! weights of mixed sign, and their rounding was measured at a few 10⁻¹⁶ of the query's own
-//! Σ |w| K (docs/engine.md).
+//! Σ |w| K, and up to about 3·10⁻¹³ where that sum comes from heavy mass a few bandwidths
+//! away (the nodes between are nearer to it than the query, so larger terms cancel; docs/engine.md).
+//!
+//! Design moments Σ K (x − q)^γ take the same spread values through the kernels
+//! t^γ e^{−t²/2} per axis (`moment_factors` bounds what t^m adds to the error).
 
 use super::expansion::upto;
 use super::types::{LocalSums, Options, Problem};
@@ -173,7 +177,7 @@ impl Grid {
         let origin: Vec<f64> = (0..d).map(|k| bx[k].0.min(bq[k].0)).collect();
         let extent: Vec<f64> = (0..d).map(|k| (bx[k].1.max(bq[k].1) - origin[k]) * inv_h).collect();
         // Design moments of data narrower than a bandwidth are mostly below the bound's unit
-        // h^|γ| (no query would pass `moments_covered`); the series serves them.
+        // h^|γ| (no query would pass `moments_covered`); the series or the direct loop serves them.
         if extent.iter().any(|e| !e.is_finite() || (degree.is_some() && *e < 1.0)) {
             return None;
         }

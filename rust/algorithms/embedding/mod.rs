@@ -92,7 +92,9 @@ impl Scatter {
         let inv = 1.0 / scale;
         let mut out = Array2::<f64>::zeros((n, q));
         if let (Some(o), false) = (out.as_slice_mut(), bufs.is_empty()) {
-            const BLOCK: usize = 1 << 12;
+            // Blocks large enough that a small embedding merges on the calling thread: a
+            // parallel pass wakes the pool, which cost more than 10⁴ additions.
+            const BLOCK: usize = 1 << 15;
             o.par_chunks_mut(BLOCK).enumerate().for_each(|(b, o)| {
                 for (e, v) in (b * BLOCK..).zip(o.iter_mut()) {
                     *v = bufs.iter().fold(0i64, |a, buf| a.wrapping_add(buf[e])) as f64 * inv;

@@ -338,6 +338,10 @@ def test_triplet_embedding_is_reproducible_for_any_thread_count():
     np.testing.assert_array_equal(a.triplet_weights_, b.triplet_weights_)
     np.testing.assert_array_equal(a.embedding_, b.embedding_)
     assert a.triplets_.shape == (300 * (12 * 4 + 3), 3)
+    # anchor by anchor, each anchor's 48 near triplets (runs of 4 sharing j), then its 3 random ones
+    np.testing.assert_array_equal(a.triplets_[:, 0], np.repeat(np.arange(300), 51))
+    near = a.triplets_.reshape(300, 51, 3)[:, :48, 1].reshape(300, 12, 4)
+    assert np.all(near == near[:, :, :1])
     assert np.all(a.triplet_weights_ >= 0)
     c = TripletEmbedding(random_state=4, max_iter=60).fit(X)
     assert not np.array_equal(a.triplets_, c.triplets_)

@@ -577,6 +577,8 @@ class TripletEmbedding(TransformerMixin, BaseEstimator):
     ----------
     embedding_ : ndarray of shape (n_samples, n_components)
     triplets_ : ndarray of shape (n_triplets, 3)
+        Rows (i, j, k), anchor by anchor: i's near triplets (in runs sharing j), then its
+        random ones.
     triplet_weights_ : ndarray of shape (n_triplets,)
     loss_ : float
         Mean loss per triplet at the last iteration.

@@ -13,7 +13,7 @@
 use crate::error::Result;
 use crate::real::{madd, Real};
 use crate::memory;
-use ndarray::ArrayView2;
+use ndarray::{ArrayView1, ArrayView2};
 use std::ops::Range;
 
 /// Queries per panel (rows of the micro-kernel).
@@ -41,7 +41,7 @@ pub struct Panels<F> {
 impl<F: Real> Panels<F> {
     /// The reference side, packed once per index (allocated fallibly: it is as large as the data).
     pub fn references(x: ArrayView2<F>, centre: &[F]) -> Result<Self> {
-        Ok(Panels::references_from(x, centre, F::one())?.0)
+        Ok(Panels::references_from(x, None, centre, F::one())?.0)
     }
 
     /// An empty query side, refilled block by block with [`Panels::repack`].
@@ -70,11 +70,15 @@ impl<F: Real> Panels<F> {
 
     /// The references of another precision `T`, scaled by `scale` (an exact power of two)
     /// after centring and then rounded to `F`: the k-NN's single-precision screen of
-    /// double-precision data. Returns the panels and the largest |scaled centred entry|.
-    pub fn references_from<T: Real>(x: ArrayView2<T>, centre: &[T], scale: T) -> Result<(Self, f64)> {
+    /// double-precision data. Packed position r holds row `order[r]` (row r without an
+    /// order). Returns the panels and the largest |scaled centred entry|.
+    pub fn references_from<T: Real>(x: ArrayView2<T>, order: Option<&[usize]>, centre: &[T], scale: T) -> Result<(Self, f64)> {
         let mut p = Panels { data: Vec::new(), rows: 0, dim: x.ncols(), width: nr::<F>(), norms: Vec::new() };
         p.data = memory::try_vec("packed samples", &[x.nrows().div_ceil(p.width) * p.width, x.ncols()], F::zero())?;
-        let max = p.fill(x, centre, scale);
+        let max = match order {
+            Some(order) => p.fill(order.iter().map(|&i| x.row(i)), centre, scale),
+            None => p.fill(x.rows().into_iter(), centre, scale),
+        };
         Ok((p, max))
     }
 
@@ -84,18 +88,19 @@ impl<F: Real> Panels<F> {
         self.dim = q.ncols();
         self.data.clear();
         self.data.resize(q.nrows().div_ceil(self.width) * self.width * self.dim, F::zero());
-        self.fill(q, centre, scale)
+        self.fill(q.rows().into_iter(), centre, scale)
     }
 
     /// Packs (x − centre)·scale rounded to `F`, with the squared norms of the packed rows
     /// (summed in `F`), and returns the largest |(x − centre)·scale|.
-    fn fill<T: Real>(&mut self, x: ArrayView2<T>, centre: &[T], scale: T) -> f64 {
+    fn fill<'a, T: Real + 'a>(&mut self, rows: impl Iterator<Item = ArrayView1<'a, T>>, centre: &[T], scale: T) -> f64 {
         let (w, d) = (self.width, self.dim);
-        assert!(centre.len() == d && x.ncols() == d, "a centre per feature");
-        self.rows = x.nrows();
+        assert!(centre.len() == d, "a centre per feature");
+        self.rows = 0;
         self.norms.clear();
         let mut max = 0.0f64;
-        for (r, row) in x.rows().into_iter().enumerate() {
+        for (r, row) in rows.enumerate() {
+            self.rows = r + 1;
             let base = (r / w) * d * w + r % w;
             let mut s = F::zero();
             for (k, (&v, &c)) in row.iter().zip(centre).enumerate() {

@@ -21,7 +21,7 @@ use num_traits::Float;
 use crate::rows::Rows;
 use crate::memory;
 use crate::parallel::Monitor;
-use ndarray::{s, Array2, ArrayView2};
+use ndarray::{Array2, ArrayView2};
 use rayon::prelude::*;
 pub use kdtree::{chunked_order, radius_leaves, BallSums, KdTree};
 
@@ -98,6 +98,12 @@ struct Product<F: Real> {
     query_max: f64,
     lower: Vec<F::Screen>,
     upper: Vec<F::Screen>,
+    /// Packed position → reference row. Runs of `REF_TILE` positions (the tiles) are compact
+    /// groups ([`coherent_order`]), and `tile_means` holds each tile's mean row (working
+    /// units): a block of nearby queries visits the tiles nearest it first, so its k-th
+    /// distances settle within a tile or two and the screen passes few candidates after.
+    order: Vec<usize>,
+    tile_means: Vec<f64>,
 }
 
 impl<F: Real> Product<F> {
@@ -117,7 +123,20 @@ impl<F: Real> Product<F> {
         } else {
             Scale::ONE
         };
-        let (packed, _) = Panels::references_from(x, &centre, screen.down(F::one()))?;
+        let mut order: Vec<usize> = (0..x.nrows()).collect();
+        coherent_order(&|i, c| x[(i, c)].f64(), d, &mut order, REF_TILE);
+        let tile_means = order
+            .chunks(REF_TILE)
+            .flat_map(|tile| {
+                let mut mean = vec![0.0f64; d];
+                for &i in tile {
+                    mean.iter_mut().zip(x.row(i)).for_each(|(m, v)| *m += v.f64());
+                }
+                mean.iter_mut().for_each(|m| *m /= tile.len() as f64);
+                mean
+            })
+            .collect();
+        let (packed, _) = Panels::references_from(x, Some(&order), &centre, screen.down(F::one()))?;
         let (c, a, query_max) = if converts {
             (product_error::<F::Screen>(d + 2), F::Screen::of(d as f64 * 2f64.powi(-100)), 2f64.powi(F::Screen::MAX_EXP / 4))
         } else {
@@ -125,7 +144,7 @@ impl<F: Real> Product<F> {
         };
         let lower = packed.norms().iter().map(|&v| v - c * v - a).collect();
         let upper = packed.norms().iter().map(|&v| v + c * v + a).collect();
-        Ok(Product { centre, screen, packed, c, a, query_max, lower, upper })
+        Ok(Product { centre, screen, packed, c, a, query_max, lower, upper, order, tile_means })
     }
 
     /// Packs a block of queries into `qp` with their norms' lower and upper terms, or `None`
@@ -430,6 +449,33 @@ fn query_block(m: usize) -> usize {
     (m.div_ceil(4 * rayon::current_num_threads()).next_multiple_of(8)).clamp(8, QUERY_BLOCK)
 }
 
+/// Queries ordered and searched at a time by the brute force (memory: this many k-lists
+/// besides the output).
+const SEGMENT: usize = 1 << 14;
+/// Rows whose spread chooses the coordinate of a split of [`coherent_order`].
+const SPREAD_SAMPLE: usize = 256;
+
+/// Orders `ids` so that every run of `block` consecutive ids is a compact group: recursive
+/// halving, at a multiple of `block`, on the coordinate (of `m`, read by `coord(id, c)`) of
+/// largest spread among up to `SPREAD_SAMPLE` of the ids. Nearby rows have mostly the same
+/// neighbours: a block of such queries reads the same candidates, and a tile of such
+/// references lies in one region.
+fn coherent_order(coord: &(impl Fn(usize, usize) -> f64 + Sync), m: usize, ids: &mut [usize], block: usize) {
+    if ids.len() <= block || m == 0 {
+        return;
+    }
+    let step = ids.len().div_ceil(SPREAD_SAMPLE);
+    let spread = |c: usize| {
+        let (lo, hi) = ids.iter().step_by(step).fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &i| (lo.min(coord(i, c)), hi.max(coord(i, c))));
+        hi - lo
+    };
+    let c = (0..m).map(|c| (spread(c), c)).fold((f64::NEG_INFINITY, 0), |a, b| if b.0 > a.0 { b } else { a }).1;
+    let half = (ids.len() / 2).next_multiple_of(block).min(ids.len() - 1);
+    ids.select_nth_unstable_by(half, |&a, &b| coord(a, c).total_cmp(&coord(b, c)).then(a.cmp(&b)));
+    let (left, right) = ids.split_at_mut(half);
+    rayon::join(|| coherent_order(coord, m, left, block), || coherent_order(coord, m, right, block));
+}
+
 /// Tiled brute-force kNN into the m × k outputs. In high dimensions the products −2 q̂·x̂ of a
 /// block of centred queries against a tile of centred references come from one matrix
 /// product; adding the norms minus (plus) the rounding bound gives a lower (upper) bound of
@@ -437,8 +483,10 @@ fn query_block(m: usize) -> usize {
 /// current k-th distance, candidates whose lower bound lies above the k-th smallest upper
 /// bound are dropped, and the rest are ranked by direct differences. So the result is the one
 /// direct differences give, at the cost of the product plus about k direct differences per
-/// query. Polls `mon` per tile (the caller checks it afterwards) and, when `report`, counts
-/// the queries of each finished block. `q_rows` and `x_rows` are the rows of `q` and `b.x`.
+/// query. The queries go in blocks of nearby ones ([`coherent_order`]), which visit the
+/// reference tiles nearest them first (a query's answer does not depend on either order).
+/// Polls `mon` per tile (the caller checks it afterwards) and, when `report`, counts the
+/// queries of each finished block. `q_rows` and `x_rows` are the rows of `q` and `b.x`.
 #[allow(clippy::too_many_arguments)]
 fn brute_knn<F: Real>(
     q: ArrayView2<F>, q_rows: Rows<'_, F>, x_rows: Rows<'_, F>, b: &Brute<F>, k: usize, indices: &mut [usize], distances: &mut [F], mon: &Monitor,
@@ -447,82 +495,107 @@ fn brute_knn<F: Real>(
     if let Some(p) = &b.projection {
         return projected::knn(q, q_rows, x_rows, p, k, indices, distances, mon, report);
     }
+    let (m, d) = (q.nrows(), b.x.ncols());
+    let block = query_block(m);
+    for s0 in (0..m).step_by(SEGMENT) {
+        let s1 = (s0 + SEGMENT).min(m);
+        let mut order: Vec<usize> = (s0..s1).collect();
+        if b.product.is_some() {
+            coherent_order(&|i, c| q_rows.row(i)[c].f64(), d, &mut order, block);
+        }
+        let found: Vec<Vec<(F, usize)>> = order
+            .par_chunks(block)
+            .flat_map_iter(|ids| {
+                let found = if mon.stopped() { Vec::new() } else { search_block(ids, q_rows, x_rows, b, k, mon) };
+                if report && !mon.stopped() {
+                    mon.advance(ids.len());
+                }
+                found
+            })
+            .collect();
+        if mon.stopped() {
+            return;
+        }
+        for (&i, best) in order.iter().zip(found) {
+            for (c, (d2, idx)) in best.into_iter().enumerate() {
+                indices[i * k + c] = idx;
+                distances[i * k + c] = d2.sqrt();
+            }
+        }
+    }
+}
+
+/// The k nearest references of the queries `ids` (rows of `q_rows`), each sorted by
+/// (squared distance, index); empty once `mon` is stopped.
+fn search_block<F: Real>(ids: &[usize], q_rows: Rows<'_, F>, x_rows: Rows<'_, F>, b: &Brute<F>, k: usize, mon: &Monitor) -> Vec<Vec<(F, usize)>> {
     let (n, d) = b.x.dim();
-    let block = query_block(q.nrows());
-    indices.par_chunks_mut(block * k).zip(distances.par_chunks_mut(block * k)).enumerate().for_each(|(blk, (ind, dist))| {
-        let b0 = blk * block;
-        let b1 = (b0 + block).min(q.nrows());
-        let qb = q.slice(s![b0..b1, ..]);
-        let mut qp = Panels::queries(d);
-        // The screen with, per query, ‖q̃‖² minus and plus its part of the rounding bound.
-        let screen = b.product.as_ref().and_then(|p| Some((p, p.queries(qb, &mut qp)?)));
-        let mut best: Vec<Best<F>> = (0..b1 - b0).map(|_| Best::new(k)).collect();
-        // Product entries (screen units) or direct squared distances, one tile at a time.
-        let mut products = vec![F::Screen::of(0.0); if screen.is_some() { qp.padded_rows() * REF_TILE } else { 0 }];
-        let mut direct = vec![F::zero(); if screen.is_some() { 0 } else { (b1 - b0) * REF_TILE }];
-        let mut pending: Vec<(F, F, usize)> = Vec::with_capacity(REF_TILE);
-        let mut scratch: Vec<F> = Vec::with_capacity(REF_TILE + k);
-        for t0 in (0..n).step_by(REF_TILE) {
-            if mon.stopped() {
-                return;
+    let qb = Array2::from_shape_fn((ids.len(), d), |(r, c)| q_rows.row(ids[r])[c]);
+    let mut qp = Panels::queries(d);
+    // The screen with, per query, ‖q̃‖² minus and plus its part of the rounding bound.
+    let screen = b.product.as_ref().and_then(|p| Some((p, p.queries(qb.view(), &mut qp)?)));
+    let mut best: Vec<Best<F>> = (0..ids.len()).map(|_| Best::new(k)).collect();
+    match &screen {
+        Some((p, (q_lower, q_upper))) => {
+            let mut mean = vec![0.0f64; d];
+            for row in qb.rows() {
+                mean.iter_mut().zip(row).for_each(|(m, v)| *m += v.f64());
             }
-            let t1 = (t0 + REF_TILE).min(n);
-            match &screen {
-                Some((p, _)) => {
-                    let w = p.packed.width();
-                    minus_two_dots(&qp, &p.packed, t0 / w..t1.div_ceil(w), &mut products, REF_TILE);
+            mean.iter_mut().for_each(|m| *m /= ids.len() as f64);
+            let mut tiles: Vec<(f64, usize)> = p.tile_means.chunks(d).map(|t| t.iter().zip(&mean).map(|(a, b)| (a - b) * (a - b)).sum()).zip(0..).collect();
+            tiles.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+            // Product entries (screen units), one tile at a time.
+            let mut products = vec![F::Screen::of(0.0); qp.padded_rows() * REF_TILE];
+            let mut pending: Vec<(F, F, usize)> = Vec::with_capacity(REF_TILE);
+            let mut scratch: Vec<F> = Vec::with_capacity(REF_TILE + k);
+            let w = p.packed.width();
+            for (_, t) in tiles {
+                if mon.stopped() {
+                    return Vec::new();
                 }
-                None => {
-                    // Blocks beyond the screen's range rank as the screen's survivors do.
-                    let dist = if b.product.is_some() { sq_euclidean_wide::<F> } else { sq_euclidean::<F> };
-                    for (i, row) in direct.chunks_exact_mut(REF_TILE).enumerate() {
-                        let qs = q_rows.row(b0 + i);
-                        for (j, v) in row.iter_mut().take(t1 - t0).enumerate() {
-                            *v = dist(qs, x_rows.row(t0 + j));
-                        }
-                    }
-                }
-            }
-            for (i, best) in best.iter_mut().enumerate() {
-                pending.clear();
-                if let Some((p, (q_lower, q_upper))) = &screen {
-                    // (lower bound, upper bound, index) of each candidate.
+                let (t0, t1) = (t * REF_TILE, ((t + 1) * REF_TILE).min(n));
+                minus_two_dots(&qp, &p.packed, t0 / w..t1.div_ceil(w), &mut products, REF_TILE);
+                let (lower, upper, rows) = (&p.lower[t0..t1], &p.upper[t0..t1], &p.order[t0..t1]);
+                for (i, best) in best.iter_mut().enumerate() {
+                    // (lower bound, upper bound, reference row) of each candidate.
+                    pending.clear();
                     let row = &products[i * REF_TILE..i * REF_TILE + (t1 - t0)];
-                    let (ql, qu, w) = (q_lower[i], q_upper[i], p.to_screen(best.worst()));
-                    let (lower, upper) = (&p.lower[t0..t1], &p.upper[t0..t1]);
+                    let (ql, qu, worst) = (q_lower[i], q_upper[i], p.to_screen(best.worst()));
                     for (ci, (vs, ls)) in row.chunks(SCREEN_CHUNK).zip(lower.chunks(SCREEN_CHUNK)).enumerate() {
-                        if vs.iter().zip(ls).fold(false, |hit, (&v, &l)| hit | ((v + l) + ql <= w)) {
+                        if vs.iter().zip(ls).fold(false, |hit, (&v, &l)| hit | ((v + l) + ql <= worst)) {
                             for (jj, (&v, &l)) in vs.iter().zip(ls).enumerate() {
                                 let j = ci * SCREEN_CHUNK + jj;
-                                if (v + l) + ql <= w {
-                                    pending.push((p.from_screen((v + l) + ql), p.from_screen((v + upper[j]) + qu), t0 + j));
+                                if (v + l) + ql <= worst {
+                                    pending.push((p.from_screen((v + l) + ql), p.from_screen((v + upper[j]) + qu), rows[j]));
                                 }
                             }
                         }
                     }
                     best.cut(&mut pending, &mut scratch);
-                    let qs = q_rows.row(b0 + i);
+                    let qs = q_rows.row(ids[i]);
                     for &(_, _, j) in &pending {
                         best.offer(sq_euclidean_wide(qs, x_rows.row(j)), j);
-                    }
-                } else {
-                    // The direct path's entries are exact.
-                    for (j, &v) in direct[i * REF_TILE..i * REF_TILE + (t1 - t0)].iter().enumerate() {
-                        best.offer(v, t0 + j);
                     }
                 }
             }
         }
-        for (i, best) in best.into_iter().enumerate() {
-            for (j, (d2, idx)) in best.into_sorted().into_iter().enumerate() {
-                ind[i * k + j] = idx;
-                dist[i * k + j] = d2.sqrt();
+        None => {
+            // Exact direct squared distances, a tile at a time; blocks beyond the screen's
+            // range rank as the screen's survivors do.
+            let dist = if b.product.is_some() { sq_euclidean_wide::<F> } else { sq_euclidean::<F> };
+            for t0 in (0..n).step_by(REF_TILE) {
+                if mon.stopped() {
+                    return Vec::new();
+                }
+                for (&i, best) in ids.iter().zip(best.iter_mut()) {
+                    let qs = q_rows.row(i);
+                    for j in t0..(t0 + REF_TILE).min(n) {
+                        best.offer(dist(qs, x_rows.row(j)), j);
+                    }
+                }
             }
         }
-        if report {
-            mon.advance(b1 - b0);
-        }
-    });
+    }
+    best.into_iter().map(Best::into_sorted).collect()
 }
 
 /// The k best (squared distance, index) pairs seen so far, ties broken by index.

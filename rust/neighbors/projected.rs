@@ -23,7 +23,7 @@
 //! so the result is the same bit for bit; the bounds only decide what is skipped.
 //!
 //! Queries are searched in blocks of nearby queries (recursive halving of their projections,
-//! `coherent_order`): their candidates are mostly the same rows, read from memory once per
+//! `super::coherent_order`): their candidates are mostly the same rows, read from memory once per
 //! block. A query's answer does not depend on the queries searched with it.
 //!
 //! Rounding. The projections run in f64 whatever the data type. Their errors — P only
@@ -40,7 +40,7 @@
 //! would skip little), or less than 95 % of it in fewer than 256 features (where the plain
 //! product is cheap), no projection is built and the plain brute force runs.
 
-use super::{query_block, Best, REF_TILE};
+use super::{coherent_order, query_block, Best, REF_TILE, SEGMENT};
 use crate::distance::packed::{minus_two_dots, Panels};
 use crate::distance::sq_euclidean_wide;
 use crate::engine::lanes;
@@ -227,7 +227,7 @@ impl Projection {
         let mut z = vec![0.0; n * m1];
         let (z2, terms) = project(x, &basis, m1, &centre, &mut z);
         let z = Array2::from_shape_vec((n, m1), z).expect("n × m1 values");
-        let packed = Panels::references_from(z.view(), &vec![0.0; m1], 1.0).ok()?.0;
+        let packed = Panels::references_from(z.view(), None, &vec![0.0; m1], 1.0).ok()?.0;
         let (low, r_lo, r_hi) = (terms.iter().map(|t| t.low).collect(), terms.iter().map(|t| t.r[0]).collect(), terms.iter().map(|t| t.r[1]).collect());
         Some(Projection { basis, m1, centre, packed, z2, low, r_lo, r_hi, terms })
     }
@@ -365,30 +365,9 @@ unsafe fn sq_dist32_avx2(a: &[f32], b: &[f32]) -> f32 {
 /// Queries searched together: their rows (784 doubles each on Fashion-MNIST) stay in a
 /// core's cache while their candidates are ranked.
 const BLOCK: usize = 64;
-/// Queries projected and ordered at a time (memory: this many projected rows and k-lists).
-const SEGMENT: usize = 1 << 14;
 /// Largest product matrix a block keeps from the first pass for the second (bytes); beyond
 /// it the second pass computes its tiles again.
 const KEEP_BYTES: usize = 32 << 20;
-
-/// Orders `ids` (rows of the projections `z`, `m` per row) so that every run of `block`
-/// consecutive queries is a compact group: recursive halving, at a multiple of `block`, on
-/// the coordinate of largest spread. Queries near each other have mostly the same candidates,
-/// which a block then reads from memory once.
-fn coherent_order(z: &[f64], m: usize, ids: &mut [usize], block: usize) {
-    if ids.len() <= block {
-        return;
-    }
-    let spread = |c: usize| {
-        let (lo, hi) = ids.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &i| (lo.min(z[i * m + c]), hi.max(z[i * m + c])));
-        hi - lo
-    };
-    let c = (0..m).map(|c| (spread(c), c)).fold((f64::NEG_INFINITY, 0), |a, b| if b.0 > a.0 { b } else { a }).1;
-    let half = (ids.len() / 2).next_multiple_of(block).min(ids.len() - 1);
-    ids.select_nth_unstable_by(half, |&a, &b| z[a * m + c].total_cmp(&z[b * m + c]).then(a.cmp(&b)));
-    let (left, right) = ids.split_at_mut(half);
-    rayon::join(|| coherent_order(z, m, left, block), || coherent_order(z, m, right, block));
-}
 
 /// The brute-force k-NN of `q` (rows `q_rows`) against the references `x_rows` (working
 /// units) with the projection `p` of the references; same contract and output as
@@ -418,7 +397,7 @@ pub fn knn<F: Real>(
         };
         let mut order: Vec<usize> = (0..s1 - s0).collect();
         let block = query_block(s1 - s0).min(BLOCK);
-        coherent_order(&zq, m, &mut order, block);
+        coherent_order(&|i, c| zq[i * m + c], m, &mut order, block);
         let found: Vec<Vec<(F, usize)>> = order
             .par_chunks(block)
             .flat_map_iter(|ids| {

@@ -26,6 +26,7 @@ use ndarray::Array2;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
+use std::sync::{Mutex, PoisonError};
 
 /// The random stream of item `item` (a point, a row) at stage `stage` (e.g. an epoch) of a
 /// run seeded by `seed`: a function of these three numbers only.
@@ -65,28 +66,26 @@ impl Scatter {
         let (n, q, scale) = (self.n, self.q, self.scale);
         let chunk = chunk.max(1);
         let n_chunks = items.len().div_ceil(chunk);
-        // A fixed number of parts (runs of whole chunks), each with one integer buffer: a
-        // fold over the chunks allocated and zeroed an n·q buffer per split, many per call
-        // (page faults and merges were ~15 % of a triplet-gradient evaluation). Two parts
-        // per thread leave room to balance a busy core.
-        let parts = (2 * rayon::current_num_threads()).clamp(1, n_chunks.max(1));
-        let per = n_chunks.div_ceil(parts).max(1);
+        // One integer buffer per worker thread, filled by whichever chunks that thread runs:
+        // integer additions commute, so where a contribution lands does not change the
+        // total, and the chunks can be handed out dynamically. A fixed split into two parts
+        // per thread (one buffer each) left a core idle for a fifth of a triplet gradient
+        // whenever the other started late, and allocated twice the buffers.
+        let slots: Vec<Mutex<Vec<i64>>> = (0..rayon::current_num_threads().clamp(1, n_chunks.max(1))).map(|_| Mutex::new(Vec::new())).collect();
         let mut sums = vec![0.0f64; n_chunks];
-        let bufs: Vec<Vec<i64>> = sums
-            .par_chunks_mut(per)
-            .enumerate()
-            .map(|(p, sums)| {
-                let mut buf = vec![0i64; n * q];
-                let mut emit = Emitter { buf: &mut buf, q, scale };
-                for (c, s) in (p * per..).zip(sums.iter_mut()) {
-                    let lo = c * chunk;
-                    for (t, item) in (lo..).zip(&items[lo..(lo + chunk).min(items.len())]) {
-                        *s += body(t, item, &mut emit);
-                    }
-                }
-                buf
-            })
-            .collect();
+        sums.par_iter_mut().enumerate().for_each(|(c, s)| {
+            let slot = rayon::current_thread_index().unwrap_or(0) % slots.len();
+            let mut buf = slots[slot].lock().unwrap_or_else(PoisonError::into_inner);
+            if buf.is_empty() {
+                buf.resize(n * q, 0);
+            }
+            let mut emit = Emitter { buf: &mut buf, q, scale };
+            let lo = c * chunk;
+            for (t, item) in (lo..).zip(&items[lo..(lo + chunk).min(items.len())]) {
+                *s += body(t, item, &mut emit);
+            }
+        });
+        let bufs: Vec<Vec<i64>> = slots.into_iter().map(|m| m.into_inner().unwrap_or_else(PoisonError::into_inner)).filter(|b| !b.is_empty()).collect();
         // The per-chunk sums in chunk order: the same additions for any split.
         let total = sums.iter().sum();
         let inv = 1.0 / scale;
@@ -105,7 +104,7 @@ impl Scatter {
     }
 }
 
-/// Where a [`Scatter`] body adds its contributions (one integer buffer per parallel task).
+/// Where a [`Scatter`] body adds its contributions (one integer buffer per worker thread).
 pub struct Emitter<'a> {
     buf: &'a mut [i64],
     q: usize,
@@ -120,6 +119,14 @@ impl Emitter<'_> {
         for (a, &x) in self.buf[at..at + v.len()].iter_mut().zip(v) {
             *a = a.wrapping_add(truncate(x * self.scale));
         }
+    }
+}
+
+impl Emitter<'_> {
+    /// A hint to fetch row `row`'s entries into the cache before they are added to.
+    #[inline(always)]
+    pub fn prefetch(&self, row: usize) {
+        triplet::prefetch(self.buf.as_ptr().wrapping_add(row * self.q));
     }
 }
 

@@ -13,8 +13,12 @@
 use crate::error::Result;
 use crate::real::{madd, Real};
 use crate::memory;
-use ndarray::{ArrayView1, ArrayView2};
+use ndarray::ArrayView2;
+use rayon::prelude::*;
 use std::ops::Range;
+
+/// Panels packed per parallel task: a query block's (at most 32) stay on one.
+const PANELS_PER_TASK: usize = 64;
 
 /// Queries per panel (rows of the micro-kernel).
 pub const MR: usize = 6;
@@ -76,8 +80,8 @@ impl<F: Real> Panels<F> {
         let mut p = Panels { data: Vec::new(), rows: 0, dim: x.ncols(), width: nr::<F>(), norms: Vec::new() };
         p.data = memory::try_vec("packed samples", &[x.nrows().div_ceil(p.width) * p.width, x.ncols()], F::zero())?;
         let max = match order {
-            Some(order) => p.fill(order.iter().map(|&i| x.row(i)), centre, scale),
-            None => p.fill(x.rows().into_iter(), centre, scale),
+            Some(order) => p.fill(x, order.len(), |r| order[r], centre, scale),
+            None => p.fill(x, x.nrows(), |r| r, centre, scale),
         };
         Ok((p, max))
     }
@@ -88,31 +92,39 @@ impl<F: Real> Panels<F> {
         self.dim = q.ncols();
         self.data.clear();
         self.data.resize(q.nrows().div_ceil(self.width) * self.width * self.dim, F::zero());
-        self.fill(q.rows().into_iter(), centre, scale)
+        self.fill(q, q.nrows(), |r| r, centre, scale)
     }
 
-    /// Packs (x − centre)·scale rounded to `F`, with the squared norms of the packed rows
-    /// (summed in `F`), and returns the largest |(x − centre)·scale|.
-    fn fill<'a, T: Real + 'a>(&mut self, rows: impl Iterator<Item = ArrayView1<'a, T>>, centre: &[T], scale: T) -> f64 {
+    /// Packs (x_{row(r)} − centre)·scale rounded to `F` at positions r = 0..n, with the squared
+    /// norms of the packed rows (summed in `F`), and returns the largest |(x − centre)·scale|.
+    /// Panels in parallel (each owns its slice of `data`), a query block's few on one task.
+    fn fill<T: Real>(&mut self, x: ArrayView2<T>, n: usize, row: impl Fn(usize) -> usize + Sync, centre: &[T], scale: T) -> f64 {
         let (w, d) = (self.width, self.dim);
-        assert!(centre.len() == d, "a centre per feature");
-        self.rows = 0;
+        assert!(centre.len() == d && x.ncols() == d, "a centre per feature");
+        self.rows = n;
         self.norms.clear();
-        let mut max = 0.0f64;
-        for (r, row) in rows.enumerate() {
-            self.rows = r + 1;
-            let base = (r / w) * d * w + r % w;
-            let mut s = F::zero();
-            for (k, (&v, &c)) in row.iter().zip(centre).enumerate() {
-                let t = ((v - c) * scale).f64();
-                max = max.max(t.abs());
-                let t = F::of(t);
-                self.data[base + k * w] = t;
-                s = s + t * t;
-            }
-            self.norms.push(s);
-        }
-        max
+        self.norms.resize(n, F::zero());
+        self.data[..n.div_ceil(w) * w * d]
+            .par_chunks_mut(w * d)
+            .zip(self.norms.par_chunks_mut(w))
+            .enumerate()
+            .with_min_len(PANELS_PER_TASK)
+            .map(|(p, (panel, norms))| {
+                let mut max = 0.0f64;
+                for (l, norm) in norms.iter_mut().enumerate() {
+                    let mut s = F::zero();
+                    for (k, (&v, &c)) in x.row(row(p * w + l)).iter().zip(centre).enumerate() {
+                        let t = ((v - c) * scale).f64();
+                        max = max.max(t.abs());
+                        let t = F::of(t);
+                        panel[k * w + l] = t;
+                        s = s + t * t;
+                    }
+                    *norm = s;
+                }
+                max
+            })
+            .reduce(|| 0.0, f64::max)
     }
 
     /// Row `r` as packed (centred, scaled and rounded) into `out`.

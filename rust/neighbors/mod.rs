@@ -99,9 +99,11 @@ struct Product<F: Real> {
     lower: Vec<F::Screen>,
     upper: Vec<F::Screen>,
     /// Packed position → reference row. Runs of `REF_TILE` positions (the tiles) are compact
-    /// groups ([`coherent_order`]), and `tile_means` holds each tile's mean row (working
-    /// units): a block of nearby queries visits the tiles nearest it first, so its k-th
-    /// distances settle within a tile or two and the screen passes few candidates after.
+    /// groups ([`coherent_order`] on the `columns`, the features of largest spread), and
+    /// `tile_means` holds each tile's mean in those features (working units): a block of
+    /// nearby queries visits the tiles nearest it first, so its k-th distances settle within
+    /// a tile or two and the screen passes few candidates after.
+    columns: Vec<usize>,
     order: Vec<usize>,
     tile_means: Vec<f64>,
 }
@@ -123,14 +125,20 @@ impl<F: Real> Product<F> {
         } else {
             Scale::ONE
         };
+        // The order from a few features, copied out once: on all d of them the recursive
+        // halving read every row at random on every level (it doubled the build of 10⁵
+        // Gaussian rows in 64 features, where it gains nothing).
+        let columns = widest_columns(x, &centre);
+        let z: Vec<f64> = x.rows().into_iter().flat_map(|r| columns.iter().map(move |&c| r[c].f64())).collect();
+        let w = columns.len();
         let mut order: Vec<usize> = (0..x.nrows()).collect();
-        coherent_order(&|i, c| x[(i, c)].f64(), d, &mut order, REF_TILE);
+        coherent_order(&|i, c| z[i * w + c], w, &mut order, REF_TILE);
         let tile_means = order
             .chunks(REF_TILE)
             .flat_map(|tile| {
-                let mut mean = vec![0.0f64; d];
+                let mut mean = vec![0.0f64; w];
                 for &i in tile {
-                    mean.iter_mut().zip(x.row(i)).for_each(|(m, v)| *m += v.f64());
+                    mean.iter_mut().zip(&z[i * w..(i + 1) * w]).for_each(|(m, v)| *m += v);
                 }
                 mean.iter_mut().for_each(|m| *m /= tile.len() as f64);
                 mean
@@ -144,7 +152,7 @@ impl<F: Real> Product<F> {
         };
         let lower = packed.norms().iter().map(|&v| v - c * v - a).collect();
         let upper = packed.norms().iter().map(|&v| v + c * v + a).collect();
-        Ok(Product { centre, screen, packed, c, a, query_max, lower, upper, order, tile_means })
+        Ok(Product { centre, screen, packed, c, a, query_max, lower, upper, columns, order, tile_means })
     }
 
     /// Packs a block of queries into `qp` with their norms' lower and upper terms, or `None`
@@ -476,6 +484,29 @@ fn coherent_order(coord: &(impl Fn(usize, usize) -> f64 + Sync), m: usize, ids: 
     rayon::join(|| coherent_order(coord, m, left, block), || coherent_order(coord, m, right, block));
 }
 
+/// Features that order the brute force's samples and queries ([`Product::columns`]).
+const ORDER_COLUMNS: usize = 8;
+/// Rows per parallel task of [`widest_columns`].
+const SPREAD_ROWS: usize = 4096;
+
+/// The (at most) `ORDER_COLUMNS` features of largest spread about `centre`, by index.
+fn widest_columns<F: Real>(x: ArrayView2<F>, centre: &[F]) -> Vec<usize> {
+    // Per block of rows in parallel, then in block order (the same columns for any thread count).
+    let parts: Vec<Vec<f64>> = (0..x.nrows()).step_by(SPREAD_ROWS).collect::<Vec<_>>().into_par_iter().map(|r0| {
+        let mut spread = vec![0.0f64; x.ncols()];
+        for r in x.rows().into_iter().skip(r0).take(SPREAD_ROWS) {
+            spread.iter_mut().zip(r).zip(centre).for_each(|((s, &v), &c)| *s += (v - c).f64() * (v - c).f64());
+        }
+        spread
+    }).collect();
+    let spread = parts.into_iter().reduce(|a, b| a.iter().zip(&b).map(|(x, y)| x + y).collect()).unwrap_or_default();
+    let mut columns: Vec<usize> = (0..x.ncols()).collect();
+    columns.sort_by(|&a, &b| spread[b].total_cmp(&spread[a]).then(a.cmp(&b)));
+    columns.truncate(ORDER_COLUMNS);
+    columns.sort_unstable();
+    columns
+}
+
 /// Tiled brute-force kNN into the m × k outputs. In high dimensions the products −2 q̂·x̂ of a
 /// block of centred queries against a tile of centred references come from one matrix
 /// product; adding the norms minus (plus) the rounding bound gives a lower (upper) bound of
@@ -495,34 +526,49 @@ fn brute_knn<F: Real>(
     if let Some(p) = &b.projection {
         return projected::knn(q, q_rows, x_rows, p, k, indices, distances, mon, report);
     }
-    let (m, d) = (q.nrows(), b.x.ncols());
+    let m = q.nrows();
     let block = query_block(m);
     for s0 in (0..m).step_by(SEGMENT) {
         let s1 = (s0 + SEGMENT).min(m);
         let mut order: Vec<usize> = (s0..s1).collect();
-        if b.product.is_some() {
-            coherent_order(&|i, c| q_rows.row(i)[c].f64(), d, &mut order, block);
+        if let Some(p) = &b.product {
+            coherent_order(&|i, c| q_rows.row(i)[p.columns[c]].f64(), p.columns.len(), &mut order, block);
         }
-        let found: Vec<Vec<(F, usize)>> = order
-            .par_chunks(block)
-            .flat_map_iter(|ids| {
-                let found = if mon.stopped() { Vec::new() } else { search_block(ids, q_rows, x_rows, b, k, mon) };
-                if report && !mon.stopped() {
-                    mon.advance(ids.len());
-                }
-                found
-            })
-            .collect();
-        if mon.stopped() {
+        if !search_in_blocks(&order, 0, block, (k, &mut *indices, &mut *distances), mon, report, |ids| search_block(ids, q_rows, x_rows, b, k, mon)) {
             return;
         }
-        for (&i, best) in order.iter().zip(found) {
-            for (c, (d2, idx)) in best.into_iter().enumerate() {
-                indices[i * k + c] = idx;
-                distances[i * k + c] = d2.sqrt();
+    }
+}
+
+/// Searches the queries `order` in blocks of `block` with `search` (one sorted list of
+/// (squared distance, index) per query, in the block's order; empty once `mon` is stopped),
+/// counting each finished block when `report`, and writes query i's k neighbours to output
+/// row `base + i` of (k, indices, distances). False once `mon` is stopped.
+#[allow(clippy::type_complexity)]
+fn search_in_blocks<F: Real>(
+    order: &[usize], base: usize, block: usize, (k, indices, distances): (usize, &mut [usize], &mut [F]), mon: &Monitor, report: bool,
+    search: impl Fn(&[usize]) -> Vec<Vec<(F, usize)>> + Sync,
+) -> bool {
+    let found: Vec<Vec<(F, usize)>> = order
+        .par_chunks(block)
+        .flat_map_iter(|ids| {
+            let found = if mon.stopped() { Vec::new() } else { search(ids) };
+            if report && !mon.stopped() {
+                mon.advance(ids.len());
             }
+            found
+        })
+        .collect();
+    if mon.stopped() {
+        return false;
+    }
+    for (&i, best) in order.iter().zip(found) {
+        for (c, (d2, idx)) in best.into_iter().enumerate() {
+            indices[(base + i) * k + c] = idx;
+            distances[(base + i) * k + c] = d2.sqrt();
         }
     }
+    true
 }
 
 /// The k nearest references of the queries `ids` (rows of `q_rows`), each sorted by
@@ -536,12 +582,9 @@ fn search_block<F: Real>(ids: &[usize], q_rows: Rows<'_, F>, x_rows: Rows<'_, F>
     let mut best: Vec<Best<F>> = (0..ids.len()).map(|_| Best::new(k)).collect();
     match &screen {
         Some((p, (q_lower, q_upper))) => {
-            let mut mean = vec![0.0f64; d];
-            for row in qb.rows() {
-                mean.iter_mut().zip(row).for_each(|(m, v)| *m += v.f64());
-            }
-            mean.iter_mut().for_each(|m| *m /= ids.len() as f64);
-            let mut tiles: Vec<(f64, usize)> = p.tile_means.chunks(d).map(|t| t.iter().zip(&mean).map(|(a, b)| (a - b) * (a - b)).sum()).zip(0..).collect();
+            let mean: Vec<f64> = p.columns.iter().map(|&c| qb.column(c).iter().map(|v| v.f64()).sum::<f64>() / ids.len() as f64).collect();
+            let mut tiles: Vec<(f64, usize)> =
+                p.tile_means.chunks(mean.len()).map(|t| t.iter().zip(&mean).map(|(a, b)| (a - b) * (a - b)).sum()).zip(0..).collect();
             tiles.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
             // Product entries (screen units), one tile at a time.
             let mut products = vec![F::Screen::of(0.0); qp.padded_rows() * REF_TILE];

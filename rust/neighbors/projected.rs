@@ -40,7 +40,7 @@
 //! would skip little), or less than 95 % of it in fewer than 256 features (where the plain
 //! product is cheap), no projection is built and the plain brute force runs.
 
-use super::{coherent_order, query_block, Best, REF_TILE, SEGMENT};
+use super::{coherent_order, query_block, search_in_blocks, Best, REF_TILE, SEGMENT};
 use crate::distance::packed::{minus_two_dots, Panels};
 use crate::distance::sq_euclidean_wide;
 use crate::engine::lanes;
@@ -398,24 +398,9 @@ pub fn knn<F: Real>(
         let mut order: Vec<usize> = (0..s1 - s0).collect();
         let block = query_block(s1 - s0).min(BLOCK);
         coherent_order(&|i, c| zq[i * m + c], m, &mut order, block);
-        let found: Vec<Vec<(F, usize)>> = order
-            .par_chunks(block)
-            .flat_map_iter(|ids| {
-                let found = if mon.stopped() { Vec::new() } else { search_block(ids, (&zq, &zq2), &terms, q_rows, s0, x_rows, p, k, mon) };
-                if report && !mon.stopped() {
-                    mon.advance(ids.len());
-                }
-                found
-            })
-            .collect();
-        if mon.stopped() {
+        let search = |ids: &[usize]| search_block(ids, (&zq, &zq2), &terms, q_rows, s0, x_rows, p, k, mon);
+        if !search_in_blocks(&order, s0, block, (k, &mut *indices, &mut *distances), mon, report, search) {
             return;
-        }
-        for (&i, best) in order.iter().zip(found) {
-            for (c, (d2, idx)) in best.into_iter().enumerate() {
-                indices[(s0 + i) * k + c] = idx;
-                distances[(s0 + i) * k + c] = d2.sqrt();
-            }
         }
     }
 }

@@ -20,13 +20,14 @@ def report(name, ours, peer, peer_name):
     print(f"{name:<46} ours {ours:9.4f} s   {peer_name} {peer:9.4f} s   ratio {peer / ours:7.1f}x")
 
 
-def fashion_mnist(n):
+def fashion_mnist(n, data=None):
     """Up to n Fashion-MNIST training images (float32 rows in [0, 1], d = 784) when the full
-    files are found (``LOCALIZATION_DATA``), else the 2,000 shipped test images; and the source."""
+    files are found (in ``data`` or ``LOCALIZATION_DATA``), else the 2,000 shipped test images;
+    and the source."""
     from localization.datasets import load_fashion_mnist
 
     try:
-        X, _, source = load_fashion_mnist("train", n=n, return_source=True)
+        X, _, source = load_fashion_mnist("train", n, data, return_source=True)
     except FileNotFoundError:
         X, _, source = load_fashion_mnist("test", return_source=True)
         X = X[:n]

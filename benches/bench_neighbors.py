@@ -10,7 +10,8 @@ machine may be shared, CPU times of the same runs.
     python benches/bench_neighbors.py          # n = 100,000, d = 2, 4, 8 (--full adds 16), then high d
     python benches/bench_neighbors.py --high   # only the high-dimensional cases
 
-Fashion-MNIST: the full training images when LOCALIZATION_DATA points at them, else the shipped 2,000.
+Fashion-MNIST: the full training images when --data or LOCALIZATION_DATA points at them, else the
+shipped 2,000.
 """
 
 import argparse
@@ -30,6 +31,7 @@ def main():
     ap.add_argument("--full", action="store_true", help="also d = 16 (slow for every tree)")
     ap.add_argument("--high", action="store_true", help="only the high-dimensional cases")
     ap.add_argument("--threads", type=int, nargs="+", default=[2], help="thread counts for the high-d cases")
+    ap.add_argument("--data", help="folder with the Fashion-MNIST IDX files (else LOCALIZATION_DATA)")
     args = ap.parse_args()
     rng = np.random.default_rng(0)
     n, k = args.n, 10
@@ -43,7 +45,7 @@ def main():
         report("", t_ours, t_sk, "sklearn KDTree")
         print(f"  identical indices: {same:.4%}, max distance diff {np.max(np.abs(do - ds)):.1e}")
     for threads in args.threads:
-        high_dimensions(np.random.default_rng(1), k, threads)
+        high_dimensions(np.random.default_rng(1), k, threads, args.data)
 
 
 def timed(fn, repeat=3):
@@ -56,7 +58,7 @@ def timed(fn, repeat=3):
     return wall, cpu, out
 
 
-def high_dimensions(rng, k, threads=2):
+def high_dimensions(rng, k, threads=2, data=None):
     from sklearn.neighbors import NearestNeighbors as SkNearestNeighbors
 
     try:
@@ -65,7 +67,7 @@ def high_dimensions(rng, k, threads=2):
         faiss.omp_set_num_threads(threads)
     except ImportError:
         faiss = None
-    fm, source = fashion_mnist(10_000)
+    fm, source = fashion_mnist(10_000, data)
     g = rng.standard_normal((100_000, 64))
     print(f"Fashion-MNIST: {source}; threads: {threads}")
     for name, X, Q in [("d=64 Gaussian", g, g[:5000]), ("d=784 Fashion-MNIST", fm, fm)]:

@@ -2,13 +2,14 @@
 //!
 //! Rust aborts the process when an allocation fails; inside a Python REPL or a Jupyter kernel
 //! that loses the whole session. So every array whose size follows from the request (m×n
-//! kernel matrices, m×k neighbour lists, ragged radius lists, trajectories, the engine's sums)
+//! kernel matrices, m×k neighbour lists, ragged radius lists, trajectories, the engine's sums),
+//! and every copy of the caller's samples (rescaled inputs, a neighbour index's rows),
 //! is sized with checked arithmetic and reserved with `try_reserve`: a request the machine
 //! cannot hold is an `OutOfMemory` error naming the array and its size, raised before any
 //! work is spent on it.
 
 use crate::error::{LocalizationError, Result};
-use ndarray::{Array, Dimension, IntoDimension};
+use ndarray::{Array, Array2, ArrayView2, Dimension, IntoDimension};
 
 /// The element type as Python users know it.
 fn dtype_name<T>() -> &'static str {
@@ -16,8 +17,11 @@ fn dtype_name<T>() -> &'static str {
         "f64" => "float64",
         "f32" => "float32",
         "usize" | "u64" | "i64" => "int64",
+        "u32" => "uint32",
+        "i32" => "int32",
         "bool" => "bool",
-        other => other,
+        // Structs of the index (tree nodes, per-row bounds): the count is what matters.
+        _ => "records",
     }
 }
 
@@ -41,10 +45,27 @@ pub fn elements<T>(name: &'static str, dims: &[usize]) -> Result<usize> {
 /// A vector holding the elements of an array of shape `dims`, all equal to `fill`.
 pub fn try_vec<T: Clone>(name: &'static str, dims: &[usize], fill: T) -> Result<Vec<T>> {
     let n = elements::<T>(name, dims)?;
+    try_collect(name, dims, std::iter::repeat_n(fill, n))
+}
+
+/// The values of `values` (as many as the shape `dims` holds) in a vector reserved first.
+pub fn try_collect<T>(name: &'static str, dims: &[usize], values: impl IntoIterator<Item = T>) -> Result<Vec<T>> {
+    let n = elements::<T>(name, dims)?;
     let mut v = Vec::new();
     v.try_reserve_exact(n).map_err(|_| out_of_memory::<T>(name, dims))?;
-    v.resize(n, fill);
+    v.extend(values);
     Ok(v)
+}
+
+/// A copy of `x` in row-major order: the copies of the caller's samples that indexes and
+/// algorithms keep (as large as the input, so as likely not to fit).
+pub fn try_copy<T: Clone>(name: &'static str, x: ArrayView2<T>) -> Result<Array2<T>> {
+    let dims = [x.nrows(), x.ncols()];
+    let v = match x.as_slice() {
+        Some(s) => try_collect(name, &dims, s.iter().cloned())?,
+        None => try_collect(name, &dims, x.iter().cloned())?,
+    };
+    Array2::from_shape_vec(dims, v).map_err(|e| LocalizationError::param(name, e.to_string()))
 }
 
 /// An array of the given shape filled with `fill`.

@@ -561,6 +561,13 @@ OUT_OF_MEMORY = """
          lambda X: L.LocalPolynomialRegressor(bandwidth=0.1).fit(X, X[:, 0]).equivalent_kernel(X))
     case("kneighbors", GB, lambda: X2(30_000), lambda X: L.NearestNeighbors(n_neighbors=30_000).fit(X).kneighbors(X))
     case("radius_neighbors", GB, lambda: X2(30_000), lambda X: L.NearestNeighbors(radius=10.0).fit(X).radius_neighbors(X))
+    # The 410 MB input fits; the index's own copy of it (and the queries' screen) does not.
+    case("neighbor_index", 300 * 10**6, lambda: (rng.random((800_000, 64)),),
+         lambda X: L.NearestNeighbors(n_neighbors=3, algorithm="brute").fit(X))
+    case("neighbor_index_screen", 450 * 10**6, lambda: (rng.random((800_000, 64)),),
+         lambda X: L.NearestNeighbors(n_neighbors=3, algorithm="brute").fit(X))
+    case("kd_tree", 60 * 10**6, lambda: (rng.random((5_000_000, 3)),),
+         lambda X: L.NearestNeighbors(n_neighbors=3, algorithm="kd_tree").fit(X))
     # The 512 MB input fits, its 512 MB square does not.
     case("medoidshift_precomputed", 400 * 10**6,
          lambda: (np.abs(rng.random((8_000, 1)) - rng.random((1, 8_000))),),
@@ -585,7 +592,7 @@ def test_out_of_memory_is_a_memory_error_not_an_abort():
         assert what.startswith("MemoryError:"), (name, what)
     assert set(results) == {
         "kernel_matrix_320GB", "kernel_matrix", "equivalent_kernel", "kneighbors", "radius_neighbors",
-        "medoidshift_precomputed", "meanshift_trajectories",
+        "medoidshift_precomputed", "meanshift_trajectories", "neighbor_index", "neighbor_index_screen", "kd_tree",
     }
     # The message names the array and its size.
     assert "kernel matrix" in results["kernel_matrix_320GB"] and "320 GB" in results["kernel_matrix_320GB"]
@@ -593,6 +600,9 @@ def test_out_of_memory_is_a_memory_error_not_an_abort():
     assert "neighbor" in results["kneighbors"] and "30000 × 30000" in results["kneighbors"]
     assert "radius neighbors" in results["radius_neighbors"] and "of 30000 queries" in results["radius_neighbors"]
     assert "8000 × 8000 float64" in results["medoidshift_precomputed"]
+    assert "`X`: 800000 × 64 float64" in results["neighbor_index"]
+    assert "`packed samples`: 800000 × 64 float32" in results["neighbor_index_screen"]
+    assert "`X`: 5000000 × 3 float64" in results["kd_tree"]
     assert "trajectories`: 50000 × " in results["meanshift_trajectories"]
 
 

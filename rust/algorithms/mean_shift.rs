@@ -203,7 +203,7 @@ pub fn shift_seeds<F: Real>(x: ArrayView2<F>, w: Option<ArrayView1<F>>, seeds: A
     if lengths.is_one() && weights.is_one() {
         return shift_in_range(x, w, seeds, p, mon);
     }
-    let (xs, ss) = (lengths.down_array(x), lengths.down_array(seeds));
+    let (xs, ss) = (lengths.down_array(x)?, lengths.down_array(seeds)?);
     let ws = w.map(|w| w.mapv(|v| weights.down(v)));
     let ps = Params { bandwidth: lengths.down(p.bandwidth), ..p.clone() };
     let mut out = shift_in_range(xs.view(), ws.as_ref().map(|w| w.view()), ss.view(), &ps, mon)?;
@@ -510,7 +510,7 @@ pub fn diffuse<F: Real>(x: ArrayView2<F>, w: Option<ArrayView1<F>>, p: &Params, 
     if lengths.is_one() && weights.is_one() {
         return diffuse_in_range(x, w, p, blurring, mon);
     }
-    let xs = lengths.down_array(x);
+    let xs = lengths.down_array(x)?;
     let ws = w.map(|w| w.mapv(|v| weights.down(v)));
     let ps = Params { bandwidth: lengths.down(p.bandwidth), ..p.clone() };
     let mut out = diffuse_in_range(xs.view(), ws.as_ref().map(|w| w.view()), &ps, blurring, mon)?;

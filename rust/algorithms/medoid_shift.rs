@@ -87,7 +87,7 @@ pub fn dense_step<F: Real>(d: ArrayView2<F>, profile: Profile, h: f64, weights: 
     check_bandwidth(h)?;
     check_weights(weights, n)?;
     let lengths = Scale::of_arrays(&[d]);
-    let d = lengths.down_array(d);
+    let d = lengths.down_array(d)?;
     let d = d.view();
     let h = lengths.down(h);
     let sw = scaled_weights(weights);
@@ -164,7 +164,7 @@ pub fn knn_step_euclidean<F: Real>(
         return Err(LocalizationError::shape("distances", format!("{} values", n * k), dist.len()));
     }
     let lengths = Scale::of_arrays(&[x]);
-    let x = lengths.down_array(x);
+    let x = lengths.down_array(x)?;
     let x = x.view();
     let h = lengths.down(h);
     let dist: Vec<F> = dist.iter().map(|&v| lengths.down(v)).collect();
@@ -235,7 +235,7 @@ pub fn knn_step_precomputed<F: Real>(
     check_neighbors(n, idx, k)?;
     check_bandwidth(h)?;
     let lengths = Scale::of_arrays(&[dm]);
-    let dm = lengths.down_array(dm);
+    let dm = lengths.down_array(dm)?;
     let dm = dm.view();
     let h = lengths.down(h);
     knn_steps(n, idx, k, profile, h, weights, mon, |i, c| dm[(i, idx[i * k + c])].f64(), |i, nb, w| {

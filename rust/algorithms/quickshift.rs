@@ -123,7 +123,7 @@ pub fn windowed_density<F: Real>(
     }
     // Distances over the bandwidth are scale free: far-from-1 coordinates are rescaled exactly.
     let lengths = Scale::of_arrays(&[x]);
-    let x = lengths.down_array(x);
+    let x = lengths.down_array(x)?;
     let window = window.scaled(lengths);
     let index = WindowIndex::build(x.view(), &window, mon)?;
     let w: Option<Vec<f64>> = weights.map(|w| index.tree.order().iter().map(|&j| w[j]).collect());
@@ -169,7 +169,7 @@ pub fn link<F: Real>(
         return Err(LocalizationError::param("max_dist", "must be non-negative"));
     }
     let lengths = Scale::of_arrays(&[x]);
-    let x = lengths.down_array(x);
+    let x = lengths.down_array(x)?;
     let x = x.as_standard_layout();
     let rows = Rows::new("X", x.view())?;
     let window = window.map(|w| w.scaled(lengths));

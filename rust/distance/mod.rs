@@ -16,6 +16,8 @@
 
 pub mod packed;
 
+use crate::error::Result;
+use crate::memory;
 use crate::real::Real;
 use ndarray::{linalg::general_mat_mul, Array2, ArrayView2, ArrayViewMut2, CowArray, Ix2};
 
@@ -250,13 +252,15 @@ impl Scale {
         }
     }
 
-    /// The array in working units (borrowed when the scale is one).
-    pub fn down_array<'a, F: Real>(self, a: ArrayView2<'a, F>) -> CowArray<'a, F, Ix2> {
+    /// The array in working units (borrowed when the scale is one); `OutOfMemory` when the
+    /// rescaled copy does not fit.
+    pub fn down_array<'a, F: Real>(self, a: ArrayView2<'a, F>) -> Result<CowArray<'a, F, Ix2>> {
         if self.is_one() {
-            a.into()
-        } else {
-            a.mapv(|v| self.down(v)).into()
+            return Ok(a.into());
         }
+        let mut copy = memory::try_copy("X", a)?;
+        copy.mapv_inplace(|v| self.down(v));
+        Ok(copy.into())
     }
 }
 

@@ -31,7 +31,7 @@ pub(crate) fn fill_kernel_matrix<F: Real>(
         return Err(LocalizationError::shape("kernel matrix", format!("{} × {n}", q.nrows()), format!("{:?}", out.dim())));
     }
     let lengths = lengths_of(kernel, q, x, bw);
-    let (q, x) = (lengths.down_array(q), lengths.down_array(x));
+    let (q, x) = (lengths.down_array(q)?, lengths.down_array(x)?);
     let (q, x, bw) = (q.view(), x.view(), &bw.scaled(lengths));
     let knn = match kernel {
         Kernel::Knn { k, .. } => Some(Index::build(x, Algorithm::Auto, LEAF_SIZE, mon)?.knn(q, *k, mon)?),

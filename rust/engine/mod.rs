@@ -99,7 +99,7 @@ pub(crate) fn local_sums_scaled<F: Real>(pb: &Problem<F>, kernel: &Kernel, bw: &
     let lengths = lengths_of(kernel, pb.queries, pb.x, bw);
     // Keep "the queries are the references" visible (the expansion clusters them once).
     let same = pb.queries.as_ptr() == pb.x.as_ptr() && pb.queries.dim() == pb.x.dim();
-    let sums = Working::new(pb.x, pb.weights, lengths).sums(pb, &WorkingValues::new(pb.values), same, kernel, bw, opts, None)?;
+    let sums = Working::new(pb.x, pb.weights, lengths)?.sums(pb, &WorkingValues::new(pb.values), same, kernel, bw, opts, None)?;
     Ok((sums, lengths))
 }
 
@@ -1309,6 +1309,6 @@ pub(crate) fn validate_in_range<F: Real>(pb: &Problem<F>, kernel: &Kernel, bw: &
     if lengths.is_one() {
         return validate(pb, kernel, bw, opts);
     }
-    let (q, x) = (lengths.down_array(pb.queries), lengths.down_array(pb.x));
+    let (q, x) = (lengths.down_array(pb.queries)?, lengths.down_array(pb.x)?);
     validate(&Problem { queries: q.view(), x: x.view(), ..*pb }, kernel, &bw.scaled(lengths), opts)
 }

@@ -19,6 +19,7 @@ use super::{restore_magnitudes, sums_in_range, to_caller_units};
 use crate::checked::{self, Weights};
 use crate::distance::Scale;
 use crate::error::{LocalizationError, Result};
+use crate::memory;
 use crate::neighbors::{Algorithm, Index, KdTree, LEAF_SIZE};
 use crate::parallel::Monitor;
 use crate::real::Real;
@@ -66,11 +67,14 @@ impl<F: Real> WorkingValues<F> {
 }
 
 impl<F: Real> Working<F> {
-    pub fn new(x: ArrayView2<F>, weights: Option<ArrayView1<F>>, lengths: Scale) -> Self {
+    pub fn new(x: ArrayView2<F>, weights: Option<ArrayView1<F>>, lengths: Scale) -> Result<Self> {
         let weight_scale = weights.map_or(Scale::ONE, |w| Scale::of_values(w.iter().copied()));
-        let scaled = (!(lengths.is_one() && weight_scale.is_one()))
-            .then(|| (lengths.down_array(x).into_owned(), weights.map(|w| w.mapv(|v| weight_scale.down(v)))));
-        Working { lengths, weight_scale, scaled }
+        let scaled = if lengths.is_one() && weight_scale.is_one() {
+            None
+        } else {
+            Some((lengths.down_array(x)?.into_owned(), weights.map(|w| w.mapv(|v| weight_scale.down(v)))))
+        };
+        Ok(Working { lengths, weight_scale, scaled })
     }
 
     /// The sums of `pb` (caller units; its references and weights those this was made for,
@@ -85,7 +89,7 @@ impl<F: Real> Working<F> {
             Some((x, w)) => (x.view(), w.as_ref().map(|w| w.view())),
             None => (pb.x, pb.weights),
         };
-        let q = (!same && self.scaled.is_some()).then(|| self.lengths.down_array(pb.queries));
+        let q = (!same && self.scaled.is_some()).then(|| self.lengths.down_array(pb.queries)).transpose()?;
         let queries = if same { x } else { q.as_ref().map_or(pb.queries, |q| q.view()) };
         let spb = Problem { queries, x, values: values.scaled.as_ref().map_or(pb.values, |v| Some(v.view())), weights: w };
         let mut sums = sums_in_range(&spb, kernel, &bw.scaled(self.lengths), opts, prep)?;
@@ -261,10 +265,11 @@ impl<F: Real> Reference<F> {
         }
         Weights::optional(weights.as_ref().map(|w| w.view()), n)?;
         // Owned arrays in standard layout (rows are read as slices).
-        let x = x.as_standard_layout().into_owned();
-        let values = values.map(|v| v.as_standard_layout().into_owned());
+        let standard = |name, a: Array2<F>| if a.is_standard_layout() { Ok(a) } else { memory::try_copy(name, a.view()) };
+        let x = standard("X", x)?;
+        let values = values.map(|v| standard("values", v)).transpose()?;
         let x_max_abs = Scale::array_max_abs(x.view());
-        let working = Working::new(x.view(), weights.as_ref().map(|w| w.view()), Scale::for_max::<F>(x_max_abs));
+        let working = Working::new(x.view(), weights.as_ref().map(|w| w.view()), Scale::for_max::<F>(x_max_abs))?;
         let own_values = WorkingValues::new(values.as_ref().map(|v| v.view()));
         if let Some(h) = &bandwidth {
             if h.len() != n {
@@ -358,7 +363,7 @@ impl<F: Real> Reference<F> {
         } else {
             // Queries of another order of magnitude (or the dot kernel on rescaled samples):
             // the working problem differs, so nothing prepared applies.
-            Working::new(pb.x, pb.weights, lengths).sums(&pb, working_values, same, kernel, bw, opts, None)?
+            Working::new(pb.x, pb.weights, lengths)?.sums(&pb, working_values, same, kernel, bw, opts, None)?
         };
         Ok((sums, lengths))
     }

@@ -5,6 +5,7 @@ use crate::distance::sq_euclidean;
 use crate::error::{LocalizationError, Result};
 use crate::real::Real;
 use crate::parallel::Monitor;
+use crate::memory;
 use ndarray::{ArrayView1, ArrayView2};
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
@@ -40,11 +41,17 @@ impl<F: Real> KdTree<F> {
         if leaf_size == 0 {
             return Err(LocalizationError::param("leaf_size", "must be at least 1"));
         }
-        let mut index: Vec<usize> = (0..n).collect();
+        let mut index = memory::try_collect("sample order", &[n], 0..n)?;
         let mut tree = KdTree { d, points: Vec::new(), index: Vec::new(), nodes: Vec::new(), boxes: Vec::new() };
+        // Halving stops below leaf_size + 1 points, so every leaf holds at least half of that
+        // and there are at most 2n / (leaf_size + 1) leaves, twice as many nodes: reserved
+        // up front, so that a tree too large for memory is an error, not an abort.
+        let nodes = 2 * (n / (leaf_size.div_ceil(2)).max(1) + 1);
+        memory::try_grow(&mut tree.nodes, nodes, "k-d tree nodes")?;
+        memory::try_grow(&mut tree.boxes, nodes.saturating_mul(2 * d), "k-d tree boxes")?;
         tree.split(&x, &mut index, 0, n, leaf_size, mon);
         mon.check()?;
-        tree.points = index.iter().flat_map(|&i| x.row(i).to_vec()).collect();
+        tree.points = memory::try_collect("X", &[n, d], index.iter().flat_map(|&i| x.row(i).into_iter().copied()))?;
         tree.index = index;
         Ok(tree)
     }

@@ -129,9 +129,9 @@ impl<F: Real> Product<F> {
         // halving read every row at random on every level (it doubled the build of 10⁵
         // Gaussian rows in 64 features, where it gains nothing).
         let columns = widest_columns(x, &centre);
-        let z: Vec<f64> = x.rows().into_iter().flat_map(|r| columns.iter().map(move |&c| r[c].f64())).collect();
         let w = columns.len();
-        let mut order: Vec<usize> = (0..x.nrows()).collect();
+        let z = memory::try_collect("X", &[x.nrows(), w], x.rows().into_iter().flat_map(|r| columns.iter().map(move |&c| r[c].f64())))?;
+        let mut order = memory::try_collect("sample order", &[x.nrows()], 0..x.nrows())?;
         coherent_order(&|i, c| z[i * w + c], w, &mut order, REF_TILE);
         let tile_means = order
             .chunks(REF_TILE)
@@ -150,8 +150,8 @@ impl<F: Real> Product<F> {
         } else {
             (product_error::<F::Screen>(d), F::Screen::of(0.0), f64::INFINITY)
         };
-        let lower = packed.norms().iter().map(|&v| v - c * v - a).collect();
-        let upper = packed.norms().iter().map(|&v| v + c * v + a).collect();
+        let lower = memory::try_collect("X", &[x.nrows()], packed.norms().iter().map(|&v| v - c * v - a))?;
+        let upper = memory::try_collect("X", &[x.nrows()], packed.norms().iter().map(|&v| v + c * v + a))?;
         Ok(Product { centre, screen, packed, c, a, query_max, lower, upper, columns, order, tile_means })
     }
 
@@ -196,14 +196,14 @@ impl<F: Real> Index<F> {
             Algorithm::Auto => x.ncols() < GEMM_MIN_DIM && x.nrows() > 64,
         };
         let lengths = Scale::of_arrays(&[x]);
-        let x = lengths.down_array(x);
+        let x = lengths.down_array(x)?;
         let inner = if use_tree {
             Inner::Tree(KdTree::build(x.view(), leaf_size, mon)?)
         } else {
-            let x = x.as_standard_layout().into_owned();
+            let x = if x.is_view() || !x.is_standard_layout() { memory::try_copy("X", x.view())? } else { x.into_owned() };
             // The product screen serves only the plain search: with a projection it would
             // be a second copy of the samples (in the screen's precision) never read.
-            let projection = if x.ncols() >= GEMM_MIN_DIM { projected::Projection::build(x.view(), &column_means(x.view())) } else { None };
+            let projection = if x.ncols() >= GEMM_MIN_DIM { projected::Projection::build(x.view(), &column_means(x.view()))? } else { None };
             let product = if x.ncols() >= GEMM_MIN_DIM && projection.is_none() { Some(Product::new(x.view())?) } else { None };
             Inner::Brute(Brute { x, product, projection })
         };
@@ -268,7 +268,7 @@ impl<F: Real> Index<F> {
         let m = q.nrows();
         let mut indices = memory::try_vec("neighbor indices", &[m, k], 0usize)?;
         let mut distances = memory::try_vec("neighbor distances", &[m, k], F::zero())?;
-        let q = self.lengths.down_array(q);
+        let q = self.lengths.down_array(q)?;
         let q = q.view();
         let rows = Rows::new("X", q)?;
         if report {
@@ -306,7 +306,7 @@ impl<F: Real> Index<F> {
                     }
                 }
             }
-            Inner::Brute(b) => brute_knn(q, rows, Rows::new("X", b.x.view())?, b, k, &mut indices, &mut distances, mon, report),
+            Inner::Brute(b) => brute_knn(q, rows, Rows::new("X", b.x.view())?, b, k, &mut indices, &mut distances, mon, report)?,
         }
         mon.check()?;
         self.to_caller_units(Neighbors { indices, distances, offsets: (0..=m).map(|i| i * k).collect() })
@@ -329,7 +329,7 @@ impl<F: Real> Index<F> {
         if radii.iter().any(|r| !(*r >= F::zero())) {
             return Err(LocalizationError::param("radius", "must be non-negative (+inf allowed), not NaN"));
         }
-        let q = self.lengths.down_array(q);
+        let q = self.lengths.down_array(q)?;
         let q = q.view();
         let r2_of = |i: usize| {
             let r = self.lengths.down(radii[if radii.len() == 1 { 0 } else { i }]);
@@ -522,7 +522,7 @@ fn widest_columns<F: Real>(x: ArrayView2<F>, centre: &[F]) -> Vec<usize> {
 fn brute_knn<F: Real>(
     q: ArrayView2<F>, q_rows: Rows<'_, F>, x_rows: Rows<'_, F>, b: &Brute<F>, k: usize, indices: &mut [usize], distances: &mut [F], mon: &Monitor,
     report: bool,
-) {
+) -> Result<()> {
     if let Some(p) = &b.projection {
         return projected::knn(q, q_rows, x_rows, p, k, indices, distances, mon, report);
     }
@@ -535,9 +535,10 @@ fn brute_knn<F: Real>(
             coherent_order(&|i, c| q_rows.row(i)[p.columns[c]].f64(), p.columns.len(), &mut order, block);
         }
         if !search_in_blocks(&order, 0, block, (k, &mut *indices, &mut *distances), mon, report, |ids| search_block(ids, q_rows, x_rows, b, k, mon)) {
-            return;
+            break;
         }
     }
+    Ok(())
 }
 
 /// Searches the queries `order` in blocks of `block` with `search` (one sorted list of

@@ -44,6 +44,8 @@ use super::{coherent_order, query_block, search_in_blocks, Best, REF_TILE, SEGME
 use crate::distance::packed::{minus_two_dots, Panels};
 use crate::distance::sq_euclidean_wide;
 use crate::engine::lanes;
+use crate::error::Result;
+use crate::memory;
 use crate::parallel::Monitor;
 use crate::real::Real;
 use crate::rows::Rows;
@@ -124,7 +126,7 @@ const PROJECT_ROWS: usize = 256;
 
 /// Per row of `x`: the first-tier coordinates into `z` (`m1` per row), and the second tier's
 /// (row by row) with the rows' [`Terms`].
-fn project<F: Real>(x: ArrayView2<F>, basis: &Array2<f64>, m1: usize, centre: &[f64], z: &mut [f64]) -> (Vec<f32>, Vec<Terms>) {
+fn project<F: Real>(x: ArrayView2<F>, basis: &Array2<f64>, m1: usize, centre: &[f64], z: &mut [f64]) -> Result<(Vec<f32>, Vec<Terms>)> {
     let m2 = basis.nrows() - m1;
     let residual = |r2: f64, e: f64| [(r2 - e).max(0.0).sqrt(), (r2 + e).max(0.0).sqrt()];
     let parts: Vec<(Vec<f32>, Vec<Terms>)> = z
@@ -151,8 +153,10 @@ fn project<F: Real>(x: ArrayView2<F>, basis: &Array2<f64>, m1: usize, centre: &[
             (z2, terms)
         })
         .collect();
-    let (z2, terms): (Vec<Vec<f32>>, Vec<Vec<Terms>>) = parts.into_iter().unzip();
-    (z2.concat(), terms.concat())
+    let n = x.nrows();
+    let z2 = memory::try_collect("X", &[n, m2], parts.iter().flat_map(|p| p.0.iter().copied()))?;
+    let terms = memory::try_collect("X", &[n], parts.iter().flat_map(|p| p.1.iter().copied()))?;
+    Ok((z2, terms))
 }
 
 /// SᵀS·y, summed over blocks of S's rows in parallel (in a fixed order: the same directions
@@ -192,11 +196,12 @@ fn orthonormal_columns(y: Array2<f64>) -> Array2<f64> {
 }
 
 impl Projection {
-    /// The projection of the (working-unit) references `x`, or None when it would not pay.
-    pub fn build<F: Real>(x: ArrayView2<F>, centre: &[F]) -> Option<Self> {
+    /// The projection of the (working-unit) references `x`, or None when it would not pay;
+    /// `OutOfMemory` when its arrays (a few hundred bytes per sample) do not fit.
+    pub fn build<F: Real>(x: ArrayView2<F>, centre: &[F]) -> Result<Option<Self>> {
         let (n, d) = x.dim();
         if d < MIN_DIM || n < MIN_ROWS {
-            return None;
+            return Ok(None);
         }
         let centre: Vec<f64> = centre.iter().map(|c| c.f64()).collect();
         let step = n.div_ceil(SAMPLE_ROWS);
@@ -210,7 +215,7 @@ impl Projection {
             y = orthonormal_columns(gram_times(&sample, &y));
         }
         if y.ncols() == 0 {
-            return None;
+            return Ok(None);
         }
         let basis = y.reversed_axes().as_standard_layout().into_owned();
         // Summed per block in parallel, then in block order: the same number for any thread count.
@@ -221,15 +226,16 @@ impl Projection {
         let total: f64 = sample.iter().map(|t| t * t).sum();
         let needed = if d < NARROW_DIM { 1.0 - NARROW_RESIDUAL } else { MIN_ENERGY };
         if !(captured >= needed * total) {
-            return None;
+            return Ok(None);
         }
         let m1 = basis.nrows().min(DIRECTIONS);
-        let mut z = vec![0.0; n * m1];
-        let (z2, terms) = project(x, &basis, m1, &centre, &mut z);
+        let mut z = memory::try_vec("X", &[n, m1], 0.0)?;
+        let (z2, terms) = project(x, &basis, m1, &centre, &mut z)?;
         let z = Array2::from_shape_vec((n, m1), z).expect("n × m1 values");
-        let packed = Panels::references_from(z.view(), None, &vec![0.0; m1], 1.0).ok()?.0;
-        let (low, r_lo, r_hi) = (terms.iter().map(|t| t.low).collect(), terms.iter().map(|t| t.r[0]).collect(), terms.iter().map(|t| t.r[1]).collect());
-        Some(Projection { basis, m1, centre, packed, z2, low, r_lo, r_hi, terms })
+        let packed = Panels::references_from(z.view(), None, &vec![0.0; m1], 1.0)?.0;
+        let per_row = |f: fn(&Terms) -> f64| memory::try_collect("X", &[n], terms.iter().map(f));
+        let (low, r_lo, r_hi) = (per_row(|t| t.low)?, per_row(|t| t.r[0])?, per_row(|t| t.r[1])?);
+        Ok(Some(Projection { basis, m1, centre, packed, z2, low, r_lo, r_hi, terms }))
     }
 }
 
@@ -377,7 +383,7 @@ const KEEP_BYTES: usize = 32 << 20;
 pub fn knn<F: Real>(
     q: ArrayView2<F>, q_rows: Rows<'_, F>, x_rows: Rows<'_, F>, p: &Projection, k: usize, indices: &mut [usize], distances: &mut [F],
     mon: &Monitor, report: bool,
-) {
+) -> Result<()> {
     let (m, m2) = (p.m1, p.basis.nrows() - p.m1);
     // Queries that are the references (a self-join: LLE, TripletEmbedding, kneighbors()
     // without X) take the references' projections instead of computing them again.
@@ -393,16 +399,17 @@ pub fn knn<F: Real>(
             }
             (p.z2[s0 * m2..s1 * m2].to_vec(), p.terms[s0..s1].to_vec())
         } else {
-            project(q.slice(s![s0..s1, ..]), &p.basis, m, &p.centre, &mut zq)
+            project(q.slice(s![s0..s1, ..]), &p.basis, m, &p.centre, &mut zq)?
         };
         let mut order: Vec<usize> = (0..s1 - s0).collect();
         let block = query_block(s1 - s0).min(BLOCK);
         coherent_order(&|i, c| zq[i * m + c], m, &mut order, block);
         let search = |ids: &[usize]| search_block(ids, (&zq, &zq2), &terms, q_rows, s0, x_rows, p, k, mon);
         if !search_in_blocks(&order, s0, block, (k, &mut *indices, &mut *distances), mon, report, search) {
-            return;
+            break;
         }
     }
+    Ok(())
 }
 
 /// The k nearest references of the queries `ids` (rows of the segment's projections `zq` of

@@ -568,6 +568,11 @@ OUT_OF_MEMORY = """
          lambda X: L.NearestNeighbors(n_neighbors=3, algorithm="brute").fit(X))
     case("kd_tree", 60 * 10**6, lambda: (rng.random((5_000_000, 3)),),
          lambda X: L.NearestNeighbors(n_neighbors=3, algorithm="kd_tree").fit(X))
+    # The engine's copies: a fitted estimator's reference, the layout of a one-off sum.
+    case("reference", 100 * 10**6, lambda: (rng.random((2_000_000, 16)),),
+         lambda X: L.KernelDensity(bandwidth=0.01).fit(X).score_samples(X[:10]))
+    case("local_mean_layout", 100 * 10**6, lambda: (rng.random((2_000_000, 16)),),
+         lambda X: L.local_mean(X[:10], X, X[:, 0], bandwidth=0.01))
     # The 512 MB input fits, its 512 MB square does not.
     case("medoidshift_precomputed", 400 * 10**6,
          lambda: (np.abs(rng.random((8_000, 1)) - rng.random((1, 8_000))),),
@@ -593,6 +598,7 @@ def test_out_of_memory_is_a_memory_error_not_an_abort():
     assert set(results) == {
         "kernel_matrix_320GB", "kernel_matrix", "equivalent_kernel", "kneighbors", "radius_neighbors",
         "medoidshift_precomputed", "meanshift_trajectories", "neighbor_index", "neighbor_index_screen", "kd_tree",
+        "reference", "local_mean_layout",
     }
     # The message names the array and its size.
     assert "kernel matrix" in results["kernel_matrix_320GB"] and "320 GB" in results["kernel_matrix_320GB"]
@@ -603,6 +609,8 @@ def test_out_of_memory_is_a_memory_error_not_an_abort():
     assert "`X`: 800000 × 64 float64" in results["neighbor_index"]
     assert "`packed samples`: 800000 × 64 float32" in results["neighbor_index_screen"]
     assert "`X`: 5000000 × 3 float64" in results["kd_tree"]
+    assert "`X`: 2000000 × 16 float64" in results["reference"]
+    assert "`X`: 2000000 × 16 float64" in results["local_mean_layout"]
     assert "trajectories`: 50000 × " in results["meanshift_trajectories"]
 
 

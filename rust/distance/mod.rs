@@ -95,13 +95,18 @@ pub fn column_means<F: Real>(x: ArrayView2<F>) -> Vec<F> {
     sum.into_iter().map(|s| F::of(s / n)).collect()
 }
 
-/// Rows minus `centre`.
-pub fn centred<F: Real>(x: ArrayView2<F>, centre: &[F]) -> Array2<F> {
-    let mut out = x.to_owned();
-    for mut row in out.rows_mut() {
+/// Rows minus `centre`, in a new array (as large as `x`: a fallible allocation).
+pub fn centred<F: Real>(x: ArrayView2<F>, centre: &[F]) -> Result<Array2<F>> {
+    let mut out = memory::try_copy("X", x)?;
+    centre_rows(out.view_mut(), centre);
+    Ok(out)
+}
+
+/// Subtracts `centre` from every row of `x`.
+pub fn centre_rows<F: Real>(mut x: ArrayViewMut2<F>, centre: &[F]) {
+    for mut row in x.rows_mut() {
         row.iter_mut().zip(centre).for_each(|(v, &c)| *v = *v - c);
     }
-    out
 }
 
 /// The factor c of the product form's error bound in d dimensions: for q̂, x̂ the centred

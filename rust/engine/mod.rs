@@ -46,7 +46,7 @@ mod tiles;
 mod types;
 mod kernel_matrix;
 
-use crate::distance::{centred, pow2, row_sq_norms, sq_euclidean_wide, Scale, GEMM_MIN_DIM};
+use crate::distance::{centre_rows, pow2, row_sq_norms, sq_euclidean_wide, Scale, GEMM_MIN_DIM};
 use crate::checked::{self, Weights};
 use crate::error::{LocalizationError, Result};
 use crate::kernel::{dispatch_profile, Profile, ProfileFn};
@@ -395,8 +395,8 @@ fn brute<F: Real, K: TileKernel>(pb: &Problem<F>, bw: &Bandwidth<F>, opts: &Opti
         }
     };
     let values = match prep {
-        Some(p) => p.tile_values(tiles, pb, spatial),
-        None => Cow::Owned(tiles.lay_out(pb.values)),
+        Some(p) => p.tile_values(tiles, pb, spatial)?,
+        None => Cow::Owned(tiles.lay_out(pb.values)?),
     };
     let values = &*values;
     let qblock = if gemm { QUERY_BLOCK_GEMM } else { QUERY_BLOCK };
@@ -615,7 +615,9 @@ fn block<F: Real, K: TileKernel, const FMA: bool>(cx: &Ctx<'_, '_, F>, b: usize)
     // each query's h² (sample-point bandwidths: per reference, in `tiles.h2`).
     let (qc, qn) = match &tiles.centred {
         Some(_) => {
-            let qc = centred(qb, &tiles.centre);
+            // A block of at most QUERY_BLOCK_GEMM queries: a small, bounded copy.
+            let mut qc = qb.to_owned();
+            centre_rows(qc.view_mut(), &tiles.centre);
             let qn = row_sq_norms(qc.view());
             (Some(qc), qn)
         }

@@ -138,15 +138,11 @@ fn cached<T>(cell: &OnceLock<T>, build: impl FnOnce() -> Result<T>) -> Result<&T
 }
 
 /// A value kept in `cell` when `keep`, else built for this request alone.
-fn kept_or_built<T>(cell: &OnceLock<T>, keep: bool, build: impl FnOnce() -> T) -> Cow<'_, T>
+fn kept_or_built<T>(cell: &OnceLock<T>, keep: bool, build: impl FnOnce() -> Result<T>) -> Result<Cow<'_, T>>
 where
     T: Clone,
 {
-    if keep {
-        Cow::Borrowed(cell.get_or_init(build))
-    } else {
-        Cow::Owned(build())
-    }
+    Ok(if keep { Cow::Borrowed(cached(cell, build)?) } else { Cow::Owned(build()?) })
 }
 
 impl<F: Real> Prepared<F> {
@@ -179,7 +175,7 @@ impl<'a, F: Real> Prep<'a, F> {
     }
 
     /// `pb`'s values in the order of `tiles` (one of this reference's, with `spatial`).
-    pub fn tile_values(self, tiles: &Tiles<F>, pb: &Problem<F>, spatial: bool) -> Cow<'a, TileValues<F>> {
+    pub fn tile_values(self, tiles: &Tiles<F>, pb: &Problem<F>, spatial: bool) -> Result<Cow<'a, TileValues<F>>> {
         kept_or_built(&self.layouts.tile_values[spatial as usize], self.own_values, || tiles.lay_out(pb.values))
     }
 
@@ -193,7 +189,10 @@ impl<'a, F: Real> Prep<'a, F> {
 
     /// `pb`'s values (row-major) in the order of the kd-tree, built by `build`.
     pub fn tree_values(self, build: impl FnOnce() -> Vec<F>) -> Cow<'a, Vec<F>> {
-        kept_or_built(&self.layouts.tree_values, self.own_values, build)
+        match kept_or_built(&self.layouts.tree_values, self.own_values, || Ok(build())) {
+            Ok(v) => v,
+            Err(_) => unreachable!("the build cannot fail"),
+        }
     }
 
     pub fn index(self, x: ArrayView2<F>, mon: &Monitor) -> Result<&'a Index<F>> {

@@ -8,6 +8,7 @@
 
 use super::types::{Bandwidth, Problem};
 use crate::distance::{centred, column_means, row_sq_norms};
+use crate::memory;
 use crate::error::Result;
 use crate::real::Real;
 use crate::neighbors::chunked_order;
@@ -84,7 +85,7 @@ impl<F: Real> Tiles<F> {
         let order = spatial.then(|| chunked_order(pb.x, TILE, mon)).transpose()?;
         let row = |i: usize| order.as_ref().map_or(i, |o| o[i]);
         let n_tiles = n.div_ceil(TILE);
-        let mut coords = vec![F::zero(); if coords { n_tiles * TILE * d } else { 0 }];
+        let mut coords = memory::try_vec("X", &[if coords { n_tiles * TILE } else { 0 }, d], F::zero())?;
         if !coords.is_empty() {
             for i in 0..n {
                 let (t, j, src) = (i / TILE, i % TILE, row(i));
@@ -93,9 +94,10 @@ impl<F: Real> Tiles<F> {
                 }
             }
         }
-        let weights: Vec<F> = (0..n).map(|i| pb.weights.as_ref().map_or(F::one(), |w| w[row(i)])).collect();
-        let inv_h2: Option<Vec<F>> = match bw {
-            Bandwidth::PerReference(h) => Some((0..n).map(|i| F::one() / (h[row(i)] * h[row(i)])).collect()),
+        let per_sample = |f: &dyn Fn(usize) -> F| memory::try_collect("X", &[n], (0..n).map(f));
+        let weights = per_sample(&|i| pb.weights.as_ref().map_or(F::one(), |w| w[row(i)]))?;
+        let inv_h2 = match bw {
+            Bandwidth::PerReference(h) => Some(per_sample(&|i| F::one() / (h[row(i)] * h[row(i)]))?),
             _ => None,
         };
         let min_inv_h2 = match &inv_h2 {
@@ -103,10 +105,10 @@ impl<F: Real> Tiles<F> {
             None => Vec::new(),
         };
         let centre = if centre { column_means(pb.x) } else { Vec::new() };
-        let centred = (!centre.is_empty()).then(|| centred(pb.x, &centre));
+        let centred = (!centre.is_empty()).then(|| centred(pb.x, &centre)).transpose()?;
         let norms = centred.as_ref().map_or_else(Vec::new, |c| row_sq_norms(c.view()));
         let h2 = match (bw, &centred) {
-            (Bandwidth::PerReference(h), Some(_)) => Some((0..n).map(|i| h[row(i)] * h[row(i)]).collect()),
+            (Bandwidth::PerReference(h), Some(_)) => Some(per_sample(&|i| h[row(i)] * h[row(i)])?),
             _ => None,
         };
         let has_zero_weight = weights.iter().any(|w| *w == F::zero());
@@ -125,7 +127,7 @@ impl<F: Real> Tiles<F> {
                 boxes.extend(lo);
                 boxes.extend(hi);
             }
-            position = vec![0; n];
+            position = memory::try_vec("sample order", &[n], 0)?;
             for (pos, &i) in o.iter().enumerate() {
                 position[i] = pos;
             }
@@ -135,22 +137,22 @@ impl<F: Real> Tiles<F> {
     }
 
     /// `values` (n×p, input order) in this layout's order.
-    pub fn lay_out(&self, values: Option<ArrayView2<F>>) -> TileValues<F> {
-        let Some(v) = values else { return TileValues { values: Vec::new(), p: 0, wide: None } };
+    pub fn lay_out(&self, values: Option<ArrayView2<F>>) -> Result<TileValues<F>> {
+        let Some(v) = values else { return Ok(TileValues { values: Vec::new(), p: 0, wide: None }) };
         let p = v.ncols();
         let row = |i: usize| self.order.as_ref().map_or(i, |o| o[i]);
         let wide = match &self.order {
             Some(o) if p > WIDE_VALUES => Some(v.select(ndarray::Axis(0), o)),
             _ => None,
         };
-        let mut values = vec![F::zero(); self.n.div_ceil(TILE) * TILE * p];
+        let mut values = memory::try_vec("values", &[self.n.div_ceil(TILE) * TILE, p], F::zero())?;
         for i in 0..self.n {
             let (t, j, src) = (i / TILE, i % TILE, row(i));
             for c in 0..p {
                 values[(t * p + c) * TILE + j] = v[(src, c)];
             }
         }
-        TileValues { values, p, wide }
+        Ok(TileValues { values, p, wide })
     }
 
     /// Position of input row `i`.

@@ -342,7 +342,7 @@ pub fn chunked_order<F: Real>(x: ArrayView2<F>, chunk: usize, mon: &Monitor) -> 
             rec(x, b, chunk, mon);
         }
     }
-    let mut idx: Vec<usize> = (0..x.nrows()).collect();
+    let mut idx = memory::try_collect("sample order", &[x.nrows()], 0..x.nrows())?;
     rec(&x, &mut idx, chunk.max(1), mon);
     mon.check()?;
     Ok(idx)
@@ -365,7 +365,7 @@ pub fn radius_leaves<F: Real>(x: ArrayView2<F>, radius: F, max_size: usize, mon:
             starts.push(at);
         }
     }
-    let mut idx: Vec<usize> = (0..x.nrows()).collect();
+    let mut idx = memory::try_collect("sample order", &[x.nrows()], 0..x.nrows())?;
     let mut starts = Vec::new();
     if !idx.is_empty() {
         rec(&x, &mut idx, 0, radius * radius, max_size.max(1), &mut starts, mon);

@@ -4,6 +4,7 @@ use super::kernel::PyKernelSpec;
 use super::{is_f32, value_error, view1, view2, PySums};
 use crate::algorithms::local_poly;
 use crate::engine::{self, Neighborhood, Options};
+use crate::memory;
 use crate::real::Real;
 use numpy::{Element, IntoPyArray, PyArray1};
 use pyo3::prelude::*;
@@ -44,10 +45,15 @@ impl PyReference {
     #[pyo3(signature = (x, values=None, weights=None, sample_bandwidth=None))]
     fn new(py: Python<'_>, x: &Bound<'_, PyAny>, values: Option<&Bound<'_, PyAny>>, weights: Option<&Bound<'_, PyAny>>, sample_bandwidth: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
         let inner = with_float!(x, F, {
-            let xa = view2::<F>(x, "X")?.as_array().to_owned();
-            let va = values.map(|v| view2::<F>(v, "values").map(|v| v.as_array().to_owned())).transpose()?;
-            let wa = weights.map(|w| view1::<F>(w, "sample_weight").map(|w| w.as_array().to_owned())).transpose()?;
-            let ha = sample_bandwidth.map(|h| view1::<F>(h, "bandwidth").map(|h| h.as_array().to_vec())).transpose()?;
+            // The reference keeps its own copies: fallible allocations, as large as the input.
+            let xa = memory::try_copy("X", view2::<F>(x, "X")?.as_array())?;
+            let va = values.map(|v| view2::<F>(v, "values").and_then(|v| Ok(memory::try_copy("values", v.as_array())?))).transpose()?;
+            let per_sample = |name: &'static str, a: numpy::PyReadonlyArray1<'_, F>| -> PyResult<Vec<F>> {
+                let a = a.as_array();
+                Ok(memory::try_collect(name, &[a.len()], a.iter().copied())?)
+            };
+            let wa = weights.map(|w| per_sample("sample_weight", view1::<F>(w, "sample_weight")?).map(ndarray::Array1::from)).transpose()?;
+            let ha = sample_bandwidth.map(|h| per_sample("bandwidth", view1::<F>(h, "bandwidth")?)).transpose()?;
             F::wrap(py.detach(|| engine::Reference::new(xa, va, wa, ha))?)
         });
         Ok(PyReference { inner })

@@ -46,6 +46,7 @@ mod tiles;
 mod types;
 mod kernel_matrix;
 
+use crate::memory;
 use crate::distance::{centre_rows, pow2, row_sq_norms, sq_euclidean_wide, Scale, GEMM_MIN_DIM};
 use crate::checked::{self, Weights};
 use crate::error::{LocalizationError, Result};
@@ -1139,15 +1140,15 @@ fn tree_sums<F: Real, P: ProfileFn>(pb: &Problem<F>, tree: &KdTree<F>, bw: &Band
         },
     };
     let build_values = || match &pb.values {
-        Some(v) => order.iter().flat_map(|&i| v.row(i).to_vec()).collect(),
-        None => Vec::new(),
+        Some(v) => memory::try_collect("values", &[order.len(), v.ncols()], order.iter().flat_map(|&i| v.row(i).into_iter().copied())),
+        None => Ok(Vec::new()),
     };
     let owned;
     let (TreeOrdered { weights: w, inv_h2 }, vals) = match prep {
-        Some(p) => (p.tree_order(build), p.tree_values(build_values)),
+        Some(p) => (p.tree_order(build), p.tree_values(build_values)?),
         None => {
             owned = build();
-            (&owned, Cow::Owned(build_values()))
+            (&owned, Cow::Owned(build_values()?))
         }
     };
     let basis = opts.degree.map(|g| n_basis(pb.x.ncols(), g));

@@ -188,11 +188,8 @@ impl<'a, F: Real> Prep<'a, F> {
     }
 
     /// `pb`'s values (row-major) in the order of the kd-tree, built by `build`.
-    pub fn tree_values(self, build: impl FnOnce() -> Vec<F>) -> Cow<'a, Vec<F>> {
-        match kept_or_built(&self.layouts.tree_values, self.own_values, || Ok(build())) {
-            Ok(v) => v,
-            Err(_) => unreachable!("the build cannot fail"),
-        }
+    pub fn tree_values(self, build: impl FnOnce() -> Result<Vec<F>>) -> Result<Cow<'a, Vec<F>>> {
+        kept_or_built(&self.layouts.tree_values, self.own_values, build)
     }
 
     pub fn index(self, x: ArrayView2<F>, mon: &Monitor) -> Result<&'a Index<F>> {

@@ -134,7 +134,7 @@ pub fn anchor_groups(triplets: &[Triplet]) -> Vec<(usize, usize)> {
 pub fn loss_grad(y: ArrayView2<f64>, triplets: &[Triplet], weights: &[f64], loss: Loss) -> Result<(f64, Array2<f64>)> {
     check_triplets(triplets, weights, y.nrows())?;
     check_embedding(y, "embedding")?;
-    Ok(loss_grad_grouped(y, triplets, &anchor_groups(triplets), weights, abs_sum(weights), loss))
+    Ok(loss_grad_grouped(y, triplets, &anchor_groups(triplets), weights, abs_sum(weights), loss, true))
 }
 
 /// Finite coordinates small enough that the gradient's fixed-point bound stays finite.
@@ -153,20 +153,42 @@ fn abs_sum(weights: &[f64]) -> f64 {
     weights.iter().map(|w| w.abs()).sum()
 }
 
-fn loss_grad_grouped(y: ArrayView2<f64>, triplets: &[Triplet], groups: &[(usize, usize)], weights: &[f64], wsum: f64, loss: Loss) -> (f64, Array2<f64>) {
+/// Whether this CPU has the packed truncation of [`super::Emitter::add_packed`].
+fn packed_scatter() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::is_x86_feature_detected as has;
+        has!("avx512f") && has!("avx512dq") && has!("avx512vl")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// `packed`: scatter through [`super::Emitter::add_packed`] (only where [`packed_scatter`]);
+/// the same bits either way.
+fn loss_grad_grouped(
+    y: ArrayView2<f64>, triplets: &[Triplet], groups: &[(usize, usize)], weights: &[f64], wsum: f64, loss: Loss, packed: bool,
+) -> (f64, Array2<f64>) {
     let (n, q) = y.dim();
     let ys = row_major(y);
     let r = ys.iter().fold(0.0f64, |m, v| m.max(v.abs())) * (q as f64).sqrt();
     let sc = Scatter::new(n, q, wsum * loss.grad_bound(r));
+    #[cfg(target_arch = "x86_64")]
+    if packed && q == 2 && loss == Loss::TriMap && packed_scatter() {
+        // SAFETY: the CPU supports the features the function is compiled for.
+        return unsafe { trimap_plane(&sc, &ys, triplets, groups, weights) };
+    }
     // One copy of the loop per loss and for the usual q = 2, 3: with the loss and the row
     // length known at compile time the per-triplet match and the short coordinate loops
     // (with their bounds checks) go away.
     macro_rules! by_q {
         ($eval:expr) => {
             match q {
-                2 => grouped::<2>(&sc, &ys, triplets, groups, weights, $eval),
-                3 => grouped::<3>(&sc, &ys, triplets, groups, weights, $eval),
-                _ => grouped::<0>(&sc, &ys, triplets, groups, weights, $eval),
+                2 => grouped::<2>(&sc, &ys, triplets, groups, weights, $eval, packed),
+                3 => grouped::<3>(&sc, &ys, triplets, groups, weights, $eval, packed),
+                _ => grouped::<0>(&sc, &ys, triplets, groups, weights, $eval, packed),
             }
         };
     }
@@ -180,10 +202,29 @@ fn loss_grad_grouped(y: ArrayView2<f64>, triplets: &[Triplet], groups: &[(usize,
 
 /// The body of [`loss_grad_grouped`] for rows of `Q` coordinates (`Q = 0`: any, `sc.q`);
 /// `eval` is the loss's [`Loss::eval`].
+#[allow(clippy::too_many_arguments)]
 fn grouped<const Q: usize>(
     sc: &Scatter, ys: &[f64], triplets: &[Triplet], groups: &[(usize, usize)], weights: &[f64], eval: impl Fn(f64, f64) -> (f64, f64, f64) + Sync,
+    packed: bool,
 ) -> (f64, Array2<f64>) {
-    let (g, total) = sc.run(groups, CHUNK, |_, &(start, end), emit| group::<Q>(sc.q, ys, &triplets[start..end], &weights[start..end], &eval, emit));
+    #[cfg(target_arch = "x86_64")]
+    if packed && packed_scatter() {
+        // SAFETY: the CPU supports the features the function is compiled for.
+        return unsafe { grouped_packed::<Q>(sc, ys, triplets, groups, weights, eval) };
+    }
+    let _ = packed;
+    let (g, total) = sc.run(groups, CHUNK, |_, &(start, end), emit| group::<Q, false>(sc.q, ys, &triplets[start..end], &weights[start..end], &eval, emit));
+    (total, g)
+}
+
+/// [`grouped`] compiled for AVX-512DQ, whose packed truncation makes the fixed-point scatter
+/// a sixth cheaper (the closure inherits the features, so the loop is compiled with them).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512dq,avx512vl")]
+fn grouped_packed<const Q: usize>(
+    sc: &Scatter, ys: &[f64], triplets: &[Triplet], groups: &[(usize, usize)], weights: &[f64], eval: impl Fn(f64, f64) -> (f64, f64, f64) + Sync,
+) -> (f64, Array2<f64>) {
+    let (g, total) = sc.run(groups, CHUNK, |_, &(start, end), emit| group::<Q, true>(sc.q, ys, &triplets[start..end], &weights[start..end], &eval, emit));
     (total, g)
 }
 
@@ -191,9 +232,113 @@ fn grouped<const Q: usize>(
 /// `Q = 0`: the closure that calls this is not inlined into [`Scatter::run`], so a row length
 /// it captured would be a load, not a constant, and the coordinate loops would not unroll
 /// (they ran at half the speed).
+/// TriMap's loss in the plane (TripletEmbedding's default), two triplets per instruction:
+/// [`group`]'s arithmetic lane by lane, so the same bits. The division and the chain of
+/// dependent steps around it bound the one-triplet loop (its latency, not its instruction
+/// count); two independent triplets per register halve that chain per triplet.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512dq,avx512vl")]
+fn trimap_plane(sc: &Scatter, ys: &[f64], triplets: &[Triplet], groups: &[(usize, usize)], weights: &[f64]) -> (f64, Array2<f64>) {
+    // SAFETY (the closure inherits this function's features): see `trimap_pairs`.
+    let (g, total) = sc.run(groups, CHUNK, |_, &(start, end), emit| unsafe { trimap_pairs(ys, &triplets[start..end], &weights[start..end], emit) });
+    (total, g)
+}
+
+/// One anchor's run of triplets for [`trimap_plane`]: triplet t in the low half of a 256-bit
+/// register, t + 1 in the high half (each half one point's two coordinates). The running
+/// sums (the anchor's gradient, the near point's, the loss) then take the halves in triplet
+/// order, as [`group`] does.
+///
+/// # Safety
+/// The CPU must support AVX-512F, DQ and VL; every index of `triplets` must be a row of `ys`
+/// (two coordinates per row).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512dq,avx512vl")]
+unsafe fn trimap_pairs(ys: &[f64], triplets: &[Triplet], weights: &[f64], emit: &mut Emitter) -> f64 {
+    use std::arch::x86_64::*;
+    let n = triplets.len();
+    // SAFETY: the caller guarantees the features and that the rows exist.
+    unsafe {
+        let row = |r: u32| _mm_loadu_pd(ys.as_ptr().add(2 * r as usize));
+        let yi = _mm256_broadcast_pd(&row(triplets[0][0]));
+        let (one, two, minus) = (_mm256_set1_pd(1.0), _mm256_set1_pd(2.0), _mm256_set1_pd(-0.0));
+        let (mut gi, mut gj) = (_mm_setzero_pd(), _mm_setzero_pd());
+        let (mut cur_j, mut total) = (usize::MAX, 0.0);
+        for t in (0..n).step_by(2) {
+            // An odd run's last triplet fills both halves; the high one is then ignored.
+            let u = (t + 1).min(n - 1);
+            for ahead in [t + PREFETCH, t + 1 + PREFETCH] {
+                if let Some(&[_, _, k]) = triplets.get(ahead) {
+                    prefetch(ys.as_ptr().wrapping_add(2 * k as usize));
+                    emit.prefetch(k as usize);
+                }
+            }
+            let ([_, ja, ka], [_, jb, kb]) = (triplets[t], triplets[u]);
+            let uij = _mm256_sub_pd(yi, _mm256_set_m128d(row(jb), row(ja)));
+            let dk = _mm256_sub_pd(yi, _mm256_set_m128d(row(kb), row(ka)));
+            // Squared norms in both lanes of a half: s0 + s1, which is group's 0 + s0 + s1.
+            let (su, sk) = (_mm256_mul_pd(uij, uij), _mm256_mul_pd(dk, dk));
+            let a = _mm256_add_pd(su, _mm256_permute_pd::<0b0101>(su));
+            let b = _mm256_add_pd(sk, _mm256_permute_pd::<0b0101>(sk));
+            // Loss::TriMap's eval, then group's coefficients, in the same order.
+            let inv = _mm256_div_pd(one, _mm256_add_pd(_mm256_add_pd(two, a), b));
+            let inv2 = _mm256_mul_pd(inv, inv);
+            let one_a = _mm256_add_pd(one, a);
+            let l = _mm256_mul_pd(one_a, inv);
+            let la = _mm256_mul_pd(_mm256_add_pd(one, b), inv2);
+            let lb = _mm256_mul_pd(_mm256_xor_pd(one_a, minus), inv2);
+            let w = _mm256_set_pd(weights[u], weights[u], weights[t], weights[t]);
+            let w2 = _mm256_mul_pd(two, w);
+            let (ca, cb) = (_mm256_mul_pd(w2, la), _mm256_mul_pd(w2, lb));
+            let to_j = _mm256_mul_pd(ca, uij);
+            let to_i = _mm256_add_pd(to_j, _mm256_mul_pd(cb, dk));
+            let to_k = _mm256_mul_pd(dk, _mm256_xor_pd(cb, minus));
+            let wl = _mm256_mul_pd(w, l);
+            // Triplet t's half, then (unless the run ended) t + 1's.
+            let mut take = |j: u32, k: u32, to_j: __m128d, to_i: __m128d, to_k: __m128d, wl: __m128d| {
+                let j = j as usize;
+                if j != cur_j {
+                    if cur_j != usize::MAX {
+                        emit.add_pair(cur_j, 0, gj);
+                    }
+                    cur_j = j;
+                    gj = _mm_setzero_pd();
+                }
+                gi = _mm_add_pd(gi, to_i);
+                gj = _mm_sub_pd(gj, to_j);
+                emit.add_pair(k as usize, 0, to_k);
+                total += _mm_cvtsd_f64(wl);
+            };
+            let low = _mm256_castpd256_pd128;
+            take(ja, ka, low(to_j), low(to_i), low(to_k), low(wl));
+            if u > t {
+                let high = _mm256_extractf128_pd::<1>;
+                take(jb, kb, high(to_j), high(to_i), high(to_k), high(wl));
+            }
+        }
+        if cur_j != usize::MAX {
+            emit.add_pair(cur_j, 0, gj);
+        }
+        emit.add_pair(triplets[0][0] as usize, 0, gi);
+        total
+    }
+}
+
+/// `PACKED`: scatter with [`Emitter::add_packed`]; only [`grouped_packed`], compiled for and
+/// dispatched on its features, instantiates it.
 #[inline(always)]
-fn group<const Q: usize>(q: usize, ys: &[f64], triplets: &[Triplet], weights: &[f64], eval: &impl Fn(f64, f64) -> (f64, f64, f64), emit: &mut Emitter) -> f64 {
+fn group<const Q: usize, const PACKED: bool>(
+    q: usize, ys: &[f64], triplets: &[Triplet], weights: &[f64], eval: &impl Fn(f64, f64) -> (f64, f64, f64), emit: &mut Emitter,
+) -> f64 {
     let q = if Q == 0 { q } else { Q };
+    let add = |emit: &mut Emitter, row: usize, v: &[f64]| {
+        #[cfg(target_arch = "x86_64")]
+        if PACKED {
+            // SAFETY: see above.
+            return unsafe { emit.add_packed(row, 0, v) };
+        }
+        emit.add(row, 0, v)
+    };
     let row = |i: usize| &ys[i * q..(i + 1) * q];
     // Scratch rows on the stack for the usual small q: the anchor's gradient, the current
     // near point's, one far point's, and y_i − y_j.
@@ -217,7 +362,7 @@ fn group<const Q: usize>(q: usize, ys: &[f64], triplets: &[Triplet], weights: &[
         }
         if j != cur_j {
             if cur_j != usize::MAX {
-                emit.add(cur_j, 0, gj);
+                add(emit, cur_j, gj);
             }
             cur_j = j;
             gj.fill(0.0);
@@ -241,13 +386,13 @@ fn group<const Q: usize>(q: usize, ys: &[f64], triplets: &[Triplet], weights: &[
             gj[c] -= ca * uij[c];
             gk[c] *= -cb;
         }
-        emit.add(k, 0, gk);
+        add(emit, k, gk);
         total += w * l;
     }
     if cur_j != usize::MAX {
-        emit.add(cur_j, 0, gj);
+        add(emit, cur_j, gj);
     }
-    emit.add(i, 0, gi);
+    add(emit, i, gi);
     total
 }
 
@@ -506,7 +651,7 @@ pub fn optimize(y0: ArrayView2<f64>, triplets: &[Triplet], weights: &[f64], loss
         let l = {
             let mut look = y.clone();
             look.scaled_add(gamma, &vel);
-            let (l, g) = loss_grad_grouped(look.view(), triplets, &groups, weights, wsum, loss);
+            let (l, g) = loss_grad_grouped(look.view(), triplets, &groups, weights, wsum, loss, true);
             let step = |y: &mut f64, v: &mut f64, gn: &mut f64, &g: &f64| {
                 *gn = if sign(*v) != sign(g) { *gn + 0.2 } else { (*gn * 0.8).max(0.01) };
                 *v = gamma * *v - opt.learning_rate * *gn * g;
@@ -578,6 +723,28 @@ mod tests {
                     let fd = (naive(&a, &tr, &w, loss) - naive(&b, &tr, &w, loss)) / (2.0 * h);
                     assert!((fd - g[idx]).abs() < 1e-6 * (1.0 + fd.abs()), "q={q} {loss:?} {idx:?} {fd} {}", g[idx]);
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn the_packed_scatter_gives_the_same_bits() {
+        if !packed_scatter() {
+            return;
+        }
+        let mut rng = StdRng::seed_from_u64(3);
+        for q in [2, 3, 5] {
+            let n = 500;
+            let y = Array2::from_shape_fn((n, q), |_| (rng.random::<f64>() - 0.5) * 10f64.powi(rng.random_range(-3..3)));
+            let mut tr: Vec<Triplet> = (0..20_000).map(|_| [rng.random_range(0..n as u32), rng.random_range(0..n as u32), rng.random_range(0..n as u32)]).collect();
+            tr.sort();
+            let w: Vec<f64> = (0..tr.len()).map(|_| rng.random::<f64>() * 3.0 - 1.0).collect();
+            let groups = anchor_groups(&tr);
+            for loss in [Loss::TriMap, Loss::Linear, Loss::Ste, Loss::TSte { alpha: 1.5 }] {
+                let run = |packed| loss_grad_grouped(y.view(), &tr, &groups, &w, abs_sum(&w), loss, packed);
+                let ((l0, g0), (l1, g1)) = (run(false), run(true));
+                assert_eq!(l0.to_bits(), l1.to_bits(), "q={q} {loss:?}");
+                assert!(g0.iter().zip(&g1).all(|(a, b)| a.to_bits() == b.to_bits()), "q={q} {loss:?}");
             }
         }
     }

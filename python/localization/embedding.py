@@ -512,8 +512,9 @@ _EIGH_ONE_THREAD = 2048
 
 
 def _pca(X, q):
-    """Centred coordinates on the top-q principal axes (exact: an eigendecomposition of the
-    smaller of the covariance and the Gram matrix), signs as scikit-learn's PCA."""
+    """Centred coordinates on the top-q principal axes (exact to the data's precision: an
+    eigendecomposition of the smaller of the covariance and the Gram matrix), signs as
+    scikit-learn's PCA."""
     mu = X.mean(axis=0)
     n, d = X.shape
     q = min(q, n, d)
@@ -530,7 +531,9 @@ def _pca(X, q):
         for _, B in _centred_blocks(X, mu):
             # B is C-ordered, so B.T is a Fortran-ordered d × rows matrix: BLAS reads it as is.
             C = syrk(1.0, B.T, beta=1.0, c=C, trans=0, lower=1, overwrite_c=1)
-        G = C.astype(np.float64)
+        # Decomposed in the data's precision: float32 data has a float32 covariance already,
+        # and LAPACK's float32 solver took half the time (0.03 against 0.055 s at d = 784).
+        G = C
     # OpenBLAS's threaded tridiagonalisation of a matrix this small is all synchronisation:
     # on a busy machine it ran 30× slower than one thread (784×784: 6 s against 0.2 s).
     with threadpool_limits(1 if small <= _EIGH_ONE_THREAD else None, user_api="blas"):

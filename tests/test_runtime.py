@@ -530,6 +530,7 @@ OUT_OF_MEMORY = """
     import numpy as np
     import localization as L
     from localization.cluster import MedoidShift
+    from localization.embedding import triplet_loss
 
     rng = np.random.default_rng(0)
 
@@ -573,6 +574,12 @@ OUT_OF_MEMORY = """
          lambda X: L.KernelDensity(bandwidth=0.01).fit(X).score_samples(X[:10]))
     case("local_mean_layout", 100 * 10**6, lambda: (rng.random((2_000_000, 16)),),
          lambda X: L.local_mean(X[:10], X, X[:, 0], bandwidth=0.01))
+    # Per-query and per-triplet inputs copied by the bindings (the interpreter aborted).
+    case("radii", 100 * 10**6,
+         lambda: (L.NearestNeighbors(radius=0.1).fit(rng.random((1000, 1))), rng.random((20_000_000, 1)), np.full(20_000_000, 1e-9)),
+         lambda nn, Q, r: nn.radius_neighbors(Q, radius=r))
+    case("triplets", 100 * 10**6, lambda: (rng.random((100, 2)), rng.integers(0, 100, (10_000_000, 3)), np.ones(10_000_000)),
+         lambda Y, T, w: triplet_loss(Y, T, w))
     # The 512 MB input fits, its 512 MB square does not.
     case("medoidshift_precomputed", 400 * 10**6,
          lambda: (np.abs(rng.random((8_000, 1)) - rng.random((1, 8_000))),),
@@ -598,7 +605,7 @@ def test_out_of_memory_is_a_memory_error_not_an_abort():
     assert set(results) == {
         "kernel_matrix_320GB", "kernel_matrix", "equivalent_kernel", "kneighbors", "radius_neighbors",
         "medoidshift_precomputed", "meanshift_trajectories", "neighbor_index", "neighbor_index_screen", "kd_tree",
-        "reference", "local_mean_layout",
+        "reference", "local_mean_layout", "radii", "triplets",
     }
     # The message names the array and its size.
     assert "kernel matrix" in results["kernel_matrix_320GB"] and "320 GB" in results["kernel_matrix_320GB"]
@@ -612,6 +619,8 @@ def test_out_of_memory_is_a_memory_error_not_an_abort():
     assert "`X`: 2000000 × 16 float64" in results["reference"]
     assert "`X`: 2000000 × 16 float64" in results["local_mean_layout"]
     assert "trajectories`: 50000 × " in results["meanshift_trajectories"]
+    assert "`radius`: 20000000 float64" in results["radii"]
+    assert "`triplets`: 10000000 × 3 int64" in results["triplets"]
 
 
 PEAK_OF_ONE_CALL = """

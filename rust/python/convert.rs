@@ -3,6 +3,7 @@
 
 use crate::engine::Neighborhood;
 use crate::error::LocalizationError;
+use crate::memory;
 use ndarray::{Dimension, Ix2};
 use numpy::{Element, PyReadonlyArray, PyReadonlyArray1, PyReadonlyArray2, PyReadonlyArray3, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyKeyboardInterrupt, PyMemoryError, PyRuntimeError};
@@ -49,11 +50,25 @@ pub(crate) fn internal(what: impl std::fmt::Display) -> PyErr {
 }
 
 /// A 2-D int64 array of indices as usize rows, with its number of columns.
-pub(crate) fn indices2(a: &Bound<'_, PyAny>, name: &str) -> PyResult<(Vec<usize>, usize)> {
+pub(crate) fn indices2(a: &Bound<'_, PyAny>, name: &'static str) -> PyResult<(Vec<usize>, usize)> {
     let arr: PyReadonlyArray2<i64> = a.extract().map_err(|_| type_error(name, format!("`{name}` must be a 2-D int64 array")))?;
-    let k = arr.shape()[1];
-    let out: Option<Vec<usize>> = arr.as_array().iter().map(|&j| usize::try_from(j).ok()).collect();
-    Ok((out.ok_or_else(|| value_error(name, format!("`{name}` has negative entries")))?, k))
+    Ok((to_indices(arr.as_array().iter().copied(), arr.shape(), name)?, arr.shape()[1]))
+}
+
+/// The int64 indices of an array of shape `dims` as usize, a `ValueError` for a negative one;
+/// the copy is fallible (a `MemoryError` naming `name`).
+pub(crate) fn to_indices(values: impl Iterator<Item = i64> + Clone, dims: &[usize], name: &'static str) -> PyResult<Vec<usize>> {
+    if values.clone().any(|j| j < 0) {
+        return Err(value_error(name, format!("`{name}` has negative entries")));
+    }
+    Ok(memory::try_collect(name, dims, values.map(|j| j as usize))?)
+}
+
+/// A 1-D array's values as a vector: a fallible copy (a `MemoryError` naming `name` when it
+/// does not fit, where `to_vec` would abort the interpreter).
+pub(crate) fn to_vec1<F: Element + Copy>(a: &PyReadonlyArray1<'_, F>, name: &'static str) -> PyResult<Vec<F>> {
+    let v = a.as_array();
+    Ok(memory::try_collect(name, &[v.len()], v.iter().copied())?)
 }
 
 /// Borrow an array of D dimensions and float type F (`what` words the expected kind in the

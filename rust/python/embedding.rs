@@ -3,21 +3,21 @@
 //! `runtime::run` (GIL released, the pool `n_jobs` selects, Ctrl-C and progress watched).
 
 use super::runtime::{run, NJobs};
-use super::{indices2, internal, is_f32, type_error, value_error, view1, view2};
+use super::{indices2, internal, is_f32, to_indices, to_vec1, type_error, value_error, view1, view2};
 use crate::algorithms::embedding::{lle, quality, softmax, triplet};
+use crate::memory;
 use crate::neighbors::Algorithm;
 use ndarray::ArrayView2;
 use numpy::{IntoPyArray, PyArray1, PyArray2, PyReadonlyArray1};
 use pyo3::prelude::*;
 
-fn indices1(a: &Bound<'_, PyAny>, name: &str) -> PyResult<Vec<usize>> {
+fn indices1(a: &Bound<'_, PyAny>, name: &'static str) -> PyResult<Vec<usize>> {
     let arr: PyReadonlyArray1<i64> = a.extract().map_err(|_| type_error(name, format!("`{name}` must be a 1-D int64 array")))?;
-    let out: Option<Vec<usize>> = arr.as_array().iter().map(|&j| usize::try_from(j).ok()).collect();
-    out.ok_or_else(|| value_error(name, format!("`{name}` has negative entries")))
+    to_indices(arr.as_array().iter().copied(), arr.as_array().shape(), name)
 }
 
-fn f64_vec(a: &Bound<'_, PyAny>, name: &str) -> PyResult<Vec<f64>> {
-    Ok(view1::<f64>(a, name)?.as_array().to_vec())
+fn f64_vec(a: &Bound<'_, PyAny>, name: &'static str) -> PyResult<Vec<f64>> {
+    to_vec1(&view1::<f64>(a, name)?, name)
 }
 
 fn triplets(a: &Bound<'_, PyAny>) -> PyResult<Vec<triplet::Triplet>> {
@@ -68,7 +68,7 @@ impl GroundedInverse {
     fn new(py: Python<'_>, neighbors: &Bound<'_, PyAny>, weights: &Bound<'_, PyAny>) -> PyResult<Self> {
         let (nb, k) = indices2(neighbors, "neighbors")?;
         let w = view2::<f64>(weights, "weights")?;
-        let wv: Vec<f64> = w.as_array().iter().copied().collect();
+        let wv = memory::try_collect("weights", &[w.as_array().len()], w.as_array().iter().copied())?;
         let inner = run(py, None, None, |mon| lle::GroundedInverse::new(&nb, &wv, k, mon))?;
         Ok(GroundedInverse { inner })
     }
@@ -76,11 +76,11 @@ impl GroundedInverse {
     /// M⁺b for a vector (n) or for each column of a matrix (n × c): a new array.
     fn apply<'py>(&self, py: Python<'py>, b: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
         if let Ok(v) = view1::<f64>(b, "b") {
-            let mut col = v.as_array().to_owned().insert_axis(ndarray::Axis(1));
+            let mut col = memory::try_copy("b", v.as_array().insert_axis(ndarray::Axis(1)))?;
             run(py, None, None, |_| self.inner.apply(col.view_mut()))?;
             return Ok(col.remove_axis(ndarray::Axis(1)).into_pyarray(py).into_any());
         }
-        let mut m = view2::<f64>(b, "b")?.as_array().to_owned();
+        let mut m = memory::try_copy("b", view2::<f64>(b, "b")?.as_array())?;
         run(py, None, None, |_| self.inner.apply(m.view_mut()))?;
         Ok(m.into_pyarray(py).into_any())
     }

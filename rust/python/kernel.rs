@@ -2,7 +2,7 @@
 //! the dot-product kernel, with its bandwidth (one value, one per query or one per sample) —
 //! checked once when it is built, so that the engine's bindings only hand it on.
 
-use super::{type_error, value_error};
+use super::{to_vec1, type_error, value_error};
 use crate::engine::{Bandwidth, Kernel};
 use crate::kernel::Profile;
 use crate::real::Real;
@@ -19,12 +19,12 @@ pub(crate) enum Points {
 
 impl Points {
     /// A 1-D, C-contiguous float32 or float64 array, copied.
-    fn new(h: &Bound<'_, PyAny>, name: &str) -> PyResult<Self> {
-        fn contiguous<F: Element + Copy>(a: PyReadonlyArray1<'_, F>, name: &str) -> PyResult<Vec<F>> {
+    fn new(h: &Bound<'_, PyAny>, name: &'static str) -> PyResult<Self> {
+        fn contiguous<F: Element + Copy>(a: PyReadonlyArray1<'_, F>, name: &'static str) -> PyResult<Vec<F>> {
             if !a.is_c_contiguous() {
                 return Err(value_error(name, format!("`{name}` must be C-contiguous")));
             }
-            Ok(a.as_array().to_vec())
+            to_vec1(&a, name)
         }
         if let Ok(a) = h.extract::<PyReadonlyArray1<f64>>() {
             Ok(Points::F64(contiguous(a, name)?))

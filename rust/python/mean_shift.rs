@@ -5,10 +5,11 @@
 //! (`runtime::run`).
 
 use super::runtime::{run, NJobs};
-use super::{internal, is_f32, state_error, value_error, view1, view2, PySums};
+use super::{internal, is_f32, state_error, to_vec1, value_error, view1, view2, PySums};
 use crate::algorithms::fixed_point::{SeedSet, Shifted, Stop, Sums};
 use crate::algorithms::mean_shift::{self, Cells, GridSpec, Params, Window};
 use crate::error::LocalizationError;
+use crate::memory;
 use crate::kernel::Profile;
 use crate::real::Real;
 use numpy::{Element, IntoPyArray, PyArray1, PyReadonlyArray1, PyReadonlyArray2};
@@ -422,7 +423,7 @@ impl MeanShiftSeeds {
     /// One step of every active seed from its window sums (float64, row a for the a-th
     /// active seed, stored divided by exp(log_scale)).
     fn advance(&mut self, num: PyReadonlyArray2<'_, f64>, den: PyReadonlyArray1<'_, f64>, log_scale: PyReadonlyArray1<'_, f64>) -> PyResult<()> {
-        let sums = Sums { num: num.as_array().to_owned(), den: den.as_array().to_vec(), log_scale: log_scale.as_array().to_vec() };
+        let sums = Sums { num: memory::try_copy("num", num.as_array())?, den: to_vec1(&den, "den")?, log_scale: to_vec1(&log_scale, "log_scale")? };
         let p = &self.stop;
         match self.inner.as_mut().ok_or_else(|| state_error("the run has ended (result() was called)"))? {
             AnySeeds::F32(s) => s.advance(&sums, p)?,
@@ -456,12 +457,13 @@ impl PyCells {
         plain: Option<PyReadonlyArray2<'_, f64>>,
     ) -> PyResult<Self> {
         let plain = match (count, plain) {
-            (Some(c), Some(p)) => Some((c.as_array().to_vec(), p.as_array().iter().copied().collect())),
+            (Some(c), Some(p)) => Some((to_vec1(&c, "count")?, memory::try_collect("plain", &[p.as_array().len()], p.as_array().iter().copied())?)),
             (None, None) => None,
             _ => return Err(value_error("plain", "`count` and `plain` are given together or not at all".into())),
         };
         let s = sum.as_array();
-        Ok(PyCells(Cells::new(s.ncols(), keys.as_array().to_vec(), weight.as_array().to_vec(), s.iter().copied().collect(), plain)?))
+        let sum = memory::try_collect("sum", &[s.len()], s.iter().copied())?;
+        Ok(PyCells(Cells::new(s.ncols(), to_vec1(&keys, "keys")?, to_vec1(&weight, "weight")?, sum, plain)?))
     }
 
     /// The number of occupied cells.

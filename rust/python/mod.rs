@@ -27,7 +27,7 @@ mod runtime;
 mod sequence;
 
 // The helpers of `convert` under their short paths, for the family files.
-pub(crate) use convert::{indices2, internal, is_f32, is_f32_array, state_error, type_error, value_error, view1, view2, view3};
+pub(crate) use convert::{indices2, internal, is_f32, is_f32_array, state_error, to_indices, to_vec1, type_error, value_error, view1, view2, view3};
 pub(crate) use engine::PySums;
 
 use pyo3::prelude::*;

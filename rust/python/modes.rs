@@ -1,7 +1,7 @@
 //! Bindings of the mode-seeking family: MedoidShift and QuickShift steps, forest resolution.
 
 use super::runtime::{run, NJobs};
-use super::{indices2, is_f32, value_error, view1, view2};
+use super::{indices2, is_f32, to_vec1, value_error, view1, view2};
 use crate::algorithms::{forest, medoid_shift, quickshift};
 use crate::kernel::Profile;
 use numpy::{IntoPyArray, PyArray1, PyArrayMethods, PyUntypedArrayMethods};
@@ -9,7 +9,7 @@ use pyo3::prelude::*;
 
 /// Optional per-sample weights, always float64 (they multiply the kernel in f64).
 fn f64_weights(w: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Vec<f64>>> {
-    w.map(|w| view1::<f64>(w, "sample_weight").map(|a| a.as_array().to_vec())).transpose()
+    w.map(|w| to_vec1(&view1::<f64>(w, "sample_weight")?, "sample_weight")).transpose()
 }
 
 fn to_i64(v: Vec<usize>) -> Vec<i64> {
@@ -80,8 +80,7 @@ fn quickshift_links<'py>(
     py: Python<'py>, x: &Bound<'py, PyAny>, log_density: &Bound<'py, PyAny>, max_dist: f64, window_features: Option<Vec<usize>>,
     window: Option<f64>, n_jobs: Option<NJobs>, progress: Option<Py<PyAny>>,
 ) -> PyResult<(Bound<'py, PyArray1<i64>>, Bound<'py, PyAny>)> {
-    let ld = view1::<f64>(log_density, "log_density")?;
-    let ld: Vec<f64> = ld.as_array().to_vec();
+    let ld = to_vec1(&view1::<f64>(log_density, "log_density")?, "log_density")?;
     let win = self::window(window_features, window)?;
     with_float!(x, F, {
         let xv = view2::<F>(x, "X")?;

@@ -1,7 +1,7 @@
 //! Bindings of the neighbour searches: the fitted index (k nearest, radius) and the
 //! k nearest on co-observed coordinates.
 
-use super::convert::{internal, is_f32, value_error, view1, view2};
+use super::convert::{internal, is_f32, to_vec1, value_error, view1, view2};
 use super::runtime::{run, NJobs};
 use crate::memory;
 use crate::neighbors::{masked, Algorithm, Index};
@@ -77,7 +77,7 @@ impl NeighborIndex {
     ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<i64>>)> {
         let radii: Vec<f64> = match r.extract::<f64>() {
             Ok(v) => vec![v],
-            Err(_) => view1::<f64>(r, "radius")?.as_array().to_vec(),
+            Err(_) => to_vec1(&view1::<f64>(r, "radius")?, "radius")?,
         };
         macro_rules! go {
             ($idx:expr, $F:ty) => {{

@@ -514,40 +514,43 @@ _EIGH_ONE_THREAD = 2048
 def _pca(X, q):
     """Centred coordinates on the top-q principal axes (exact to the data's precision: an
     eigendecomposition of the smaller of the covariance and the Gram matrix), signs as
-    scikit-learn's PCA."""
+    scikit-learn's PCA. The same bits whatever the BLAS thread count (see below)."""
     mu = X.mean(axis=0)
     n, d = X.shape
     q = min(q, n, d)
     small = min(n, d)
+    syrk = scipy.linalg.get_blas_funcs("syrk", dtype=X.dtype)
+    # The rank updates may run threaded: BLAS splits their output, and each entry is summed
+    # whole by one thread. General products may not: OpenBLAS picks a different kernel for a
+    # single thread (its small-matrix path), so 10,000 images projected on 1 and 2 threads
+    # differed by 2e-6, and with them the triplets and the embedding.
     if n < d:
         Xc = X - mu
-        G = (Xc @ Xc.T).astype(np.float64)
+        G = syrk(1.0, Xc, lower=1)
     else:
         # The covariance from blocks of centred rows (a rank-update each, half a product's
         # work): a centred copy of the whole input cost its page faults, 0.14 s for 10,000
         # images, more than the product.
-        syrk = scipy.linalg.get_blas_funcs("syrk", dtype=X.dtype)
-        C = np.zeros((d, d), dtype=X.dtype, order="F")
+        G = np.zeros((d, d), dtype=X.dtype, order="F")
         for _, B in _centred_blocks(X, mu):
             # B is C-ordered, so B.T is a Fortran-ordered d × rows matrix: BLAS reads it as is.
-            C = syrk(1.0, B.T, beta=1.0, c=C, trans=0, lower=1, overwrite_c=1)
-        # Decomposed in the data's precision: float32 data has a float32 covariance already,
-        # and LAPACK's float32 solver took half the time (0.03 against 0.055 s at d = 784).
-        G = C
-    # OpenBLAS's threaded tridiagonalisation of a matrix this small is all synchronisation:
-    # on a busy machine it ran 30× slower than one thread (784×784: 6 s against 0.2 s).
+            G = syrk(1.0, B.T, beta=1.0, c=G, trans=0, lower=1, overwrite_c=1)
+    # Decomposed in the data's precision: float32 data has a float32 covariance already, and
+    # LAPACK's float32 solver took half the time (0.03 against 0.055 s at d = 784). OpenBLAS's
+    # threaded tridiagonalisation of a matrix this small is all synchronisation: on a busy
+    # machine it ran 30× slower than one thread (784×784: 6 s against 0.2 s).
     with threadpool_limits(1 if small <= _EIGH_ONE_THREAD else None, user_api="blas"):
         vals, V = scipy.linalg.eigh(G, subset_by_index=(small - q, small - 1), lower=True)
-    if n < d:
-        coords = V[:, ::-1] * np.sqrt(np.maximum(vals[::-1], 0.0))
-        axes = Xc.T.astype(np.float64) @ V[:, ::-1]
-        coords = coords.astype(X.dtype)
-    else:
-        axes = V[:, ::-1]
-        coords = np.empty((n, q), dtype=X.dtype)
-        A = np.ascontiguousarray(axes, dtype=X.dtype)
-        for rows, B in _centred_blocks(X, mu):
-            np.matmul(B, A, out=coords[rows])
+    with threadpool_limits(1, user_api="blas"):
+        if n < d:
+            coords = V[:, ::-1] * np.sqrt(np.maximum(vals[::-1], 0.0))
+            axes = Xc.T @ V[:, ::-1]
+        else:
+            axes = V[:, ::-1]
+            coords = np.empty((n, q), dtype=X.dtype)
+            A = np.ascontiguousarray(axes, dtype=X.dtype)
+            for rows, B in _centred_blocks(X, mu):
+                np.matmul(B, A, out=coords[rows])
     flip = np.where(axes[np.abs(axes).argmax(axis=0), np.arange(q)] < 0, -1.0, 1.0)
     coords *= flip.astype(coords.dtype)
     return np.ascontiguousarray(coords)

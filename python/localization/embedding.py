@@ -507,41 +507,42 @@ def triplet_loss(Y: ArrayLike, triplets: ArrayLike, weights: ArrayLike | None = 
     return _core.triplet_loss_grad(Y, T, w, loss=loss, alpha=check_number(alpha, "alpha"), n_jobs=n_jobs)
 
 
-# Eigendecompositions up to this size run on one BLAS thread (see _pca).
+# Principal coordinates up to this size (the smaller of n and d) run on one BLAS thread (see _pca).
 _EIGH_ONE_THREAD = 2048
 
 
 def _pca(X, q):
     """Centred coordinates on the top-q principal axes (exact to the data's precision: an
     eigendecomposition of the smaller of the covariance and the Gram matrix), signs as
-    scikit-learn's PCA. The same bits whatever the BLAS thread count (see below)."""
+    scikit-learn's PCA. The same bits whatever the BLAS thread count while the smaller of n
+    and d is at most 2048 (see below)."""
     mu = X.mean(axis=0)
     n, d = X.shape
     q = min(q, n, d)
     small = min(n, d)
     syrk = scipy.linalg.get_blas_funcs("syrk", dtype=X.dtype)
-    # The rank updates may run threaded: BLAS splits their output, and each entry is summed
-    # whole by one thread. General products may not: OpenBLAS picks a different kernel for a
-    # single thread (its small-matrix path), so 10,000 images projected on 1 and 2 threads
-    # differed by 2e-6, and with them the triplets and the embedding.
-    if n < d:
-        Xc = X - mu
-        G = syrk(1.0, Xc, lower=1)
-    else:
-        # The covariance from blocks of centred rows (a rank-update each, half a product's
-        # work): a centred copy of the whole input cost its page faults, 0.14 s for 10,000
-        # images, more than the product.
-        G = np.zeros((d, d), dtype=X.dtype, order="F")
-        for _, B in _centred_blocks(X, mu):
-            # B is C-ordered, so B.T is a Fortran-ordered d × rows matrix: BLAS reads it as is.
-            G = syrk(1.0, B.T, beta=1.0, c=G, trans=0, lower=1, overwrite_c=1)
-    # Decomposed in the data's precision: float32 data has a float32 covariance already, and
-    # LAPACK's float32 solver took half the time (0.03 against 0.055 s at d = 784). OpenBLAS's
-    # threaded tridiagonalisation of a matrix this small is all synchronisation: on a busy
-    # machine it ran 30× slower than one thread (784×784: 6 s against 0.2 s).
+    # One BLAS thread up to that size. OpenBLAS rounds differently on one thread and on
+    # several (its single-threaded small-matrix products, and older versions' threaded rank
+    # updates), so under threadpool_limits(1) the principal coordinates of 1,200 images
+    # changed in their last bits, and with them the triplets and the embedding. It costs the
+    # covariance of 10,000 images 0.03 s (0.073 against 0.045 s). The tridiagonalisation
+    # gains nothing from threads at this size either: on a busy machine it ran 30× slower
+    # (784×784: 6 s against 0.2 s).
     with threadpool_limits(1 if small <= _EIGH_ONE_THREAD else None, user_api="blas"):
+        if n < d:
+            Xc = X - mu
+            G = syrk(1.0, Xc, lower=1)
+        else:
+            # The covariance from blocks of centred rows (a rank-update each, half a product's
+            # work): a centred copy of the whole input cost its page faults, 0.14 s for 10,000
+            # images, more than the product.
+            G = np.zeros((d, d), dtype=X.dtype, order="F")
+            for _, B in _centred_blocks(X, mu):
+                # B is C-ordered, so B.T is a Fortran-ordered d × rows matrix: BLAS reads it as is.
+                G = syrk(1.0, B.T, beta=1.0, c=G, trans=0, lower=1, overwrite_c=1)
+        # Decomposed in the data's precision: float32 data has a float32 covariance already,
+        # and LAPACK's float32 solver took half the time (0.03 against 0.055 s at d = 784).
         vals, V = scipy.linalg.eigh(G, subset_by_index=(small - q, small - 1), lower=True)
-    with threadpool_limits(1, user_api="blas"):
         if n < d:
             coords = V[:, ::-1] * np.sqrt(np.maximum(vals[::-1], 0.0))
             axes = Xc.T @ V[:, ::-1]
